@@ -1,0 +1,99 @@
+"""The one table of agent exit codes, shared by the agent and every composer.
+
+The agent exits with one of these codes and writes the reason and remedy into its
+progress record and termination message; the composers turn the same code back into
+a status reason and remedy, and the hydration Job's podFailurePolicy fails at once on
+the permanent ones. Change a row here and every part follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    code: int
+    reason: str
+    permanent: bool
+    remedy: str
+
+
+EXIT_CODES: tuple[ExitCode, ...] = (
+    ExitCode(
+        10,
+        "AuthFailed",
+        True,
+        "Check the token in the Secret named by spec.source.huggingFace.tokenSecretRef: it "
+        "must be a valid Hugging Face token with read access, and for a gated model its "
+        "account must accept the model's terms on the Hub.",
+    ),
+    ExitCode(
+        11,
+        "SourceNotFound",
+        True,
+        "Check spec.source.huggingFace.repo and revision (and endpoint, for a mirror). A "
+        "private repo needs spec.source.huggingFace.tokenSecretRef.",
+    ),
+    ExitCode(
+        12,
+        "DigestMismatch",
+        True,
+        "The bytes served did not match the Hub's published digest after 3 attempts; nothing "
+        "unverified was published. Check the mirror or proxy between the cluster and the "
+        "endpoint, then delete the failed hydration's Job to retry.",
+    ),
+    ExitCode(
+        13,
+        "InsufficientCapacity",
+        True,
+        "The volume cannot hold the model: raise spec.storage.size (or the FleetCluster's "
+        "spec.cache.capacity), or free space on the volume.",
+    ),
+    ExitCode(
+        14,
+        "InvalidSource",
+        True,
+        "The repository listing has an unsafe or malformed entry (absolute path, '..', "
+        "symlink escape, bad size or duplicate path); fleetcache refuses it rather than "
+        "sanitize it. Fix the repository or pin another revision.",
+    ),
+    ExitCode(
+        15,
+        "InvalidConfiguration",
+        True,
+        "The agent was started with invalid arguments: check the spec fields it names and "
+        "that the agent image matches the function's version.",
+    ),
+    ExitCode(
+        16,
+        "StagerBusy",
+        False,
+        "Another writer holds the cache volume; the Job retries on its own. If it persists, "
+        "look for another fleetcache Job on that cluster writing to the same volume.",
+    ),
+    ExitCode(
+        17,
+        "SourceUnreachable",
+        False,
+        "The endpoint could not be reached (resets, timeouts, 5xx) after retries; the Job "
+        "retries on its own. Check the cluster's egress to the endpoint, or set "
+        "spec.source.huggingFace.endpoint to a reachable mirror.",
+    ),
+    ExitCode(
+        18,
+        "RateLimited",
+        False,
+        "The Hub rate-limited the requests; the Job retries on its own. Use a token (higher "
+        "limits), a mirror, or a lower spec.rollout.maxConcurrent.",
+    ),
+)
+
+BY_CODE: dict[int, ExitCode] = {row.code: row for row in EXIT_CODES}
+BY_REASON: dict[str, ExitCode] = {row.reason: row for row in EXIT_CODES}
+PERMANENT_CODES: tuple[int, ...] = tuple(row.code for row in EXIT_CODES if row.permanent)
+
+
+def for_code(code: int) -> ExitCode | None:
+    """The row for an exit code, or None for 0 and codes fleetcache never uses."""
+    return BY_CODE.get(code)

@@ -1,0 +1,1 @@
+"""Crossplane composition functions: one composer module per kind, and the shared kit."""
