@@ -1,0 +1,646 @@
+"""The shared vocabulary of every composer.
+
+Composers are pure functions from a `Request` (plain dicts) to an `Outcome` (plain
+dicts); the server translates both to and from protobuf. Everything more than one
+composer says — API names, child names, conditions with reasons and remedies,
+quantities, label selectors, provider-kubernetes Object wrapping, the agent's pod —
+is said once here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from crossplane.function.resource import child_name as sdk_child_name
+from kubernetes.utils.quantity import parse_quantity
+
+from fleetcache import __version__, exitcodes
+
+GROUP = "fleetcache.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
+PROVIDER_CONFIG_KIND = "ClusterProviderConfig"
+DEFAULT_AGENT_IMAGE = f"ghcr.io/fleetcache/fleetcache-agent:v{__version__}"
+DEFAULT_ENDPOINT = "https://huggingface.co"
+CACHE_MOUNT_PATH = "/var/cache/fleetcache"
+TOKEN_MOUNT_PATH = "/var/run/secrets/fleetcache/token"
+TOKEN_SECRET_KEY = "token"
+GiB = 1024**3
+HEADROOM = 1.10
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MODEL_CACHE = f"{GROUP}/model-cache"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+
+
+class InputError(ValueError):
+    """Bad user input: the message names the field and the fix. Becomes a fatal result."""
+
+
+# --- request and outcome -------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """What a composer sees: the composite, composed and required resources, and `now`."""
+
+    composite: dict
+    observed: dict[str, dict] = field(default_factory=dict)
+    required: dict[str, list[dict]] = field(default_factory=dict)
+    now: datetime.datetime = field(
+        default_factory=lambda: datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    )
+
+    @property
+    def name(self) -> str:
+        return str(self.composite.get("metadata", {}).get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.composite.get("metadata", {}).get("namespace", ""))
+
+    @property
+    def spec(self) -> dict:
+        spec = self.composite.get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+    @property
+    def status(self) -> dict:
+        status = self.composite.get("status")
+        return status if isinstance(status, dict) else {}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A resource the composer needs Crossplane to fetch (by name or all of a kind)."""
+
+    api_version: str
+    kind: str
+    match_name: str | None = None
+    namespace: str | None = None
+    match_labels: tuple[tuple[str, str], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str = ""
+
+
+@dataclass
+class Outcome:
+    """What a composer returns; `ready` of each desired resource is True, False or None."""
+
+    desired: dict[str, tuple[dict, bool | None]] = field(default_factory=dict)
+    status: dict = field(default_factory=dict)
+    conditions: list[Condition] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    requirements: dict[str, Requirement] = field(default_factory=dict)
+    composite_ready: bool | None = None
+    fatal: str | None = None
+
+    def compose(self, key: str, resource: dict, ready: bool | None = None) -> None:
+        self.desired[key] = (resource, ready)
+
+    def condition(self, type_: str, status: bool | str, reason: str, message: str = "") -> None:
+        value = status if isinstance(status, str) else ("True" if status else "False")
+        self.conditions.append(Condition(type_, value, reason, message))
+
+    def require(self, key: str, requirement: Requirement) -> None:
+        self.requirements[key] = requirement
+
+
+def carry_over(request: Request, outcome: Outcome, keys: Iterable[str]) -> None:
+    """Keep already-composed resources as observed, so a blocked step deletes nothing."""
+    for key in keys:
+        observed = request.observed.get(key)
+        if observed is not None and key not in outcome.desired:
+            outcome.compose(key, strip_observed(observed), None)
+
+
+def strip_observed(resource: dict) -> dict:
+    """The desired form of an observed resource: identity and spec, no server fields."""
+    meta = resource.get("metadata", {})
+    kept_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
+    out = {k: v for k, v in resource.items() if k not in ("metadata", "status")}
+    out["metadata"] = kept_meta
+    return out
+
+
+# --- names and reasons ----------------------------------------------------------------
+
+
+def child_name(*parts: str) -> str:
+    """A DNS-label-safe (<= 63 chars), deterministic child name, via the SDK."""
+    return sdk_child_name(*(dns_safe(p) for p in parts))
+
+
+def dns_safe(text: str) -> str:
+    """Lowercase RFC 1123 label characters only, so odd input never yields an invalid name."""
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", str(text).lower()).strip("-")
+    return cleaned or "x"
+
+
+def cache_volume_name(model_cache: str) -> str:
+    """The PVC name of a ModelCache's volume: the same on every cluster."""
+    return child_name(model_cache, "cache")
+
+
+def short_digest(*parts: str, length: int = 10) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:length]
+
+
+@dataclass(frozen=True)
+class Reason:
+    name: str
+    remedy: str
+
+
+REASONS: dict[str, Reason] = {
+    r.name: r
+    for r in (
+        Reason("ClusterNotReady", "Wait for the FleetCluster to become Ready, or check its "
+               "ProviderConfig credentials (kubectl describe fleetcluster)."),
+        Reason("ClusterNotFound", "Create the FleetCluster, or fix the name in "
+               "spec.placement.clusterNames."),
+        Reason("NoClusters", "No FleetCluster matches spec.placement: label clusters to match "
+               "the selector, or list them in spec.placement.clusterNames."),
+        Reason("TokenSecretMissing", "Create the Secret named by "
+               "spec.source.huggingFace.tokenSecretRef in this namespace, with the key it names."),
+        Reason("HydrationFailed", "See the failed clusters' ModelCacheHydration status for the "
+               "cause (kubectl get modelcachehydrations)."),
+        Reason("DeadlineExceeded", "The agent Job ran longer than spec.job.activeDeadlineSeconds: "
+               "raise it, or check the cluster's bandwidth to the endpoint."),
+        Reason("BackoffLimitExceeded", "The agent Job failed more often than "
+               "spec.job.backoffLimit; read the last progress record and the Job's pod logs."),
+        Reason("InvalidSpec", "Fix the field named in the message."),
+    )
+}
+for _row in exitcodes.EXIT_CODES:
+    REASONS[_row.reason] = Reason(_row.reason, _row.remedy)
+
+
+def remedy(reason: str) -> str:
+    found = REASONS.get(reason)
+    return found.remedy if found else ""
+
+
+def with_remedy(message: str, reason: str) -> str:
+    """A status message that says what happened and then what to do."""
+    fix = remedy(reason)
+    if not fix or fix in message:
+        return message
+    return f"{message.rstrip('.')}. {fix}" if message else fix
+
+
+# --- reading observed state ---------------------------------------------------------------
+
+
+def get_path(obj: Any, path: str, default: Any = None) -> Any:
+    """Read a dotted path from nested dicts; any missing or mistyped step gives `default`."""
+    current = obj
+    for part in path.split("."):
+        if not isinstance(current, Mapping) or part not in current:
+            return default
+        current = current[part]
+    return current
+
+
+def condition_of(resource: dict | None, type_: str) -> dict:
+    for cond in get_path(resource, "status.conditions", []) or []:
+        if isinstance(cond, Mapping) and cond.get("type") == type_:
+            return dict(cond)
+    return {}
+
+
+def is_true(resource: dict | None, type_: str) -> bool:
+    return condition_of(resource, type_).get("status") == "True"
+
+
+def remote_manifest(observed_object: dict | None) -> dict:
+    """The remote object as provider-kubernetes last saw it (status.atProvider.manifest)."""
+    manifest = get_path(observed_object, "status.atProvider.manifest", {})
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    """Numbers arrive as floats through protobuf Struct and as strings from ConfigMaps."""
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return default
+
+
+# --- quantities -------------------------------------------------------------------------
+
+
+def quantity_bytes(value: Any, field_path: str) -> int:
+    """Bytes of a Kubernetes quantity, or InputError naming the field."""
+    try:
+        parsed = parse_quantity(value)
+    except (ValueError, TypeError) as err:
+        raise InputError(
+            f"{field_path}: {value!r} is not a Kubernetes quantity; write it like 20Gi or 500G"
+        ) from err
+    if parsed <= 0:
+        raise InputError(f"{field_path}: {value!r} must be greater than zero")
+    return int(math.ceil(parsed))
+
+
+def volume_size_for(model_bytes: int) -> str:
+    """Resolved bytes x 1.10, rounded up to whole GiB (DESIGN.md §3), at least 1Gi."""
+    return f"{max(1, math.ceil(model_bytes * HEADROOM / GiB))}Gi"
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{count}B"
+
+
+# --- label selectors --------------------------------------------------------------------
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def selector_matches(selector: Mapping, labels: Mapping[str, str], field_path: str) -> bool:
+    """Kubernetes LabelSelector semantics; an empty selector matches everything."""
+    if not isinstance(selector, Mapping):
+        raise InputError(f"{field_path}: must be an object with matchLabels/matchExpressions")
+    match_labels = selector.get("matchLabels") or {}
+    if not isinstance(match_labels, Mapping):
+        raise InputError(f"{field_path}.matchLabels: must map label keys to values")
+    for key, value in match_labels.items():
+        if labels.get(key) != value:
+            return False
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise InputError(f"{field_path}.matchExpressions: must be a list")
+    for index, expr in enumerate(expressions):
+        where = f"{field_path}.matchExpressions[{index}]"
+        if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
+            raise InputError(f"{where}: needs a key and an operator")
+        key, operator, values = expr["key"], expr.get("operator"), expr.get("values") or []
+        if operator not in SELECTOR_OPERATORS:
+            raise InputError(f"{where}.operator: {operator!r} is not one of "
+                             f"{', '.join(SELECTOR_OPERATORS)}")
+        if operator in ("In", "NotIn") and not values:
+            raise InputError(f"{where}.values: {operator} needs at least one value")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise InputError(f"{where}.values: {operator} takes no values")
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+# --- fleet clusters ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FleetClusterView:
+    """What other composers need to know of a FleetCluster."""
+
+    name: str
+    labels: dict[str, str]
+    ready: bool
+    provider_config: str
+    storage_class: str | None
+    access_mode: str
+    capacity: int | None
+    agent_image: str
+
+    @classmethod
+    def of(cls, resource: dict) -> "FleetClusterView":
+        spec = resource.get("spec") or {}
+        status = resource.get("status") or {}
+        capacity = get_path(spec, "cache.capacity")
+        provider_config = str(status.get("providerConfigName") or "")
+        return cls(
+            name=str(get_path(resource, "metadata.name", "")),
+            labels={str(k): str(v) for k, v in (get_path(resource, "metadata.labels") or {}).items()},
+            ready=bool(provider_config) and is_true(resource, "Ready"),
+            provider_config=provider_config,
+            storage_class=get_path(spec, "cache.storageClassName"),
+            access_mode=str(get_path(spec, "cache.accessMode") or "ReadWriteMany"),
+            capacity=quantity_bytes(capacity, "spec.cache.capacity") if capacity else None,
+            agent_image=str(get_path(spec, "agent.image") or DEFAULT_AGENT_IMAGE),
+        )
+
+
+FLEET_CLUSTERS = Requirement(API_VERSION, "FleetCluster")
+
+
+def fleet_cluster_requirement(name: str) -> Requirement:
+    return Requirement(API_VERSION, "FleetCluster", match_name=name)
+
+
+# --- provider-kubernetes Objects --------------------------------------------------------
+
+CREATE_ONLY = ("Observe", "Create")
+OBSERVE_CREATE_DELETE = ("Observe", "Create", "Delete")
+
+
+def remote_object(
+    name: str,
+    namespace: str,
+    manifest: dict,
+    provider_config: str,
+    *,
+    management_policies: Iterable[str] | None = None,
+    readiness_query: str | None = None,
+    references: list[dict] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict:
+    """Wrap a manifest for another cluster in a namespaced provider-kubernetes Object."""
+    spec: dict = {
+        "forProvider": {"manifest": manifest},
+        "providerConfigRef": {"kind": PROVIDER_CONFIG_KIND, "name": provider_config},
+    }
+    if management_policies is not None:
+        spec["managementPolicies"] = list(management_policies)
+    if readiness_query:
+        spec["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": readiness_query}
+    if references:
+        spec["references"] = references
+    metadata: dict = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": OBJECT_API_VERSION, "kind": "Object", "metadata": metadata, "spec": spec}
+
+
+def namespace_manifest(namespace: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+
+
+def token_secret_object(
+    name: str, remote_name: str, namespace: str, provider_config: str,
+    token_ref: Mapping, labels: Mapping[str, str],
+) -> dict:
+    """The token Secret on a remote cluster, its value patched in by provider-kubernetes
+    from the XR's own Secret (spec.references.patchesFrom), so the token never appears in
+    any composed spec, status or function response."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": remote_name, "namespace": namespace, "labels": dict(labels)},
+        "type": "Opaque",
+    }
+    reference = {
+        "patchesFrom": {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "name": str(token_ref.get("name", "")),
+            "namespace": namespace,
+            "fieldPath": f"data.{token_ref.get('key', 'HF_TOKEN')}",
+        },
+        "toFieldPath": f"data.{TOKEN_SECRET_KEY}",
+    }
+    return remote_object(name, namespace, manifest, provider_config, references=[reference],
+                         labels=labels)
+
+
+def token_secret_problem(request: Request, token_ref: Mapping | None, requirement_key: str) -> str:
+    """Why the referenced token Secret cannot be used, or "" when it can (or none is set)."""
+    if not token_ref:
+        return ""
+    secrets = request.required.get(requirement_key)
+    name, key = token_ref.get("name"), token_ref.get("key", "HF_TOKEN")
+    if not secrets:
+        return f"Secret {request.namespace}/{name} named by spec.source.huggingFace." \
+               f"tokenSecretRef does not exist"
+    data = secrets[0].get("data") or {}
+    string_data = secrets[0].get("stringData") or {}
+    if key not in data and key not in string_data:
+        return f"Secret {request.namespace}/{name} has no key {key!r} (spec.source." \
+               f"huggingFace.tokenSecretRef.key)"
+    return ""
+
+
+def progress_access_manifests(
+    service_account: str, configmap: str, namespace: str, labels: Mapping[str, str]
+) -> list[dict]:
+    """ServiceAccount, Role and RoleBinding that may only get and patch one ConfigMap."""
+    meta = {"name": service_account, "namespace": namespace, "labels": dict(labels)}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": dict(meta),
+         "automountServiceAccountToken": True},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": dict(meta),
+         "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                    "resourceNames": [configmap], "verbs": ["get", "patch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": dict(meta),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": service_account},
+         "subjects": [{"kind": "ServiceAccount", "name": service_account,
+                       "namespace": namespace}]},
+    ]
+
+
+def progress_configmap_manifest(name: str, namespace: str, labels: Mapping[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "data": {"phase": "Pending"}}
+
+
+RESTRICTED_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "privileged": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+AGENT_UID = 65532
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    backoff_limit: int = 3
+    active_deadline_seconds: int = 21600
+    ttl_seconds_after_finished: int = 3600
+
+    @classmethod
+    def of(cls, job_spec: Mapping | None) -> "JobPolicy":
+        job_spec = job_spec or {}
+        return cls(
+            backoff_limit=as_int(job_spec.get("backoffLimit"), 3),
+            active_deadline_seconds=as_int(job_spec.get("activeDeadlineSeconds"), 21600),
+            ttl_seconds_after_finished=as_int(job_spec.get("ttlSecondsAfterFinished"), 3600),
+        )
+
+
+def agent_job_manifest(
+    *,
+    name: str,
+    namespace: str,
+    image: str,
+    args: list[str],
+    service_account: str,
+    labels: Mapping[str, str],
+    policy: JobPolicy,
+    token_secret: str | None = None,
+    cache_claim: str | None = None,
+    resources: Mapping | None = None,
+) -> dict:
+    """A batch/v1 Job running the agent under Pod Security `restricted`.
+
+    Permanent exit codes fail the Job at once (podFailurePolicy); disruptions (node
+    drain, preemption) do not count against backoffLimit.
+    """
+    volumes: list[dict] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if cache_claim:
+        volumes.append({"name": "cache", "persistentVolumeClaim": {"claimName": cache_claim}})
+        mounts.append({"name": "cache", "mountPath": CACHE_MOUNT_PATH})
+    if token_secret:
+        volumes.append({"name": "token", "secret": {
+            "secretName": token_secret, "defaultMode": 0o440,
+            "items": [{"key": TOKEN_SECRET_KEY, "path": TOKEN_SECRET_KEY}]}})
+        mounts.append({"name": "token", "mountPath": TOKEN_MOUNT_PATH, "readOnly": True})
+    container = {
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["fleetcache-agent"],
+        "args": list(args),
+        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "TMPDIR", "value": "/tmp"}],
+        "resources": dict(resources) if resources else {
+            "requests": {"cpu": "500m", "memory": "256Mi"},
+            "limits": {"memory": "512Mi"},
+        },
+        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": mounts,
+    }
+    pod_spec = {
+        "restartPolicy": "Never",
+        "serviceAccountName": service_account,
+        "automountServiceAccountToken": True,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": AGENT_UID,
+            "runAsGroup": AGENT_UID,
+            "fsGroup": AGENT_UID,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "backoffLimit": policy.backoff_limit,
+            "activeDeadlineSeconds": policy.active_deadline_seconds,
+            "ttlSecondsAfterFinished": policy.ttl_seconds_after_finished,
+            "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onExitCodes": {
+                    "containerName": "agent", "operator": "In",
+                    "values": list(exitcodes.PERMANENT_CODES)}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
+
+
+def source_args(source: Mapping) -> list[str]:
+    """The agent flags that say what to fetch (repo, endpoint, patterns)."""
+    hf = source.get("huggingFace") or {}
+    args = ["--endpoint", str(hf.get("endpoint") or DEFAULT_ENDPOINT),
+            "--repo", str(hf.get("repo", ""))]
+    for pattern in source.get("allowPatterns") or []:
+        args += ["--allow", str(pattern)]
+    for pattern in source.get("ignorePatterns") or []:
+        args += ["--ignore", str(pattern)]
+    if hf.get("tokenSecretRef"):
+        args += ["--token-file", f"{TOKEN_MOUNT_PATH}/{TOKEN_SECRET_KEY}"]
+    return args
+
+
+JOB_EXIT_CODE = re.compile(r"exit code (\d+)")
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A remote Job's state as Kubernetes reports it."""
+
+    started: bool
+    complete: bool
+    failed: bool
+    failure_reason: str
+    failure_message: str
+    exit_code: int | None
+
+    @classmethod
+    def of(cls, job: dict) -> "JobState":
+        failed = is_true(job, "Failed")
+        failure = condition_of(job, "Failed")
+        message = str(failure.get("message", ""))
+        match = JOB_EXIT_CODE.search(message)
+        status = job.get("status") or {}
+        return cls(
+            started=bool(status.get("startTime") or status.get("active")),
+            complete=is_true(job, "Complete"),
+            failed=failed,
+            failure_reason=str(failure.get("reason", "")),
+            failure_message=message,
+            exit_code=int(match.group(1)) if match else None,
+        )
+
+
+def failure_reason(job: JobState, record: Mapping[str, Any]) -> tuple[str, str]:
+    """(reason, message with remedy) for a failed agent Job: exit code first, else the
+    agent's last record, else what Kubernetes said (deadline, backoff)."""
+    row = exitcodes.for_code(job.exit_code) if job.exit_code is not None else None
+    recorded_reason = str(record.get("reason") or "")
+    recorded_message = str(record.get("message") or "")
+    if row is not None:
+        detail = recorded_message if recorded_reason == row.reason else ""
+        return row.reason, with_remedy(detail or f"agent exited {row.code} ({row.reason})",
+                                       row.reason)
+    if recorded_reason:
+        return recorded_reason, with_remedy(recorded_message, recorded_reason)
+    if job.failure_reason == "DeadlineExceeded":
+        return "DeadlineExceeded", with_remedy(job.failure_message, "DeadlineExceeded")
+    return "BackoffLimitExceeded", with_remedy(
+        job.failure_message or "the agent Job failed", "BackoffLimitExceeded")
+
+
+# --- determinism ------------------------------------------------------------------------
+
+
+def canonical(value: Any) -> Any:
+    """Sort every map so the same input always yields the same bytes out."""
+    if isinstance(value, Mapping):
+        return {str(k): canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    return value
+
+
+def digest_of(value: Any) -> str:
+    return hashlib.sha256(json.dumps(canonical(value), sort_keys=True).encode()).hexdigest()

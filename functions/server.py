@@ -1,0 +1,157 @@
+"""fleetcache-function: one gRPC Function serving every fleetcache Composition.
+
+The server picks the composer by the observed composite's kind, hands it plain dicts,
+and turns its Outcome back into a RunFunctionResponse. Nothing a composer raises ever
+escapes: it becomes a fatal result naming the composite.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+from typing import Any, Callable
+
+import click
+import grpc
+from crossplane.function import cli as sdkcli
+from crossplane.function import logging, resource, response
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache.functions import kit
+
+COMPOSER_MODULES = {
+    "FleetCluster": "fleetcache.functions.fleet_cluster",
+    "ModelCache": "fleetcache.functions.model_cache",
+    "ModelCacheHydration": "fleetcache.functions.model_cache_hydration",
+    "ModelDeployment": "fleetcache.functions.model_deployment",
+    "ModelReplica": "fleetcache.functions.model_replica",
+}
+
+Composer = Callable[[kit.Request], kit.Outcome]
+
+
+def composer_for(kind: str) -> Composer | None:
+    module_name = COMPOSER_MODULES.get(kind)
+    if module_name is None:
+        return None
+    return importlib.import_module(module_name).compose
+
+
+def plain(value: Any) -> Any:
+    """Struct numbers arrive as floats; give whole numbers back as ints."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def to_request(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> kit.Request:
+    observed = {
+        key: plain(resource.struct_to_dict(item.resource))
+        for key, item in req.observed.resources.items()
+    }
+    required = {
+        key: [plain(resource.struct_to_dict(item.resource)) for item in items.items]
+        for key, items in req.required_resources.items()
+    }
+    return kit.Request(
+        composite=plain(resource.struct_to_dict(req.observed.composite.resource)),
+        observed=observed,
+        required=required,
+        now=now,
+    )
+
+
+def apply_outcome(rsp: fnv1.RunFunctionResponse, outcome: kit.Outcome) -> None:
+    for key in sorted(outcome.desired):
+        manifest, ready = outcome.desired[key]
+        target = rsp.desired.resources[key]
+        target.resource.Clear()
+        resource.update(target, kit.canonical(manifest))
+        if ready is not None:
+            target.ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
+    if outcome.status:
+        resource.update(rsp.desired.composite, {"status": kit.canonical(outcome.status)})
+    if outcome.composite_ready is not None:
+        rsp.desired.composite.ready = fnv1.READY_TRUE if outcome.composite_ready else fnv1.READY_FALSE
+    response.set_conditions(rsp, *(
+        resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message or None)
+        for c in sorted(outcome.conditions, key=lambda c: c.type)
+    ))
+    for message in outcome.warnings:
+        response.warning(rsp, message)
+    for key in sorted(outcome.requirements):
+        requirement = outcome.requirements[key]
+        selector = fnv1.ResourceSelector(api_version=requirement.api_version, kind=requirement.kind)
+        if requirement.match_name is not None:
+            selector.match_name = requirement.match_name
+        else:
+            selector.match_labels.SetInParent()
+            selector.match_labels.labels.update(dict(requirement.match_labels or ()))
+        if requirement.namespace:
+            selector.namespace = requirement.namespace
+        rsp.requirements.resources[key].CopyFrom(selector)
+
+
+def run(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> fnv1.RunFunctionResponse:
+    """Compose one request; every failure becomes a fatal result, never an exception."""
+    rsp = response.to(req)
+    composite = req.observed.composite.resource
+    kind = composite["kind"] if "kind" in composite else ""
+    name = composite["metadata"]["name"] if "metadata" in composite and "name" in composite["metadata"] else ""
+    composer = None
+    try:
+        composer = composer_for(kind)
+    except ImportError as err:
+        response.fatal(rsp, f"fleetcache-function cannot load the composer for kind {kind!r}: {err}")
+        return rsp
+    if composer is None:
+        known = ", ".join(sorted(COMPOSER_MODULES))
+        response.fatal(rsp, f"fleetcache-function has no composer for kind {kind!r} "
+                            f"(composite {name!r}); it composes {known}")
+        return rsp
+    try:
+        outcome = composer(to_request(req, now))
+    except kit.InputError as err:
+        response.fatal(rsp, f"{kind} {name}: {err}")
+        return rsp
+    except Exception as err:  # noqa: BLE001 - a composer bug must not crash the server
+        response.fatal(rsp, f"{kind} {name}: internal error while composing "
+                            f"({type(err).__name__}: {err}); please report it")
+        return rsp
+    if outcome.fatal:
+        response.fatal(rsp, f"{kind} {name}: {outcome.fatal}")
+        return rsp
+    apply_outcome(rsp, outcome)
+    return rsp
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
+    """The gRPC servicer: the clock is injected so tests can fix it."""
+
+    def __init__(self, now: Callable[[], datetime.datetime] = utc_now):
+        self.now = now
+        self.log = logging.get_logger()
+
+    async def RunFunction(  # noqa: N802 - gRPC names it
+        self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
+    ) -> fnv1.RunFunctionResponse:
+        rsp = run(req, self.now())
+        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+        self.log.debug("composed", tag=req.meta.tag, fatal=fatal[:1])
+        return rsp
+
+
+@click.command()
+@sdkcli.standard_options
+def main(**kwargs: Any) -> None:
+    """Serve every fleetcache composer over gRPC (Crossplane's function protocol)."""
+    sdkcli.run(FunctionRunner(), **kwargs)
