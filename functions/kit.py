@@ -644,3 +644,8 @@ def canonical(value: Any) -> Any:
 
 def digest_of(value: Any) -> str:
     return hashlib.sha256(json.dumps(canonical(value), sort_keys=True).encode()).hexdigest()
+
+
+def label_value(text: str) -> str:
+    """A valid label value (<= 63 chars, alphanumeric at both ends) for any name."""
+    return dns_safe(text)[:63].strip("-") or "x"

@@ -1,0 +1,491 @@
+"""compose-model-cache: resolve once for the whole fleet, then hydrate every target cluster.
+
+Lifecycle, top to bottom:
+1. read the spec and ask Crossplane for the FleetClusters (and the token Secret);
+2. pick the target clusters from the placement;
+3. resolve the source to one commit with a resolve Job on the first Ready target, and
+   latch the result into status.resolved, so the fleet never serves two versions of "main";
+4. compose one ModelCacheHydration per target, at most rollout.maxConcurrent not Ready
+   at once, in cluster-name order;
+5. report per-cluster progress and the Resolved/Progressing/Available/Degraded conditions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetcache.functions import kit
+
+REPO_SHAPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+FLEET_CLUSTERS_KEY = "fleet-clusters"
+TOKEN_SECRET_KEY = "token-secret"
+RESOLVE_PREFIX = "resolve-"
+HYDRATION_PREFIX = "hydration-"
+
+
+# --- 1. inputs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    source: dict
+    repo: str
+    revision: str
+    token_ref: dict | None
+    cluster_names: tuple[str, ...] | None
+    cluster_selector: dict | None
+    storage: dict
+    max_concurrent: int
+    min_ready: int
+    job: dict
+    source_digest: str
+
+
+def read_spec(spec: dict) -> CacheSpec:
+    """Validate the spec; every error names the field and the fix."""
+    source = spec.get("source")
+    if not isinstance(source, dict) or not isinstance(source.get("huggingFace"), dict):
+        raise kit.InputError("spec.source.huggingFace is required: set repo (org/name) and "
+                             "optionally revision, endpoint and tokenSecretRef")
+    hf = source["huggingFace"]
+    repo = hf.get("repo")
+    if not isinstance(repo, str) or not REPO_SHAPE.match(repo):
+        raise kit.InputError(f"spec.source.huggingFace.repo: {repo!r} is not of the form "
+                             "org/name, for example Qwen/Qwen3-0.6B")
+    revision = hf.get("revision") or "main"
+    if not isinstance(revision, str):
+        raise kit.InputError("spec.source.huggingFace.revision must be a branch, tag or commit")
+    token_ref = hf.get("tokenSecretRef")
+    if token_ref is not None and not (isinstance(token_ref, dict) and token_ref.get("name")):
+        raise kit.InputError("spec.source.huggingFace.tokenSecretRef needs a name (and "
+                             "optionally a key, default HF_TOKEN)")
+    for patterns in ("allowPatterns", "ignorePatterns"):
+        value = source.get(patterns, [])
+        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+            raise kit.InputError(f"spec.source.{patterns} must be a list of glob strings")
+
+    placement = spec.get("placement")
+    if not isinstance(placement, dict):
+        raise kit.InputError("spec.placement is required: set clusterSelector or clusterNames")
+    names, selector = placement.get("clusterNames"), placement.get("clusterSelector")
+    if (names is None) == (selector is None):
+        raise kit.InputError("spec.placement: set exactly one of clusterSelector and clusterNames")
+    if names is not None and (not isinstance(names, list)
+                              or not all(isinstance(n, str) for n in names)):
+        raise kit.InputError("spec.placement.clusterNames must be a list of FleetCluster names")
+    if selector is not None and not isinstance(selector, dict):
+        raise kit.InputError("spec.placement.clusterSelector must be a label selector object")
+
+    storage = spec.get("storage") or {}
+    if not isinstance(storage, dict):
+        raise kit.InputError("spec.storage must be an object with size and storageClassName")
+    if storage.get("size") is not None:
+        kit.quantity_bytes(storage["size"], "spec.storage.size")
+    rollout = spec.get("rollout") or {}
+    max_concurrent = rollout.get("maxConcurrent", 10) if isinstance(rollout, dict) else None
+    if not isinstance(max_concurrent, int) or isinstance(max_concurrent, bool) or max_concurrent < 1:
+        raise kit.InputError(f"spec.rollout.maxConcurrent: {max_concurrent!r} must be an "
+                             "integer of at least 1")
+    min_ready = spec.get("minReady", 0)
+    if not isinstance(min_ready, int) or isinstance(min_ready, bool) or min_ready < 0:
+        raise kit.InputError(f"spec.minReady: {min_ready!r} must be an integer of at least 0 "
+                             "(0 means every target cluster)")
+    job = spec.get("job") or {}
+    if not isinstance(job, dict):
+        raise kit.InputError("spec.job must be an object (backoffLimit, activeDeadlineSeconds, "
+                             "ttlSecondsAfterFinished)")
+
+    normalized_source = {
+        "huggingFace": {
+            "repo": repo,
+            "revision": revision,
+            "endpoint": hf.get("endpoint") or kit.DEFAULT_ENDPOINT,
+            **({"tokenSecretRef": {"name": token_ref["name"],
+                                   "key": token_ref.get("key") or "HF_TOKEN"}}
+               if token_ref else {}),
+        },
+        "allowPatterns": list(source.get("allowPatterns") or []),
+        "ignorePatterns": list(source.get("ignorePatterns") or []),
+    }
+    what_is_fetched = {k: v for k, v in normalized_source["huggingFace"].items()
+                       if k != "tokenSecretRef"}
+    return CacheSpec(
+        source=normalized_source,
+        repo=repo,
+        revision=revision,
+        token_ref=normalized_source["huggingFace"].get("tokenSecretRef"),
+        cluster_names=tuple(names) if names is not None else None,
+        cluster_selector=selector,
+        storage=storage,
+        max_concurrent=max_concurrent,
+        min_ready=min_ready,
+        job=job,
+        source_digest=kit.digest_of([what_is_fetched, normalized_source["allowPatterns"],
+                                     normalized_source["ignorePatterns"]])[:16],
+    )
+
+
+# --- 2. targets ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    cluster: kit.FleetClusterView | None  # None: named in clusterNames but does not exist
+
+    @property
+    def ready(self) -> bool:
+        return self.cluster is not None and self.cluster.ready
+
+
+def target_clusters(spec: CacheSpec, fleet: list[dict]) -> list[Target]:
+    """The placement's clusters in name order; named clusters that don't exist included."""
+    views = {}
+    for resource in fleet:
+        view = kit.FleetClusterView.of(resource)
+        views[view.name] = view
+    if spec.cluster_names is not None:
+        return [Target(name, views.get(name)) for name in sorted(set(spec.cluster_names))]
+    return [Target(name, view) for name, view in sorted(views.items())
+            if kit.selector_matches(spec.cluster_selector, view.labels,
+                                    "spec.placement.clusterSelector")]
+
+
+# --- 3. resolve ---------------------------------------------------------------------------
+
+
+@dataclass
+class Resolution:
+    resolved: dict | None  # the latched status.resolved, when it matches the spec
+    reason: str = "Resolving"
+    message: str = ""
+
+
+def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
+            outcome: kit.Outcome) -> Resolution:
+    """Latch the resolve result, or compose the resolve step on the first Ready target."""
+    latched = request.status.get("resolved") or {}
+    if latched.get("sourceDigest") == spec.source_digest and latched.get("commit"):
+        return Resolution(dict(latched), "Resolved")
+
+    token_problem = kit.token_secret_problem(request, spec.token_ref, TOKEN_SECRET_KEY)
+    if token_problem:
+        kit.carry_over(request, outcome, request.observed)
+        return Resolution(None, "TokenSecretMissing",
+                          kit.with_remedy(token_problem, "TokenSecretMissing"))
+    resolver = next((t.cluster for t in targets if t.ready), None)
+    if resolver is None:
+        reason = "ClusterNotReady" if targets else "NoClusters"
+        return Resolution(None, reason, kit.with_remedy(
+            "no Ready target cluster to resolve the source on", reason))
+
+    names = ResolveNames(request.name, spec.source_digest)
+    record = kit.remote_manifest(request.observed.get(names.key("configmap"))).get("data") or {}
+    if record.get("phase") == "Resolved" and record.get("commit"):
+        return Resolution(latched_result(spec, record), "Resolved")
+    job = kit.JobState.of(kit.remote_manifest(request.observed.get(names.key("job"))))
+    compose_resolve_step(request, spec, resolver, names, outcome)
+    if record.get("phase") == "Failed" or job.failed:
+        reason, message = kit.failure_reason(job, record)
+        return Resolution(None, reason, f"resolving {spec.repo}@{spec.revision} on "
+                                        f"{resolver.name} failed: {message}")
+    return Resolution(None, "Resolving",
+                      f"resolving {spec.repo}@{spec.revision} on cluster {resolver.name}")
+
+
+def latched_result(spec: CacheSpec, record: dict) -> dict:
+    return {
+        "repo": spec.repo,
+        "revision": spec.revision,
+        "commit": str(record["commit"]),
+        "bytes": kit.as_int(record.get("bytes")),
+        "files": kit.as_int(record.get("files")),
+        "manifestDigest": str(record.get("manifestDigest", "")),
+        "sourceDigest": spec.source_digest,
+    }
+
+
+@dataclass(frozen=True)
+class ResolveNames:
+    cache: str
+    source_digest: str
+
+    def key(self, what: str) -> str:
+        return f"{RESOLVE_PREFIX}{what}"
+
+    @property
+    def remote(self) -> str:
+        """Job and ConfigMap share this name; it changes with the source."""
+        return kit.child_name(self.cache, "resolve", self.source_digest[:10])
+
+    @property
+    def service_account(self) -> str:
+        return kit.child_name(self.cache, "resolver")
+
+    def object_name(self, what: str) -> str:
+        return kit.child_name(self.cache, "resolve", what)
+
+
+def compose_resolve_step(request: kit.Request, spec: CacheSpec, cluster: kit.FleetClusterView,
+                         names: ResolveNames, outcome: kit.Outcome) -> None:
+    namespace = request.namespace
+    labels = {kit.LABEL_MANAGED_BY: "fleetcache", kit.LABEL_COMPONENT: "resolve",
+              kit.LABEL_MODEL_CACHE: kit.label_value(request.name)}
+
+    def remote(what: str, manifest: dict, **kwargs: Any) -> None:
+        outcome.compose(names.key(what), kit.remote_object(
+            names.object_name(what), namespace, manifest, cluster.provider_config, **kwargs))
+
+    remote("namespace", kit.namespace_manifest(namespace),
+           management_policies=kit.CREATE_ONLY)
+    for manifest in kit.progress_access_manifests(names.service_account, names.remote,
+                                                  namespace, labels):
+        remote(manifest["kind"].lower(), manifest)
+    remote("configmap", kit.progress_configmap_manifest(names.remote, namespace, labels),
+           management_policies=kit.OBSERVE_CREATE_DELETE)
+    token_secret = None
+    if spec.token_ref:
+        token_secret = kit.child_name(request.name, "resolver-token")
+        outcome.compose(names.key("token"), kit.token_secret_object(
+            names.object_name("token"), token_secret, namespace, cluster.provider_config,
+            spec.token_ref, labels))
+    args = ["resolve", "--revision", spec.revision,
+            "--progress-configmap", f"{namespace}/{names.remote}",
+            *kit.source_args(spec.source)]
+    remote("job", kit.agent_job_manifest(
+        name=names.remote, namespace=namespace, image=cluster.agent_image, args=args,
+        service_account=names.service_account, labels=labels,
+        policy=kit.JobPolicy.of(spec.job), token_secret=token_secret))
+
+
+# --- 4. hydrations ------------------------------------------------------------------------
+
+
+@dataclass
+class ClusterReport:
+    name: str
+    phase: str = "Pending"
+    bytes_done: int = 0
+    bytes_total: int = 0
+    reason: str = ""
+    message: str = ""
+
+    def as_status(self) -> dict:
+        return {"name": self.name, "phase": self.phase, "bytesDone": self.bytes_done,
+                "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message}
+
+
+def hydration_key(cluster: str) -> str:
+    return f"{HYDRATION_PREFIX}{cluster}"
+
+
+def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: str) -> dict:
+    storage = {"size": spec.storage.get("size") or kit.volume_size_for(resolved["bytes"])}
+    for key in ("storageClassName", "accessMode"):
+        if spec.storage.get(key):
+            storage[key] = spec.storage[key]
+    return {
+        "apiVersion": kit.API_VERSION,
+        "kind": "ModelCacheHydration",
+        "metadata": {
+            "name": kit.child_name(request.name, cluster),
+            "namespace": request.namespace,
+            "labels": {kit.LABEL_MODEL_CACHE: kit.label_value(request.name),
+                       kit.LABEL_CLUSTER: kit.label_value(cluster)},
+        },
+        "spec": {
+            "clusterName": cluster,
+            "modelCacheName": request.name,
+            "source": spec.source,
+            "commit": resolved["commit"],
+            "manifestDigest": resolved["manifestDigest"],
+            "bytes": resolved["bytes"],
+            "storage": storage,
+            "job": job_spec(kit.JobPolicy.of(spec.job)),
+        },
+    }
+
+
+def job_spec(policy: kit.JobPolicy) -> dict:
+    return {"backoffLimit": policy.backoff_limit,
+            "activeDeadlineSeconds": policy.active_deadline_seconds,
+            "ttlSecondsAfterFinished": policy.ttl_seconds_after_finished}
+
+
+def report_of(target: Target, observed: dict | None, resolved_bytes: int) -> ClusterReport:
+    """Where one cluster stands, from its hydration's own status."""
+    report = ClusterReport(target.name, bytes_total=resolved_bytes)
+    if target.cluster is None:
+        report.reason = "ClusterNotFound"
+        report.message = kit.with_remedy(f"FleetCluster {target.name} does not exist",
+                                         "ClusterNotFound")
+        return report
+    if observed is None:
+        if not target.ready:
+            report.reason = "ClusterNotReady"
+            report.message = kit.with_remedy(f"FleetCluster {target.name} is not Ready",
+                                             "ClusterNotReady")
+        return report
+    status = observed.get("status") or {}
+    progress = status.get("progress") or {}
+    report.phase = str(status.get("phase") or "Pending")
+    report.bytes_total = kit.as_int(progress.get("bytesTotal"), resolved_bytes) or resolved_bytes
+    report.bytes_done = (report.bytes_total if report.phase == "Ready"
+                         else kit.as_int(progress.get("bytesDone")))
+    report.reason = str(status.get("reason") or "")
+    report.message = str(status.get("message") or "")
+    return report
+
+
+def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
+                       targets: list[Target], outcome: kit.Outcome) -> list[ClusterReport]:
+    """One hydration per target; at most maxConcurrent not Ready, taken in name order.
+
+    A hydration already pinned to the resolved commit keeps its slot; a cluster still on
+    an older commit keeps its old hydration (and cache) until a slot frees up. Failed
+    hydrations hold their slot, so a bad source stops the rollout instead of failing
+    the whole fleet.
+    """
+    reports = []
+    in_flight = 0
+    waiting: list[tuple[Target, dict | None]] = []
+    for target in targets:
+        observed = request.observed.get(hydration_key(target.name))
+        current = observed is not None and \
+            kit.get_path(observed, "spec.commit") == resolved["commit"]
+        if current:
+            outcome.compose(hydration_key(target.name),
+                            hydration(request, spec, resolved, target.name),
+                            ready=kit.get_path(observed, "status.phase") == "Ready")
+            if kit.get_path(observed, "status.phase") != "Ready":
+                in_flight += 1
+        else:
+            waiting.append((target, observed))
+    admitted = set()
+    for target, observed in waiting:
+        if target.ready and in_flight < spec.max_concurrent:
+            outcome.compose(hydration_key(target.name),
+                            hydration(request, spec, resolved, target.name), ready=False)
+            admitted.add(target.name)
+            in_flight += 1
+        elif observed is not None:
+            kit.carry_over(request, outcome, [hydration_key(target.name)])
+    for target in targets:
+        observed = request.observed.get(hydration_key(target.name))
+        if target.name in admitted and kit.get_path(observed, "spec.commit") != resolved["commit"]:
+            observed = None
+        report = report_of(target, observed, resolved["bytes"])
+        if (target.ready and target.name not in admitted
+                and hydration_key(target.name) not in outcome.desired):
+            report.reason = "RolloutQueued"
+            report.message = (f"waiting for a rollout slot: {spec.max_concurrent} clusters "
+                              "hydrate at once (spec.rollout.maxConcurrent)")
+        reports.append(report)
+    return reports
+
+
+# --- 5. report ----------------------------------------------------------------------------
+
+
+@dataclass
+class Rollup:
+    reports: list[ClusterReport] = field(default_factory=list)
+
+    def count(self, phase: str) -> int:
+        return sum(1 for r in self.reports if r.phase == phase)
+
+    @property
+    def percent(self) -> int:
+        total = sum(r.bytes_total for r in self.reports)
+        done = sum(min(r.bytes_done, r.bytes_total) for r in self.reports)
+        return int(done * 100 // total) if total else 0
+
+
+def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
+           reports: list[ClusterReport], outcome: kit.Outcome) -> None:
+    rollup = Rollup(reports)
+    desired = len(reports)
+    ready, failed = rollup.count("Ready"), rollup.count("Failed")
+    hydrating, pending = rollup.count("Hydrating"), rollup.count("Pending")
+    needed = spec.min_ready or desired
+    available = desired > 0 and ready >= needed
+    status: dict[str, Any] = {
+        "desiredClusters": desired,
+        "readyClusters": ready,
+        "hydratingClusters": hydrating,
+        "failedClusters": failed,
+        "pendingClusters": pending,
+        "summary": f"{ready}/{desired}",
+        "progressPercent": rollup.percent,
+        "clusters": [r.as_status() for r in reports],
+    }
+    resolved = resolution.resolved
+    if resolved:
+        status["resolved"] = resolved
+        status["commitShort"] = resolved["commit"][:8]
+        status["sizeHuman"] = kit.human_bytes(resolved["bytes"])
+    elif request.status.get("resolved"):
+        status["resolved"] = request.status["resolved"]
+    outcome.status = status
+
+    if resolved:
+        outcome.condition("Resolved", True, "Resolved",
+                          f"{spec.repo}@{spec.revision} is commit {resolved['commit']} "
+                          f"({resolved['files']} files, {kit.human_bytes(resolved['bytes'])})")
+    else:
+        outcome.condition("Resolved", False, resolution.reason, resolution.message)
+
+    if desired == 0:
+        outcome.condition("Progressing", False, "NoClusters",
+                          kit.with_remedy("no FleetCluster matches spec.placement", "NoClusters"))
+    elif ready == desired:
+        outcome.condition("Progressing", False, "Complete", f"all {desired} clusters are Ready")
+    elif resolved:
+        outcome.condition("Progressing", True, "Hydrating",
+                          f"{ready}/{desired} Ready, {hydrating} hydrating, {pending} pending, "
+                          f"{failed} failed ({rollup.percent}% of the fleet's bytes)")
+    else:
+        outcome.condition("Progressing", True, resolution.reason, resolution.message)
+
+    if available:
+        outcome.condition("Available", True, "MinimumClustersReady",
+                          f"{ready} of {desired} clusters Ready (needs {needed})")
+    else:
+        outcome.condition("Available", False, "TooFewClustersReady",
+                          f"{ready} of {desired} clusters Ready (needs {needed})")
+
+    failures = [r for r in reports if r.phase == "Failed"]
+    if failures:
+        names = ", ".join(f"{r.name} ({r.reason})" for r in failures)
+        first = kit.remedy(failures[0].reason) or failures[0].message
+        outcome.condition("Degraded", True, "HydrationFailed",
+                          f"hydration failed on {names}. {first}".strip())
+    else:
+        outcome.condition("Degraded", False, "NoFailures", "no cluster has failed")
+    outcome.composite_ready = available
+
+
+def compose(request: kit.Request) -> kit.Outcome:
+    outcome = kit.Outcome()
+    spec = read_spec(request.spec)
+    outcome.require(FLEET_CLUSTERS_KEY, kit.FLEET_CLUSTERS)
+    if spec.token_ref:
+        outcome.require(TOKEN_SECRET_KEY, kit.Requirement(
+            "v1", "Secret", match_name=spec.token_ref["name"], namespace=request.namespace))
+    if FLEET_CLUSTERS_KEY not in request.required:
+        kit.carry_over(request, outcome, request.observed)
+        return outcome
+
+    targets = target_clusters(spec, request.required[FLEET_CLUSTERS_KEY])
+    resolution = resolve(request, spec, targets, outcome)
+    if resolution.resolved:
+        reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome)
+    else:
+        kit.carry_over(request, outcome,
+                       [k for k in request.observed if k.startswith(HYDRATION_PREFIX)])
+        reports = [report_of(t, request.observed.get(hydration_key(t.name)), 0)
+                   for t in targets]
+    report(request, spec, resolution, reports, outcome)
+    return outcome
