@@ -141,14 +141,46 @@ def strip_observed(resource: dict) -> dict:
 
 
 def child_name(*parts: str) -> str:
-    """A DNS-label-safe (<= 63 chars), deterministic child name, via the SDK."""
-    return sdk_child_name(*(dns_safe(p) for p in parts))
+    """A DNS-label-safe (<= 63 chars), deterministic child name, via the SDK.
+
+    Parts that are not already DNS labels are cleaned; then a digest of the original parts
+    is appended too, so two names that clean to the same text ("a.b" and "a-b", or two
+    unicode names) never share a child (a PVC, a Job) on a cluster.
+    """
+    cleaned = [dns_safe(p) for p in parts]
+    if cleaned != [str(p) for p in parts]:
+        cleaned.append(short_digest(*(str(p) for p in parts), length=6))
+    return sdk_child_name(*cleaned)
 
 
 def dns_safe(text: str) -> str:
     """Lowercase RFC 1123 label characters only, so odd input never yields an invalid name."""
     cleaned = re.sub(r"[^a-z0-9-]+", "-", str(text).lower()).strip("-")
     return cleaned or "x"
+
+
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_value(text: str) -> str:
+    """A valid label value (<= 63 chars): the text itself when it is one, else a cleaned,
+    hashed form (object names may be 253 characters, label values only 63)."""
+    text = str(text)
+    if len(text) <= 63 and LABEL_VALUE.match(text):
+        return text
+    return child_name(text)
+
+
+def object_name(value: Any, field_path: str) -> str:
+    """A Kubernetes object name (RFC 1123 subdomain, <= 253 chars), or InputError."""
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{field_path} is required: the name of a Kubernetes object")
+    if len(value) > 253 or not DNS_SUBDOMAIN.match(value):
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise InputError(f"{field_path}: {shown!r} is not a Kubernetes object name (lowercase "
+                         "letters, digits, '-' and '.', at most 253 characters)")
+    return value
 
 
 def cache_volume_name(model_cache: str) -> str:
@@ -184,6 +216,17 @@ REASONS: dict[str, Reason] = {
         Reason("BackoffLimitExceeded", "The agent Job failed more often than "
                "spec.job.backoffLimit; read the last progress record and the Job's pod logs."),
         Reason("InvalidSpec", "Fix the field named in the message."),
+        Reason("AwaitingPrerequisites", "The agent Job is created once its ServiceAccount, "
+               "Role, RoleBinding, progress ConfigMap and token Secret exist on the cluster. "
+               "If this persists, check those Objects' Synced condition (kubectl get objects "
+               "-n <namespace>); a token Secret that never appears usually means the Secret "
+               "named by tokenSecretRef is missing in this namespace."),
+        Reason("JobNotStarted", "The agent Job exists but has not started: check quota and "
+               "admission on the cluster (kubectl describe job)."),
+        Reason("VolumeNotBound", "The cache PVC is not Bound: check that the storage class "
+               "(spec.storage.storageClassName, else the FleetCluster's "
+               "spec.cache.storageClassName) exists, supports the access mode and has "
+               "capacity (kubectl describe pvc)."),
     )
 }
 for _row in exitcodes.EXIT_CODES:
@@ -331,18 +374,26 @@ class FleetClusterView:
 
     @classmethod
     def of(cls, resource: dict) -> "FleetClusterView":
-        spec = resource.get("spec") or {}
-        status = resource.get("status") or {}
-        capacity = get_path(spec, "cache.capacity")
-        provider_config = str(status.get("providerConfigName") or "")
+        # Tolerant by design: a malformed FleetCluster is reported by compose-fleet-cluster
+        # on the FleetCluster itself; it must not fail every composer that merely reads it.
+        spec = get_path(resource, "spec") or {}
+        provider_config = str(get_path(resource, "status.providerConfigName") or "")
+        labels = get_path(resource, "metadata.labels")
+        try:
+            capacity = quantity_bytes(get_path(spec, "cache.capacity"), "spec.cache.capacity")
+        except InputError:
+            capacity = None
+        storage_class = get_path(spec, "cache.storageClassName")
         return cls(
             name=str(get_path(resource, "metadata.name", "")),
-            labels={str(k): str(v) for k, v in (get_path(resource, "metadata.labels") or {}).items()},
+            labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping)
+            else {},
             ready=bool(provider_config) and is_true(resource, "Ready"),
             provider_config=provider_config,
-            storage_class=get_path(spec, "cache.storageClassName"),
+            storage_class=storage_class if isinstance(storage_class, str) and storage_class
+            else None,
             access_mode=str(get_path(spec, "cache.accessMode") or "ReadWriteMany"),
-            capacity=quantity_bytes(capacity, "spec.cache.capacity") if capacity else None,
+            capacity=capacity,
             agent_image=str(get_path(spec, "agent.image") or DEFAULT_AGENT_IMAGE),
         )
 
@@ -622,10 +673,15 @@ def failure_reason(job: JobState, record: Mapping[str, Any]) -> tuple[str, str]:
         detail = recorded_message if recorded_reason == row.reason else ""
         return row.reason, with_remedy(detail or f"agent exited {row.code} ({row.reason})",
                                        row.reason)
+    if job.failure_reason == "DeadlineExceeded":
+        # Kubernetes' verdict wins over a record the killed agent could not finish.
+        last = f" (the agent last reported {recorded_reason}: {recorded_message})" \
+            if recorded_reason else ""
+        return "DeadlineExceeded", with_remedy(
+            (job.failure_message or "the agent Job hit its deadline").rstrip(".") + last,
+            "DeadlineExceeded")
     if recorded_reason:
         return recorded_reason, with_remedy(recorded_message, recorded_reason)
-    if job.failure_reason == "DeadlineExceeded":
-        return "DeadlineExceeded", with_remedy(job.failure_message, "DeadlineExceeded")
     return "BackoffLimitExceeded", with_remedy(
         job.failure_message or "the agent Job failed", "BackoffLimitExceeded")
 
@@ -644,8 +700,3 @@ def canonical(value: Any) -> Any:
 
 def digest_of(value: Any) -> str:
     return hashlib.sha256(json.dumps(canonical(value), sort_keys=True).encode()).hexdigest()
-
-
-def label_value(text: str) -> str:
-    """A valid label value (<= 63 chars, alphanumeric at both ends) for any name."""
-    return dns_safe(text)[:63].strip("-") or "x"
