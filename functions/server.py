@@ -145,8 +145,9 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         self, req: fnv1.RunFunctionRequest, _: grpc.aio.ServicerContext
     ) -> fnv1.RunFunctionResponse:
         rsp = run(req, self.now())
-        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
-        self.log.debug("composed", tag=req.meta.tag, fatal=fatal[:1])
+        for result in rsp.results:
+            if result.severity == fnv1.SEVERITY_FATAL:
+                self.log.warning("fatal result", tag=req.meta.tag, message=result.message)
         return rsp
 
 

@@ -1,0 +1,313 @@
+"""Run a Composition's pipeline against the real function server, like
+`crossplane composition render`.
+
+The function server is reached over gRPC on loopback: either a `fleetcache-function`
+process started here (the default), an in-process server (tests, the demo), or the
+`--address` of one already running. Requirement rounds are answered from a set of
+"required" resources the way Crossplane answers them: call, fetch what was asked for,
+call again until the requirements stop changing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import grpc
+import yaml
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache.functions import server as function_server
+
+RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
+MAX_REQUIREMENT_ROUNDS = 5
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # 5,000 clusters make a request of about 10 MB
+GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+
+
+# --- function server on loopback -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """Client side of mTLS: the CA that signed the server, and our own cert and key."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+
+class InProcessServer:
+    """The real gRPC server and servicer in a background thread, on 127.0.0.1."""
+
+    def __init__(self, credentials: grpc.ServerCredentials | None = None):
+        self.credentials = credentials
+        self.address = ""
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: grpc.aio.Server | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+
+        async def main() -> None:
+            self._server = grpc.aio.server(options=GRPC_OPTIONS)
+            grpcv1.add_FunctionRunnerServiceServicer_to_server(
+                function_server.FunctionRunner(), self._server)
+            if self.credentials is None:
+                port = self._server.add_insecure_port("127.0.0.1:0")
+            else:
+                port = self._server.add_secure_port("127.0.0.1:0", self.credentials)
+            self.address = f"127.0.0.1:{port}"
+            await self._server.start()
+            self._ready.set()
+            await self._server.wait_for_termination()
+
+        self._loop.run_until_complete(main())
+
+    def __enter__(self) -> "InProcessServer":
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the in-process function server did not start")
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self._loop and self._server:
+            asyncio.run_coroutine_threadsafe(self._server.stop(0), self._loop).result(5)
+        self._thread.join(5)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def function_process() -> Iterator[str]:
+    """Start `fleetcache-function --insecure` on a free loopback port; yield its address."""
+    address = f"127.0.0.1:{free_port()}"
+    command = [sys.executable, "-c", "from fleetcache.functions.server import main; main()",
+               "--insecure", "--address", address,
+               "--max-recv-message-size", str(MAX_MESSAGE_BYTES // 2**20)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until_serving(address, process)
+        yield address
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def wait_until_serving(address: str, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            err = process.stderr.read().decode() if process.stderr else ""
+            raise RuntimeError(f"fleetcache-function exited early: {err.strip()[-2000:]}")
+        with grpc.insecure_channel(address) as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=0.5)
+                return
+            except grpc.FutureTimeoutError:
+                continue
+    raise RuntimeError(f"fleetcache-function did not listen on {address} within {timeout}s")
+
+
+def channel_to(address: str, tls: TLSFiles | None = None) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(address, options=GRPC_OPTIONS)
+    credentials = grpc.ssl_channel_credentials(root_certificates=tls.ca, private_key=tls.key,
+                                               certificate_chain=tls.cert)
+    return grpc.secure_channel(address, credentials, options=GRPC_OPTIONS)
+
+
+# --- the pipeline ---------------------------------------------------------------------------
+
+
+@dataclass
+class Rendered:
+    composite: dict
+    resources: list[dict] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    context: dict = field(default_factory=dict)
+
+    @property
+    def fatal(self) -> list[str]:
+        return [r["message"] for r in self.results if r.get("severity") == "SEVERITY_FATAL"]
+
+    def by_kind(self, kind: str) -> list[dict]:
+        return [r for r in self.resources if r.get("kind") == kind]
+
+    def documents(self, include_context: bool = False) -> list[dict]:
+        docs = [self.composite, *self.resources]
+        docs += [{"apiVersion": "render.crossplane.io/v1beta1", "kind": "Result", **r}
+                 for r in self.results]
+        if include_context:
+            docs.append({"apiVersion": "render.crossplane.io/v1beta1", "kind": "Context",
+                         "fields": self.context})
+        return docs
+
+
+def matches(selector: fnv1.ResourceSelector, candidate: dict) -> bool:
+    if candidate.get("apiVersion") != selector.api_version or candidate.get("kind") != selector.kind:
+        return False
+    meta = candidate.get("metadata", {})
+    if selector.namespace and meta.get("namespace") != selector.namespace:
+        return False
+    if selector.WhichOneof("match") == "match_name":
+        return meta.get("name") == selector.match_name
+    labels = meta.get("labels", {}) or {}
+    return all(labels.get(k) == v for k, v in selector.match_labels.labels.items())
+
+
+def answer_requirements(requirements: fnv1.Requirements, available: list[dict]
+                        ) -> dict[str, list[dict]]:
+    return {key: sorted((r for r in available if matches(selector, r)),
+                        key=lambda r: (r.get("metadata", {}).get("namespace", ""),
+                                       r.get("metadata", {}).get("name", "")))
+            for key, selector in requirements.resources.items()}
+
+
+def build_request(composite: dict, observed: dict[str, dict], desired: fnv1.State,
+                  context: Any, step_input: dict | None, required: dict[str, list[dict]],
+                  tag: str) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag=tag))
+    resource.update(req.observed.composite, composite)
+    for key, res in observed.items():
+        resource.update(req.observed.resources[key], res)
+    req.desired.CopyFrom(desired)
+    if context is not None:
+        req.context.CopyFrom(context)
+    if step_input:
+        req.input.CopyFrom(resource.dict_to_struct(step_input))
+    for key, items in required.items():
+        target = req.required_resources[key]
+        for item in items:
+            target.items.add().resource.CopyFrom(resource.dict_to_struct(item))
+    return req
+
+
+def run_pipeline(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, composition: dict,
+                 observed: list[dict] | None = None, required: list[dict] | None = None
+                 ) -> Rendered:
+    """Run every step, answering requirement rounds, and assemble the render output."""
+    observed_by_key = {}
+    for res in observed or []:
+        key = (res.get("metadata", {}).get("annotations", {}) or {}).get(RESOURCE_NAME_ANNOTATION)
+        if not key:
+            raise ValueError(f"observed {res.get('kind')} {res.get('metadata', {}).get('name')} "
+                             f"has no {RESOURCE_NAME_ANNOTATION} annotation")
+        observed_by_key[key] = res
+    desired = fnv1.State()
+    context = None
+    results: list[dict] = []
+    for step in composition.get("spec", {}).get("pipeline", []):
+        answered: dict[str, list[dict]] = {}
+        for round_ in range(MAX_REQUIREMENT_ROUNDS):
+            req = build_request(composite, observed_by_key, desired, context, step.get("input"),
+                                answered, tag=f"{step.get('step')}-{round_}")
+            rsp = stub.RunFunction(req, timeout=60)
+            wanted = answer_requirements(rsp.requirements, required or [])
+            if set(wanted) <= set(answered) and all(wanted[k] == answered[k] for k in wanted):
+                break
+            answered = wanted
+        results += [{"severity": fnv1.Severity.Name(r.severity), "message": r.message,
+                     "step": step.get("step")} for r in rsp.results]
+        if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
+            return Rendered(composite=copy.deepcopy(composite), results=results)
+        desired, context = rsp.desired, rsp.context
+        composite = merge_status(composite, rsp)
+    return Rendered(
+        composite=composite,
+        resources=[composed(composite, key, desired.resources[key])
+                   for key in sorted(desired.resources)],
+        results=results,
+        context=resource.struct_to_dict(context) if context is not None else {},
+    )
+
+
+def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse) -> dict:
+    out = copy.deepcopy(composite)
+    desired = function_server.plain(resource.struct_to_dict(rsp.desired.composite.resource))
+    if "status" in desired:
+        out.setdefault("status", {}).update(desired["status"])
+    conditions = {c["type"]: c for c in out.get("status", {}).get("conditions", [])}
+    for cond in rsp.conditions:
+        conditions[cond.type] = {
+            "type": cond.type,
+            "status": fnv1.Status.Name(cond.status).removeprefix("STATUS_CONDITION_").title(),
+            "reason": cond.reason,
+            **({"message": cond.message} if cond.message else {}),
+        }
+    if rsp.desired.composite.ready != fnv1.READY_UNSPECIFIED:
+        ready = rsp.desired.composite.ready == fnv1.READY_TRUE
+        conditions["Ready"] = {"type": "Ready", "status": "True" if ready else "False",
+                               "reason": "Available" if ready else "Creating"}
+    if conditions:
+        out.setdefault("status", {})["conditions"] = [conditions[k] for k in sorted(conditions)]
+    return out
+
+
+def composed(composite: dict, key: str, desired: fnv1.Resource) -> dict:
+    """A desired resource as Crossplane would apply it: owned and labelled by the XR."""
+    res = function_server.plain(resource.struct_to_dict(desired.resource))
+    meta = res.setdefault("metadata", {})
+    xr_meta = composite.get("metadata", {})
+    meta.setdefault("annotations", {})[RESOURCE_NAME_ANNOTATION] = key
+    meta.setdefault("labels", {})["crossplane.io/composite"] = xr_meta.get("name", "")
+    if xr_meta.get("namespace") and "namespace" not in meta:
+        meta["namespace"] = xr_meta["namespace"]
+    meta["ownerReferences"] = [{
+        "apiVersion": composite.get("apiVersion", ""), "kind": composite.get("kind", ""),
+        "name": xr_meta.get("name", ""), "uid": xr_meta.get("uid", ""),
+        "controller": True, "blockOwnerDeletion": True}]
+    return res
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def load_documents(path: str | os.PathLike) -> list[dict]:
+    """Every YAML document in a file, or in every *.yaml/*.yml file of a directory."""
+    root = Path(path)
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml")) \
+        if root.is_dir() else [root]
+    docs: list[dict] = []
+    for file in files:
+        docs += [d for d in yaml.safe_load_all(file.read_text()) if isinstance(d, dict)]
+    return docs
+
+
+def dump(docs: list[dict]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=True, explicit_start=True, width=100)
+
+
+def render(composite: dict, composition: dict, observed: list[dict], required: list[dict],
+           address: str | None = None, tls: TLSFiles | None = None) -> Rendered:
+    """Render against `address`, or against a fleetcache-function process started here."""
+    if address:
+        with channel_to(address, tls) as channel:
+            return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite,
+                                composition, observed, required)
+    with function_process() as started, channel_to(started) as channel:
+        return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite, composition,
+                            observed, required)
