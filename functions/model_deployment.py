@@ -1,0 +1,470 @@
+"""compose-model-deployment: place replicas across the fleet, then decide per replica
+whether it mounts the warm cache or loads from the source.
+
+Lifecycle, top to bottom:
+1. resolve inputs: read the spec; ask Crossplane for every FleetCluster and, with
+   modelCacheRef, for the ModelCache by name in this namespace; read where each replica
+   runs now from the observed ModelReplicas;
+2. place: candidates are the Ready FleetClusters matching spec.placement; a replica keeps
+   its cluster while that cluster is a candidate (and under maxReplicasPerCluster); new
+   replicas go to the best-ranked candidate (cache Ready, then a cache target not yet
+   Ready, then the rest; ties by fewest replicas of this deployment, then by name);
+   scaling down removes the highest index first;
+3. decide delivery per replica by the table of DESIGN.md §3 and spec.delivery;
+4. compose one ModelReplica per placed replica;
+5. report replicas, placements and the ReplicasScheduled / ReplicasReady /
+   ModelCacheResolved conditions; ready when every desired replica is ready.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from fleetcache.functions import kit
+from fleetcache.functions.model_cache import REPO_SHAPE
+from fleetcache.functions.model_replica import Engine, hf_snapshot_path
+
+FLEET_CLUSTERS_KEY = "fleet-clusters"
+MODEL_CACHE_KEY = "model-cache"
+REPLICA_PREFIX = "replica-"
+MAX_REPLICAS = 1000
+WHILE_HYDRATING = ("Source", "Wait")
+ON_HYDRATION_FAILURE = ("Source", "Fail")
+SWITCH_TO_CACHE = ("OnReady", "Never")
+
+# Reasons this composer says that the kit does not (yet) know; kit reasons win.
+REMEDIES = {
+    "ModelCacheNotFound": "Create the ModelCache named by spec.modelCacheRef.name in this "
+                          "namespace, or fix the name.",
+    "MaxReplicasPerCluster": "Raise spec.maxReplicasPerCluster, lower spec.replicas, or "
+                             "widen spec.placement to more Ready clusters.",
+}
+
+
+def with_remedy(message: str, reason: str) -> str:
+    if kit.remedy(reason) or reason not in REMEDIES:
+        return kit.with_remedy(message, reason)
+    return f"{message.rstrip('.')}. {REMEDIES[reason]}"
+
+
+# --- 1. inputs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    while_hydrating: str = "Source"
+    on_hydration_failure: str = "Source"
+    switch_to_cache: str = "OnReady"
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    cache_name: str | None
+    repo: str | None          # model.huggingFace.repo, when no cache is used
+    revision: str
+    replicas: int
+    cluster_names: tuple[str, ...] | None
+    cluster_selector: dict | None
+    policy: Policy
+    engine: Engine
+    max_per_cluster: int | None
+
+
+def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
+    if value is None:
+        return allowed[0]
+    if value not in allowed:
+        raise kit.InputError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _count(value: Any, where: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise kit.InputError(f"{where}: {value!r} must be an integer from {low} to {high}")
+    return value
+
+
+def read_spec(spec: dict) -> DeploymentSpec:
+    """Validate the spec; every error names the field and the fix."""
+    if not spec:
+        raise kit.InputError("spec is required: set modelCacheRef or model.huggingFace, "
+                             "placement and engine")
+    cache_ref, model = spec.get("modelCacheRef"), spec.get("model")
+    if (cache_ref is None) == (model is None):
+        raise kit.InputError("spec: set exactly one of modelCacheRef (a warm ModelCache) and "
+                             "model.huggingFace (load from the source)")
+    cache_name, repo, revision = None, None, "main"
+    if cache_ref is not None:
+        if not isinstance(cache_ref, Mapping):
+            raise kit.InputError("spec.modelCacheRef must be an object with a name")
+        cache_name = kit.object_name(cache_ref.get("name"), "spec.modelCacheRef.name")
+    else:
+        hf = model.get("huggingFace") if isinstance(model, Mapping) else None
+        if not isinstance(hf, Mapping):
+            raise kit.InputError("spec.model.huggingFace is required: set repo (org/name) and "
+                                 "optionally revision")
+        repo = hf.get("repo")
+        if not isinstance(repo, str) or not REPO_SHAPE.match(repo):
+            raise kit.InputError(f"spec.model.huggingFace.repo: {repo!r} is not of the form "
+                                 "org/name, for example Qwen/Qwen3-0.6B")
+        revision = hf.get("revision") or "main"
+        if not isinstance(revision, str):
+            raise kit.InputError("spec.model.huggingFace.revision must be a branch, tag or "
+                                 "commit")
+
+    placement = spec.get("placement")
+    if not isinstance(placement, Mapping):
+        raise kit.InputError("spec.placement is required: set clusterSelector or clusterNames")
+    names, selector = placement.get("clusterNames"), placement.get("clusterSelector")
+    if (names is None) == (selector is None):
+        raise kit.InputError("spec.placement: set exactly one of clusterSelector and "
+                             "clusterNames")
+    if names is not None and (not isinstance(names, list)
+                              or not all(isinstance(n, str) for n in names)):
+        raise kit.InputError("spec.placement.clusterNames must be a list of FleetCluster names")
+    if selector is not None:
+        kit.selector_matches(selector, {}, "spec.placement.clusterSelector")  # shape only
+
+    delivery = spec.get("delivery") or {}
+    if not isinstance(delivery, Mapping):
+        raise kit.InputError("spec.delivery must be an object (whileHydrating, "
+                             "onHydrationFailure, switchToCache)")
+    policy = Policy(
+        _choice(delivery.get("whileHydrating"), WHILE_HYDRATING, "spec.delivery.whileHydrating"),
+        _choice(delivery.get("onHydrationFailure"), ON_HYDRATION_FAILURE,
+                "spec.delivery.onHydrationFailure"),
+        _choice(delivery.get("switchToCache"), SWITCH_TO_CACHE, "spec.delivery.switchToCache"),
+    )
+    max_per = spec.get("maxReplicasPerCluster")
+    return DeploymentSpec(
+        cache_name=cache_name,
+        repo=repo,
+        revision=revision,
+        replicas=_count(spec.get("replicas", 1), "spec.replicas", 0, MAX_REPLICAS),
+        cluster_names=tuple(sorted(set(names))) if names is not None else None,
+        cluster_selector=dict(selector) if selector is not None else None,
+        policy=policy,
+        engine=Engine.of(spec.get("engine")),
+        max_per_cluster=None if max_per is None else _count(
+            max_per, "spec.maxReplicasPerCluster", 1, MAX_REPLICAS),
+    )
+
+
+@dataclass(frozen=True)
+class ClusterCache:
+    """One cluster's row of the ModelCache's status.clusters."""
+
+    phase: str
+    bytes_done: int = 0
+    bytes_total: int = 0
+    reason: str = ""
+    message: str = ""
+
+    def as_hydration(self) -> dict:
+        return {"phase": self.phase, "bytesDone": self.bytes_done,
+                "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Model:
+    """What the replicas load, and where the cache stands on each of its clusters."""
+
+    repo: str
+    revision: str
+    commit: str
+    cache_name: str | None = None
+    cache_found: bool = False
+    targets: Mapping[str, ClusterCache] = field(default_factory=dict)
+
+    def as_status(self) -> dict:
+        out = {"repo": self.repo, "revision": self.revision, "commit": self.commit}
+        if self.cache_name:
+            out["modelCacheName"] = self.cache_name
+        return out
+
+
+def read_model(spec: DeploymentSpec, caches: list[dict], latched: Any) -> Model:
+    """The model from model.huggingFace, or from the ModelCache's status; a missing cache
+    falls back to the model this deployment last served (status.model), if any."""
+    if spec.cache_name is None:
+        return Model(spec.repo or "", spec.revision, "")
+    if not caches:
+        last = latched if isinstance(latched, Mapping) else {}
+        same = last.get("modelCacheName") == spec.cache_name
+        return Model(str(last.get("repo") or "") if same else "",
+                     str(last.get("revision") or "") if same else "",
+                     str(last.get("commit") or "") if same else "", spec.cache_name)
+    cache = caches[0]
+    resolved = kit.get_path(cache, "status.resolved")
+    resolved = resolved if isinstance(resolved, Mapping) else {}
+    hf = kit.get_path(cache, "spec.source.huggingFace")
+    hf = hf if isinstance(hf, Mapping) else {}
+    targets = {}
+    rows = kit.get_path(cache, "status.clusters")
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, Mapping) and isinstance(row.get("name"), str):
+            targets[row["name"]] = ClusterCache(
+                str(row.get("phase") or "Pending"), kit.as_int(row.get("bytesDone")),
+                kit.as_int(row.get("bytesTotal")), str(row.get("reason") or ""),
+                str(row.get("message") or ""))
+    return Model(str(resolved.get("repo") or hf.get("repo") or ""),
+                 str(resolved.get("revision") or hf.get("revision") or "main"),
+                 str(resolved.get("commit") or ""), spec.cache_name, True, targets)
+
+
+@dataclass(frozen=True)
+class Previous:
+    """Where a replica ran at the last compose, from its observed ModelReplica."""
+
+    cluster: str
+    delivery: str
+    ready: bool
+
+
+def previous_replicas(request: kit.Request) -> dict[int, Previous]:
+    found: dict[int, Previous] = {}
+    for key, observed in request.observed.items():
+        if not key.startswith(REPLICA_PREFIX) or not isinstance(observed, Mapping):
+            continue
+        index, cluster = kit.get_path(observed, "spec.replica"), kit.get_path(
+            observed, "spec.clusterName")
+        if isinstance(index, int) and not isinstance(index, bool) and isinstance(cluster, str):
+            found[index] = Previous(cluster, str(kit.get_path(observed, "spec.delivery") or ""),
+                                    kit.is_true(observed, "Ready"))
+    return found
+
+
+# --- 2. place -----------------------------------------------------------------------------
+
+
+def candidate_clusters(spec: DeploymentSpec, fleet: list[dict]) -> tuple[list[str], list[str]]:
+    """(Ready clusters matching the placement in name order, named clusters missing)."""
+    views = {}
+    for resource in fleet:
+        if isinstance(resource, Mapping):
+            view = kit.FleetClusterView.of(dict(resource))
+            if view.name:
+                views[view.name] = view
+    if spec.cluster_names is not None:
+        missing = [n for n in spec.cluster_names if n not in views]
+        return [n for n in spec.cluster_names if n in views and views[n].ready], missing
+    return [name for name, view in sorted(views.items()) if view.ready and kit.selector_matches(
+        spec.cluster_selector, view.labels, "spec.placement.clusterSelector")], []
+
+
+def cache_tier(model: Model, cluster: str) -> int:
+    """0: the cache is Ready there; 1: a cache target not yet Ready; 2: the rest."""
+    row = model.targets.get(cluster)
+    if row is None or row.phase == "Failed":
+        return 2
+    return 0 if row.phase == "Ready" and model.commit else 1
+
+
+def place(spec: DeploymentSpec, candidates: list[str], model: Model,
+          previous: Mapping[int, Previous]) -> dict[int, str | None]:
+    """Replica index -> cluster (None: nowhere to go). Replicas keep a cluster that is
+    still a candidate, lowest index first; the others take the best-ranked candidate."""
+    cap = spec.max_per_cluster or MAX_REPLICAS
+    counts = {name: 0 for name in candidates}
+    placed: dict[int, str | None] = {}
+    for index in range(spec.replicas):
+        before = previous.get(index)
+        if before and before.cluster in counts and counts[before.cluster] < cap:
+            placed[index] = before.cluster
+            counts[before.cluster] += 1
+    heap = [(cache_tier(model, name), count, name) for name, count in counts.items()
+            if count < cap]
+    heapq.heapify(heap)
+    for index in range(spec.replicas):
+        if index in placed:
+            continue
+        if not heap:
+            placed[index] = None
+            continue
+        tier, count, name = heapq.heappop(heap)
+        placed[index] = name
+        if count + 1 < cap:
+            heapq.heappush(heap, (tier, count + 1, name))
+    return placed
+
+
+# --- 3. decide delivery -------------------------------------------------------------------
+
+
+def decide(model: Model, cluster: str, policy: Policy,
+           before: Previous | None) -> tuple[str, str]:
+    """(delivery, reason) for one replica by DESIGN.md §3's table and spec.delivery."""
+    if model.cache_name is None:
+        return "Source", "NoModelCache"
+    if not model.cache_found:
+        return "Source", "ModelCacheNotFound"
+    row = model.targets.get(cluster)
+    if row is None:
+        return "Source", "NotACacheTarget"
+    if row.phase == "Failed":
+        return ("Fail" if policy.on_hydration_failure == "Fail" else "Source"), "HydrationFailed"
+    if row.phase == "Ready" and model.commit:
+        if (policy.switch_to_cache == "Never" and before is not None
+                and before.cluster == cluster and before.delivery == "Source"):
+            return "Source", "SwitchToCacheNever"
+        return "Cache", "CacheReady"
+    return ("Wait" if policy.while_hydrating == "Wait" else "Source"), "Hydrating"
+
+
+# --- 4. compose ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placement:
+    index: int
+    cluster: str | None
+    delivery: str
+    reason: str
+    ready: bool
+
+    def as_status(self) -> dict:
+        return {"replica": self.index, "cluster": self.cluster or "",
+                "delivery": self.delivery, "reason": self.reason}
+
+
+def replica_key(index: int) -> str:
+    return f"{REPLICA_PREFIX}{index:04d}"
+
+
+def model_replica(request: kit.Request, spec: DeploymentSpec, model: Model,
+                  placement: Placement) -> dict:
+    cluster = placement.cluster or ""
+    replica_spec: dict[str, Any] = {
+        "deploymentName": request.name,
+        "replica": placement.index,
+        "clusterName": cluster,
+        "delivery": placement.delivery,
+        "model": {"repo": model.repo, "revision": model.revision, "commit": model.commit},
+        "engine": spec.engine.as_spec(),
+    }
+    if placement.delivery == "Cache":
+        mount = kit.CACHE_MOUNT_PATH
+        replica_spec["cache"] = {
+            "modelCacheName": model.cache_name, "volumeName": kit.cache_volume_name(
+                model.cache_name or ""), "mountPath": mount,
+            "snapshotPath": hf_snapshot_path(mount, model.repo, model.commit),
+            "commit": model.commit}
+    if placement.delivery in ("Wait", "Fail"):
+        replica_spec["hydration"] = model.targets[cluster].as_hydration()
+    return {
+        "apiVersion": kit.API_VERSION,
+        "kind": "ModelReplica",
+        "metadata": {
+            "name": kit.child_name(request.name, str(placement.index)),
+            "namespace": request.namespace,
+            "labels": {f"{kit.GROUP}/model-deployment": kit.label_value(request.name),
+                       kit.LABEL_CLUSTER: kit.label_value(cluster)},
+        },
+        "spec": replica_spec,
+    }
+
+
+def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
+                     candidates: list[str], outcome: kit.Outcome) -> list[Placement]:
+    previous = previous_replicas(request)
+    placements = []
+    for index, cluster in sorted(place(spec, candidates, model, previous).items()):
+        before = previous.get(index)
+        if cluster is None:
+            reason = "MaxReplicasPerCluster" if candidates else "NoClusters"
+            placements.append(Placement(index, None, "", reason, False))
+            continue
+        delivery, reason = decide(model, cluster, spec.policy, before)
+        ready = before is not None and before.cluster == cluster and before.ready
+        placement = Placement(index, cluster, delivery, reason, ready)
+        outcome.compose(replica_key(index), model_replica(request, spec, model, placement))
+        placements.append(placement)
+    return placements
+
+
+# --- 5. report ----------------------------------------------------------------------------
+
+
+def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates: list[str],
+           missing: list[str], placements: list[Placement], outcome: kit.Outcome) -> None:
+    placed = [p for p in placements if p.cluster]
+
+    def count(delivery: str) -> int:
+        return sum(1 for p in placed if p.delivery == delivery)
+
+    ready = sum(1 for p in placed if p.ready)
+    desired = spec.replicas
+    outcome.status = {
+        "replicas": {"desired": desired, "scheduled": len(placed), "ready": ready,
+                     "cache": count("Cache"), "source": count("Source"),
+                     "waiting": count("Wait"), "failed": count("Fail")},
+        "summary": f"{ready}/{desired}",
+        "placements": [p.as_status() for p in placements],
+    }
+    if model.repo:
+        outcome.status["model"] = model.as_status()
+
+    gone = f"; clusterNames not found: {', '.join(missing)}" if missing else ""
+    if len(placed) == desired:
+        outcome.condition("ReplicasScheduled", True, "Scheduled",
+                          f"{desired} replicas on {len({p.cluster for p in placed})} "
+                          f"clusters{gone}")
+    elif not candidates:
+        outcome.condition("ReplicasScheduled", False, "NoClusters", with_remedy(
+            f"no Ready FleetCluster matches spec.placement{gone}", "NoClusters"))
+    else:
+        outcome.condition("ReplicasScheduled", False, "MaxReplicasPerCluster", with_remedy(
+            f"{len(placed)} of {desired} replicas scheduled: {len(candidates)} Ready clusters "
+            f"x maxReplicasPerCluster {spec.max_per_cluster}{gone}", "MaxReplicasPerCluster"))
+
+    if ready == desired:
+        outcome.condition("ReplicasReady", True, "Available", f"{ready}/{desired} replicas ready")
+    else:
+        waiting, failed = count("Wait"), count("Fail")
+        detail = "".join([f", {waiting} waiting for the cache" if waiting else "",
+                          f", {failed} failed (hydration failed)" if failed else "",
+                          f", {desired - len(placed)} unscheduled" if len(placed) < desired
+                          else ""])
+        outcome.condition("ReplicasReady", False, "ReplicasNotReady",
+                          f"{ready}/{desired} replicas ready{detail}")
+
+    if model.cache_name is None:
+        outcome.condition("ModelCacheResolved", True, "NoModelCache",
+                          f"spec.model.huggingFace: every replica loads {model.repo}@"
+                          f"{model.revision} from the source")
+    elif not model.cache_found:
+        outcome.condition("ModelCacheResolved", False, "ModelCacheNotFound", with_remedy(
+            f"ModelCache {request.namespace}/{model.cache_name} does not exist; every replica "
+            "loads from the source", "ModelCacheNotFound"))
+    elif model.commit:
+        outcome.condition("ModelCacheResolved", True, "Resolved",
+                          f"ModelCache {model.cache_name}: {model.repo}@{model.revision} is "
+                          f"commit {model.commit}")
+    else:
+        outcome.condition("ModelCacheResolved", False, "Resolving",
+                          f"ModelCache {model.cache_name} has not resolved {model.repo}@"
+                          f"{model.revision} to a commit yet")
+    outcome.composite_ready = ready == desired
+
+
+def compose(request: kit.Request) -> kit.Outcome:
+    outcome = kit.Outcome()
+    spec = read_spec(request.spec)
+    outcome.require(FLEET_CLUSTERS_KEY, kit.FLEET_CLUSTERS)
+    if spec.cache_name is not None:
+        outcome.require(MODEL_CACHE_KEY, kit.Requirement(
+            kit.API_VERSION, "ModelCache", match_name=spec.cache_name,
+            namespace=request.namespace))
+    if FLEET_CLUSTERS_KEY not in request.required or (
+            spec.cache_name is not None and MODEL_CACHE_KEY not in request.required):
+        kit.carry_over(request, outcome, request.observed)  # not fetched yet: keep all
+        return outcome
+
+    model = read_model(spec, request.required.get(MODEL_CACHE_KEY) or [],
+                       request.status.get("model"))
+    candidates, missing = candidate_clusters(spec, request.required[FLEET_CLUSTERS_KEY])
+    placements = compose_replicas(request, spec, model, candidates, outcome)
+    report(request, spec, model, candidates, missing, placements, outcome)
+    return outcome
