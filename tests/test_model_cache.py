@@ -1,0 +1,410 @@
+"""compose-model-cache, as a specification: plain requests in, plain outcomes out."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from fleetcache import exitcodes
+from fleetcache.functions import kit, model_cache
+from tests.support.fleet import (COMMIT, GIB, fleet_cluster, model_cache_xr, observed_hydration,
+                                 observed_object, resolved_status, with_resolved)
+
+FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
+
+
+def compose(xr: dict, fleet: list[dict] | None = None, observed: dict | None = None,
+            secrets: list[dict] | None = None) -> kit.Outcome:
+    required = {"fleet-clusters": FLEET if fleet is None else fleet}
+    if secrets is not None:
+        required["token-secret"] = secrets
+    return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
+                                           required=required))
+
+
+def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+    return next(c for c in outcome.conditions if c.type == type_)
+
+
+def hydrations(outcome: kit.Outcome) -> dict[str, dict]:
+    return {r["spec"]["clusterName"]: r for r, _ in outcome.desired.values()
+            if r["kind"] == "ModelCacheHydration"}
+
+
+def clusters(outcome: kit.Outcome) -> dict[str, dict]:
+    return {c["name"]: c for c in outcome.status["clusters"]}
+
+
+def resolved_record(**overrides: str) -> dict:
+    record = {"phase": "Resolved", "commit": COMMIT, "bytes": str(3 * GIB), "files": "5",
+              "manifestDigest": "ab" * 32, "reason": "", "message": ""}
+    record.update(overrides)
+    return record
+
+
+def first_round_observed(xr: dict, record: dict | None = None, job_status: dict | None = None
+                         ) -> dict:
+    """The resolve step as composed in round one, observed with the agent's record."""
+    first = compose(xr)
+    observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
+    if record is not None:
+        observed["resolve-configmap"] = observed_object(first.desired["resolve-configmap"][0],
+                                                        data=record)
+    if job_status is not None:
+        observed["resolve-job"] = observed_object(first.desired["resolve-job"][0],
+                                                  remote_status=job_status)
+    return observed
+
+
+# --- inputs -----------------------------------------------------------------------------
+
+
+def test_asks_for_every_fleet_cluster_and_composes_nothing_new_until_they_arrive():
+    xr = model_cache_xr()
+    kept = {"hydration-gpu-east-1": {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+                                     "metadata": {"name": "keep"}, "spec": {}}}
+    outcome = model_cache.compose(kit.Request(composite=xr, observed=kept))
+    assert outcome.requirements["fleet-clusters"] == kit.FLEET_CLUSTERS
+    assert set(outcome.desired) == {"hydration-gpu-east-1"}
+
+
+def test_asks_for_the_token_secret_by_name_in_its_own_namespace():
+    xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                "tokenSecretRef": {"name": "hf-token"}}})
+    outcome = compose(xr, secrets=[])
+    assert outcome.requirements["token-secret"] == kit.Requirement(
+        "v1", "Secret", match_name="hf-token", namespace="ml")
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({}, "spec.source.huggingFace"),
+    ({"source": {"huggingFace": {"repo": "no-slash"}}}, "spec.source.huggingFace.repo"),
+    ({"source": {"huggingFace": {"repo": 42}}}, "spec.source.huggingFace.repo"),
+    ({"placement": {}}, "spec.placement"),
+    ({"placement": {"clusterNames": ["a"], "clusterSelector": {}}}, "spec.placement"),
+    ({"placement": {"clusterNames": "gpu-east-1"}}, "spec.placement.clusterNames"),
+    ({"rollout": {"maxConcurrent": 0}}, "spec.rollout.maxConcurrent"),
+    ({"rollout": {"maxConcurrent": "ten"}}, "spec.rollout.maxConcurrent"),
+    ({"minReady": -1}, "spec.minReady"),
+    ({"storage": {"size": "lots"}}, "spec.storage.size"),
+    ({"source": {"huggingFace": {"repo": "a/b"}, "allowPatterns": "*.json"}},
+     "spec.source.allowPatterns"),
+])
+def test_bad_spec_is_an_input_error_naming_the_field(spec, field):
+    xr = model_cache_xr(**spec)
+    if spec == {}:
+        xr["spec"] = {}
+    with pytest.raises(kit.InputError, match=field.replace(".", r"\.")):
+        compose(xr)
+
+
+# --- targets ----------------------------------------------------------------------------
+
+
+def test_selector_targets_the_matching_clusters_in_name_order():
+    fleet = FLEET + [fleet_cluster("cpu-1", labels={"gpu": "none"})]
+    outcome = compose(with_resolved(model_cache_xr()), fleet)
+    assert [c["name"] for c in outcome.status["clusters"]] == ["gpu-east-1", "gpu-east-2",
+                                                               "gpu-west-1"]
+
+
+def test_match_expressions_select_by_operator():
+    fleet = [fleet_cluster("a", labels={"region": "east"}),
+             fleet_cluster("b", labels={"region": "west"}),
+             fleet_cluster("c", labels={})]
+    selector = {"matchExpressions": [{"key": "region", "operator": "NotIn", "values": ["west"]}]}
+    outcome = compose(with_resolved(model_cache_xr(placement={"clusterSelector": selector})), fleet)
+    assert set(clusters(outcome)) == {"a", "c"}
+
+
+def test_a_named_cluster_that_does_not_exist_is_reported_cluster_not_found():
+    xr = with_resolved(model_cache_xr(placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]}))
+    report = clusters(compose(xr))
+    assert report["gpu-ghost"]["phase"] == "Pending"
+    assert report["gpu-ghost"]["reason"] == "ClusterNotFound"
+    assert "spec.placement.clusterNames" in report["gpu-ghost"]["message"]
+
+
+def test_a_cluster_that_is_not_ready_counts_pending_with_cluster_not_ready():
+    fleet = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2", ready=False)]
+    outcome = compose(with_resolved(model_cache_xr()), fleet)
+    assert clusters(outcome)["gpu-east-2"]["reason"] == "ClusterNotReady"
+    assert "gpu-east-2" not in hydrations(outcome)
+    assert outcome.status["pendingClusters"] == 2
+
+
+def test_no_target_at_all_is_not_progressing_with_no_clusters():
+    outcome = compose(model_cache_xr(), fleet=[])
+    progressing = condition(outcome, "Progressing")
+    assert (progressing.status, progressing.reason) == ("False", "NoClusters")
+    assert outcome.desired == {}
+    assert outcome.composite_ready is False
+
+
+# --- resolve ----------------------------------------------------------------------------
+
+
+def test_resolve_runs_on_the_first_ready_target_cluster_by_name():
+    fleet = [fleet_cluster("gpu-a", ready=False), *FLEET]
+    outcome = compose(model_cache_xr(), fleet)
+    job = outcome.desired["resolve-job"][0]
+    assert job["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig",
+                                                "name": "gpu-east-1"}
+    args = job["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:3] == ["resolve", "--revision", "main"]
+    assert "--progress-configmap" in args
+    assert hydrations(outcome) == {}
+    assert condition(outcome, "Resolved").reason == "Resolving"
+
+
+def test_resolve_result_configmap_is_observe_create_delete_only():
+    configmap = compose(model_cache_xr()).desired["resolve-configmap"][0]
+    assert configmap["spec"]["managementPolicies"] == ["Observe", "Create", "Delete"]
+
+
+def test_resolved_result_is_latched_and_the_resolve_step_is_no_longer_composed():
+    xr = model_cache_xr()
+    outcome = compose(xr, observed=first_round_observed(xr, resolved_record()))
+    assert outcome.status["resolved"] == resolved_status(xr)
+    assert not any(k.startswith("resolve-") for k in outcome.desired)
+    assert condition(outcome, "Resolved").status == "True"
+    assert outcome.status["commitShort"] == COMMIT[:8]
+
+
+def test_a_failed_resolve_reports_the_agents_reason_and_remedy():
+    xr = model_cache_xr()
+    record = resolved_record(phase="Failed", commit="", reason="AuthFailed",
+                             message="the Hub refused the token")
+    outcome = compose(xr, observed=first_round_observed(xr, record))
+    resolved = condition(outcome, "Resolved")
+    assert (resolved.status, resolved.reason) == ("False", "AuthFailed")
+    assert exitcodes.BY_REASON["AuthFailed"].remedy in resolved.message
+
+
+def test_a_resolve_job_failed_on_an_exit_code_reports_that_code_reason():
+    xr = model_cache_xr()
+    job_status = {"conditions": [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+                                  "message": "Container agent for pod ml/x failed with exit "
+                                             "code 11 matching FailJob rule at index 0"}]}
+    outcome = compose(xr, observed=first_round_observed(xr, None, job_status))
+    assert condition(outcome, "Resolved").reason == "SourceNotFound"
+
+
+def test_token_secret_missing_composes_no_job_and_deletes_nothing():
+    xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                "tokenSecretRef": {"name": "hf-token"}}})
+    already = {"hydration-gpu-east-1": {"apiVersion": kit.API_VERSION,
+                                        "kind": "ModelCacheHydration",
+                                        "metadata": {"name": "h"}, "spec": {"commit": "old"}}}
+    outcome = compose(xr, observed=already, secrets=[])
+    resolved = condition(outcome, "Resolved")
+    assert (resolved.status, resolved.reason) == ("False", "TokenSecretMissing")
+    assert "resolve-job" not in outcome.desired
+    assert set(outcome.desired) == {"hydration-gpu-east-1"}
+
+
+def test_token_secret_without_the_named_key_is_token_secret_missing():
+    xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                "tokenSecretRef": {"name": "hf-token",
+                                                                   "key": "TOKEN"}}})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"},
+              "data": {"HF_TOKEN": "c2VjcmV0"}}
+    resolved = condition(compose(xr, secrets=[secret]), "Resolved")
+    assert resolved.reason == "TokenSecretMissing"
+    assert "'TOKEN'" in resolved.message
+
+
+def test_token_secret_is_copied_by_reference_never_by_value():
+    xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                "tokenSecretRef": {"name": "hf-token"}}})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"},
+              "data": {"HF_TOKEN": "c2VjcmV0LXRva2Vu"}}
+    outcome = compose(xr, secrets=[secret])
+    token = outcome.desired["resolve-token"][0]
+    assert token["spec"]["references"][0]["patchesFrom"]["fieldPath"] == "data.HF_TOKEN"
+    assert "c2VjcmV0LXRva2Vu" not in repr(outcome)
+
+
+def test_a_changed_source_resolves_again_and_keeps_the_existing_hydrations():
+    xr = with_resolved(model_cache_xr())
+    observed = {k: observed_hydration(r, "Ready", done=3 * GIB)
+                for k, (r, _) in compose(xr).desired.items()}
+    changed = copy.deepcopy(xr)
+    changed["spec"]["source"]["huggingFace"]["revision"] = "v2"
+    outcome = compose(changed, observed=observed)
+    assert "resolve-job" in outcome.desired
+    assert set(hydrations(outcome)) == {"gpu-east-1", "gpu-east-2", "gpu-west-1"}
+    assert all(h["spec"]["commit"] == COMMIT for h in hydrations(outcome).values())
+
+
+# --- hydrations -------------------------------------------------------------------------
+
+
+def test_one_hydration_per_target_carrying_the_pinned_commit_and_source():
+    xr = with_resolved(model_cache_xr())
+    made = hydrations(compose(xr))
+    assert set(made) == {"gpu-east-1", "gpu-east-2", "gpu-west-1"}
+    east = made["gpu-east-1"]
+    assert east["metadata"]["name"] == kit.child_name("qwen", "gpu-east-1")
+    assert east["spec"]["commit"] == COMMIT
+    assert east["spec"]["source"]["allowPatterns"] == ["*.safetensors", "*.json"]
+    assert east["spec"]["modelCacheName"] == "qwen"
+
+
+def test_volume_size_is_resolved_bytes_plus_ten_percent_rounded_up_to_whole_gib():
+    xr = with_resolved(model_cache_xr(), size=10 * GIB)
+    assert hydrations(compose(xr))["gpu-east-1"]["spec"]["storage"]["size"] == "11Gi"
+
+
+def test_spec_storage_size_wins_over_the_computed_size():
+    xr = with_resolved(model_cache_xr(storage={"size": "50Gi", "storageClassName": "fast"}))
+    storage = hydrations(compose(xr))["gpu-east-1"]["spec"]["storage"]
+    assert storage == {"size": "50Gi", "storageClassName": "fast"}
+
+
+def test_the_token_reference_is_passed_to_every_hydration():
+    xr = with_resolved(model_cache_xr(source={"huggingFace": {
+        "repo": "org/private", "tokenSecretRef": {"name": "hf-token"}}}))
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"},
+              "data": {"HF_TOKEN": "eA=="}}
+    made = hydrations(compose(xr, secrets=[secret]))
+    assert made["gpu-west-1"]["spec"]["source"]["huggingFace"]["tokenSecretRef"] == {
+        "name": "hf-token", "key": "HF_TOKEN"}
+
+
+def test_at_most_max_concurrent_hydrations_not_ready_in_name_order():
+    fleet = [fleet_cluster(f"gpu-{i}") for i in range(5)]
+    xr = with_resolved(model_cache_xr(rollout={"maxConcurrent": 2}))
+    outcome = compose(xr, fleet)
+    assert sorted(hydrations(outcome)) == ["gpu-0", "gpu-1"]
+    assert clusters(outcome)["gpu-4"]["reason"] == "RolloutQueued"
+
+
+def test_ready_hydrations_free_their_rollout_slot():
+    fleet = [fleet_cluster(f"gpu-{i}") for i in range(5)]
+    xr = with_resolved(model_cache_xr(rollout={"maxConcurrent": 2}))
+    first = compose(xr, fleet)
+    observed = {k: observed_hydration(r, "Ready", done=3 * GIB)
+                for k, (r, _) in first.desired.items()}
+    assert sorted(hydrations(compose(xr, fleet, observed))) == ["gpu-0", "gpu-1", "gpu-2",
+                                                                 "gpu-3"]
+
+
+def test_failed_hydrations_hold_their_slot_so_a_bad_source_stops_the_rollout():
+    fleet = [fleet_cluster(f"gpu-{i}") for i in range(4)]
+    xr = with_resolved(model_cache_xr(rollout={"maxConcurrent": 2}))
+    observed = {k: observed_hydration(r, "Failed", reason="DigestMismatch")
+                for k, (r, _) in compose(xr, fleet).desired.items()}
+    assert sorted(hydrations(compose(xr, fleet, observed))) == ["gpu-0", "gpu-1"]
+
+
+def test_a_cluster_leaving_the_target_set_loses_its_hydration():
+    xr = with_resolved(model_cache_xr())
+    observed = {k: observed_hydration(r, "Ready", done=3 * GIB)
+                for k, (r, _) in compose(xr).desired.items()}
+    fleet = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-west-1", labels={"gpu": "a10"})]
+    assert set(hydrations(compose(xr, fleet, observed))) == {"gpu-east-1"}
+
+
+def test_a_cluster_on_an_older_commit_keeps_its_cache_until_a_slot_frees():
+    fleet = [fleet_cluster(f"gpu-{i}") for i in range(3)]
+    old = with_resolved(model_cache_xr(rollout={"maxConcurrent": 1}), commit="0" * 40)
+    observed = {k: observed_hydration(r, "Ready", done=3 * GIB)
+                for k, (r, _) in compose(old, fleet, {}).desired.items()}
+    for key in ("hydration-gpu-1", "hydration-gpu-2"):
+        observed[key] = observed_hydration(
+            model_cache.hydration(kit.Request(composite=old), model_cache.read_spec(old["spec"]),
+                                  old["status"]["resolved"], key.removeprefix("hydration-")),
+            "Ready", done=3 * GIB)
+    new = with_resolved(model_cache_xr(rollout={"maxConcurrent": 1}))
+    made = hydrations(compose(new, fleet, observed))
+    assert [made[c]["spec"]["commit"] for c in ("gpu-0", "gpu-1", "gpu-2")] == [
+        COMMIT, "0" * 40, "0" * 40]
+
+
+# --- status -----------------------------------------------------------------------------
+
+
+def three_phase_outcome(min_ready: int = 0) -> kit.Outcome:
+    xr = with_resolved(model_cache_xr(minReady=min_ready))
+    desired = compose(xr).desired
+    observed = {
+        "hydration-gpu-east-1": observed_hydration(desired["hydration-gpu-east-1"][0], "Ready",
+                                                   done=3 * GIB),
+        "hydration-gpu-east-2": observed_hydration(desired["hydration-gpu-east-2"][0],
+                                                   "Hydrating", done=int(1.2 * GIB)),
+        "hydration-gpu-west-1": observed_hydration(desired["hydration-gpu-west-1"][0], "Pending"),
+    }
+    return compose(xr, observed=observed)
+
+
+def test_status_counts_clusters_by_phase_and_summarizes_ready_over_desired():
+    status = three_phase_outcome().status
+    assert (status["desiredClusters"], status["readyClusters"], status["hydratingClusters"],
+            status["pendingClusters"], status["failedClusters"]) == (3, 1, 1, 1, 0)
+    assert status["summary"] == "1/3"
+
+
+def test_progress_is_the_percent_of_the_fleets_bytes():
+    assert three_phase_outcome().status["progressPercent"] == 46  # (3 + 1.2) / 9 GiB
+
+
+def test_clusters_report_name_phase_bytes_reason_and_message():
+    east2 = clusters(three_phase_outcome())["gpu-east-2"]
+    assert east2 == {"name": "gpu-east-2", "phase": "Hydrating", "bytesDone": int(1.2 * GIB),
+                     "bytesTotal": 3 * GIB, "reason": "", "message": ""}
+
+
+def test_available_needs_every_cluster_when_min_ready_is_zero():
+    outcome = three_phase_outcome()
+    assert condition(outcome, "Available").status == "False"
+    assert outcome.composite_ready is False
+
+
+def test_available_when_ready_clusters_reach_min_ready():
+    outcome = three_phase_outcome(min_ready=1)
+    assert condition(outcome, "Available").status == "True"
+    assert outcome.composite_ready is True
+
+
+def test_degraded_names_the_failed_clusters_and_the_first_remedy():
+    xr = with_resolved(model_cache_xr())
+    observed = {k: observed_hydration(r, "Failed", reason="DigestMismatch", message="bad bytes")
+                for k, (r, _) in compose(xr).desired.items()
+                if k in ("hydration-gpu-east-2", "hydration-gpu-west-1")}
+    degraded = condition(compose(xr, observed=observed), "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", "HydrationFailed")
+    assert "gpu-east-2 (DigestMismatch), gpu-west-1 (DigestMismatch)" in degraded.message
+    assert exitcodes.BY_REASON["DigestMismatch"].remedy in degraded.message
+
+
+def test_all_clusters_ready_is_available_and_no_longer_progressing():
+    xr = with_resolved(model_cache_xr())
+    observed = {k: observed_hydration(r, "Ready", done=3 * GIB)
+                for k, (r, _) in compose(xr).desired.items()}
+    outcome = compose(xr, observed=observed)
+    assert condition(outcome, "Progressing").reason == "Complete"
+    assert outcome.composite_ready is True
+    assert all(ready for _, ready in outcome.desired.values())
+
+
+# --- robustness -------------------------------------------------------------------------
+
+
+def test_the_same_request_composes_the_same_outcome():
+    assert repr(three_phase_outcome()) == repr(three_phase_outcome())
+
+
+def test_a_300_character_unicode_name_composes_valid_child_names():
+    xr = with_resolved(model_cache_xr())
+    xr["metadata"]["name"] = "модель-" + "x" * 293
+    for resource, _ in compose(xr).desired.values():
+        assert len(resource["metadata"]["name"]) <= 63
+
+
+def test_five_thousand_clusters_compose_within_the_rollout_budget():
+    fleet = [fleet_cluster(f"gpu-{i:05d}") for i in range(5000)]
+    outcome = compose(with_resolved(model_cache_xr()), fleet)
+    assert outcome.status["desiredClusters"] == 5000
+    assert len(hydrations(outcome)) == 10
