@@ -51,45 +51,50 @@ class TLSFiles:
 
 
 class InProcessServer:
-    """The real gRPC server and servicer in a background thread, on 127.0.0.1."""
+    """The real gRPC server and servicer on 127.0.0.1, served from one background event loop.
 
-    def __init__(self, credentials: grpc.ServerCredentials | None = None):
+    grpc.aio binds to the first event loop that uses it, so every in-process server in a
+    process shares one loop thread.
+    """
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_lock = threading.Lock()
+
+    def __init__(self, credentials: grpc.ServerCredentials | None = None,
+                 runner: function_server.FunctionRunner | None = None):
         self.credentials = credentials
+        self.runner = runner or function_server.FunctionRunner()
         self.address = ""
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: grpc.aio.Server | None = None
-        self._thread = threading.Thread(target=self._serve, daemon=True)
 
-    def _serve(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self._loop)
+    @classmethod
+    def shared_loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._loop_lock:
+            if cls._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, daemon=True,
+                                 name="fleetcache-grpc").start()
+                cls._loop = loop
+            return cls._loop
 
-        async def main() -> None:
-            self._server = grpc.aio.server(options=GRPC_OPTIONS)
-            grpcv1.add_FunctionRunnerServiceServicer_to_server(
-                function_server.FunctionRunner(), self._server)
-            if self.credentials is None:
-                port = self._server.add_insecure_port("127.0.0.1:0")
-            else:
-                port = self._server.add_secure_port("127.0.0.1:0", self.credentials)
-            self.address = f"127.0.0.1:{port}"
-            await self._server.start()
-            self._ready.set()
-            await self._server.wait_for_termination()
-
-        self._loop.run_until_complete(main())
+    async def _start(self) -> str:
+        self._server = grpc.aio.server(options=GRPC_OPTIONS)
+        grpcv1.add_FunctionRunnerServiceServicer_to_server(self.runner, self._server)
+        if self.credentials is None:
+            port = self._server.add_insecure_port("127.0.0.1:0")
+        else:
+            port = self._server.add_secure_port("127.0.0.1:0", self.credentials)
+        await self._server.start()
+        return f"127.0.0.1:{port}"
 
     def __enter__(self) -> "InProcessServer":
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("the in-process function server did not start")
+        self.address = asyncio.run_coroutine_threadsafe(self._start(),
+                                                        self.shared_loop()).result(10)
         return self
 
     def __exit__(self, *_: Any) -> None:
-        if self._loop and self._server:
-            asyncio.run_coroutine_threadsafe(self._server.stop(0), self._loop).result(5)
-        self._thread.join(5)
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._server.stop(0), self.shared_loop()).result(10)
 
 
 def free_port() -> int:

@@ -1,0 +1,51 @@
+"""Representative requests for every composer, shared by the gRPC and render tests.
+
+Each case is one the table tests specify in detail; here they only have to come out of
+every transport the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleetcache.functions import kit, model_cache
+from tests.support.fleet import (GIB, fleet_cluster, model_cache_xr, observed_hydration,
+                                 with_resolved)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    composite: dict
+    observed: dict = field(default_factory=dict)
+    required: dict = field(default_factory=dict)
+
+
+FLEET = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2"), fleet_cluster("gpu-west-1")]
+
+
+def _three_phase_cache() -> Case:
+    xr = with_resolved(model_cache_xr())
+    desired = model_cache.compose(kit.Request(composite=xr,
+                                              required={"fleet-clusters": FLEET})).desired
+    observed = {
+        "hydration-gpu-east-1": observed_hydration(desired["hydration-gpu-east-1"][0], "Ready",
+                                                   done=3 * GIB),
+        "hydration-gpu-east-2": observed_hydration(desired["hydration-gpu-east-2"][0],
+                                                   "Hydrating", done=GIB),
+        "hydration-gpu-west-1": observed_hydration(desired["hydration-gpu-west-1"][0], "Failed",
+                                                   reason="DigestMismatch", message="bad bytes"),
+    }
+    return Case("model-cache-three-phases", xr, observed, {"fleet-clusters": FLEET})
+
+
+CASES: list[Case] = [
+    Case("model-cache-asks-for-fleet-clusters", model_cache_xr()),
+    Case("model-cache-resolving", model_cache_xr(), required={"fleet-clusters": FLEET}),
+    Case("model-cache-token-secret-missing",
+         model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                "tokenSecretRef": {"name": "hf-token"}}}),
+         required={"fleet-clusters": FLEET, "token-secret": []}),
+    _three_phase_cache(),
+    Case("model-cache-bad-spec-is-fatal", {**model_cache_xr(), "spec": {"placement": 3}}),
+]

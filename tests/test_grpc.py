@@ -1,0 +1,108 @@
+"""The composers through the real gRPC server on loopback: insecure, mTLS, and as a process.
+
+Each case is a request the table tests also cover; through gRPC it must give exactly the
+response the server gives in process, byte for byte.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import grpc
+import pytest
+from crossplane.function import runtime
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache import render
+from fleetcache.functions import server
+from tests.support.cases import CASES
+from tests.support.tls import make_pki
+
+FIXED_NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+
+
+def fixed_clock_server(credentials=None) -> render.InProcessServer:
+    """The in-process server with the clock pinned, so responses compare byte for byte."""
+    return render.InProcessServer(credentials, server.FunctionRunner(now=lambda: FIXED_NOW))
+
+
+def request_of(case) -> fnv1.RunFunctionRequest:
+    return render.build_request(case.composite, case.observed, fnv1.State(), None, None,
+                                case.required, tag=case.id)
+
+
+def serialized(rsp: fnv1.RunFunctionResponse) -> bytes:
+    return rsp.SerializeToString(deterministic=True)
+
+
+@pytest.fixture(scope="module")
+def pki():
+    return make_pki()
+
+
+@pytest.fixture(scope="module")
+def insecure_stub():
+    with fixed_clock_server() as srv, render.channel_to(srv.address) as channel:
+        yield grpcv1.FunctionRunnerServiceStub(channel)
+
+
+@pytest.fixture(scope="module")
+def mtls_server(pki, tmp_path_factory):
+    certs = tmp_path_factory.mktemp("tls")
+    (certs / "tls.crt").write_bytes(pki.server.cert)
+    (certs / "tls.key").write_bytes(pki.server.key)
+    (certs / "ca.crt").write_bytes(pki.ca)
+    with fixed_clock_server(runtime.load_credentials(str(certs))) as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_insecure_grpc_gives_the_in_process_response(case, insecure_stub):
+    req = request_of(case)
+    assert serialized(insecure_stub.RunFunction(req, timeout=60)) == serialized(
+        server.run(req, FIXED_NOW))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_mtls_grpc_gives_the_in_process_response(case, pki, mtls_server):
+    tls = render.TLSFiles(ca=pki.ca, cert=pki.client.cert, key=pki.client.key)
+    with render.channel_to(mtls_server.address, tls) as channel:
+        req = request_of(case)
+        rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=60)
+    assert serialized(rsp) == serialized(server.run(req, FIXED_NOW))
+
+
+def test_mtls_refuses_a_client_certificate_from_another_ca(pki, mtls_server):
+    tls = render.TLSFiles(ca=pki.ca, cert=pki.stranger.cert, key=pki.stranger.key)
+    with render.channel_to(mtls_server.address, tls) as channel:
+        with pytest.raises(grpc.RpcError):
+            grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request_of(CASES[0]),
+                                                                  timeout=10)
+
+
+def test_the_same_request_twice_gives_byte_identical_responses(insecure_stub):
+    for case in CASES:
+        req = request_of(case)
+        first = insecure_stub.RunFunction(req, timeout=60)
+        assert serialized(insecure_stub.RunFunction(req, timeout=60)) == serialized(first)
+
+
+def test_the_fleetcache_function_process_serves_the_same_responses():
+    with render.function_process() as address, render.channel_to(address) as channel:
+        stub = grpcv1.FunctionRunnerServiceStub(channel)
+        for case in CASES:
+            req = request_of(case)
+            rsp = stub.RunFunction(req, timeout=60)
+            expected = server.run(req, FIXED_NOW)
+            assert [r.message for r in rsp.results] == [r.message for r in expected.results]
+            assert serialized(rsp.desired) == serialized(expected.desired)
+
+
+def test_an_unknown_kind_is_a_fatal_result_naming_it(insecure_stub):
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update({"apiVersion": "example.org/v1", "kind": "Bucket",
+                                            "metadata": {"name": "b"}})
+    rsp = insecure_stub.RunFunction(req, timeout=10)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+    assert "'Bucket'" in rsp.results[0].message
