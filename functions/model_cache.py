@@ -12,13 +12,11 @@ Lifecycle, top to bottom:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleetcache.functions import kit
 
-REPO_SHAPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 TOKEN_SECRET_KEY = "token-secret"
 RESOLVE_PREFIX = "resolve-"
@@ -45,26 +43,8 @@ class CacheSpec:
 
 def read_spec(spec: dict) -> CacheSpec:
     """Validate the spec; every error names the field and the fix."""
-    source = spec.get("source")
-    if not isinstance(source, dict) or not isinstance(source.get("huggingFace"), dict):
-        raise kit.InputError("spec.source.huggingFace is required: set repo (org/name) and "
-                             "optionally revision, endpoint and tokenSecretRef")
+    source = kit.read_source(spec.get("source"))
     hf = source["huggingFace"]
-    repo = hf.get("repo")
-    if not isinstance(repo, str) or not REPO_SHAPE.match(repo):
-        raise kit.InputError(f"spec.source.huggingFace.repo: {repo!r} is not of the form "
-                             "org/name, for example Qwen/Qwen3-0.6B")
-    revision = hf.get("revision") or "main"
-    if not isinstance(revision, str):
-        raise kit.InputError("spec.source.huggingFace.revision must be a branch, tag or commit")
-    token_ref = hf.get("tokenSecretRef")
-    if token_ref is not None and not (isinstance(token_ref, dict) and token_ref.get("name")):
-        raise kit.InputError("spec.source.huggingFace.tokenSecretRef needs a name (and "
-                             "optionally a key, default HF_TOKEN)")
-    for patterns in ("allowPatterns", "ignorePatterns"):
-        value = source.get(patterns, [])
-        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-            raise kit.InputError(f"spec.source.{patterns} must be a list of glob strings")
 
     placement = spec.get("placement")
     if not isinstance(placement, dict):
@@ -97,33 +77,20 @@ def read_spec(spec: dict) -> CacheSpec:
         raise kit.InputError("spec.job must be an object (backoffLimit, activeDeadlineSeconds, "
                              "ttlSecondsAfterFinished)")
 
-    normalized_source = {
-        "huggingFace": {
-            "repo": repo,
-            "revision": revision,
-            "endpoint": hf.get("endpoint") or kit.DEFAULT_ENDPOINT,
-            **({"tokenSecretRef": {"name": token_ref["name"],
-                                   "key": token_ref.get("key") or "HF_TOKEN"}}
-               if token_ref else {}),
-        },
-        "allowPatterns": list(source.get("allowPatterns") or []),
-        "ignorePatterns": list(source.get("ignorePatterns") or []),
-    }
-    what_is_fetched = {k: v for k, v in normalized_source["huggingFace"].items()
-                       if k != "tokenSecretRef"}
+    what_is_fetched = {k: v for k, v in hf.items() if k != "tokenSecretRef"}
     return CacheSpec(
-        source=normalized_source,
-        repo=repo,
-        revision=revision,
-        token_ref=normalized_source["huggingFace"].get("tokenSecretRef"),
+        source=source,
+        repo=hf["repo"],
+        revision=hf["revision"],
+        token_ref=hf.get("tokenSecretRef"),
         cluster_names=tuple(names) if names is not None else None,
         cluster_selector=selector,
         storage=storage,
         max_concurrent=max_concurrent,
         min_ready=min_ready,
         job=job,
-        source_digest=kit.digest_of([what_is_fetched, normalized_source["allowPatterns"],
-                                     normalized_source["ignorePatterns"]])[:16],
+        source_digest=kit.digest_of([what_is_fetched, source["allowPatterns"],
+                                     source["ignorePatterns"]])[:16],
     )
 
 
