@@ -1,0 +1,249 @@
+"""`fleetcache-agent resolve | fetch | verify` (DESIGN §4).
+
+Every failure, including a bad flag, ends the same way: the exit code of its row in
+fleetcache.exitcodes, a final progress record (phase Failed, reason, message with the
+remedy) and the termination message. The token is read once from --token-file and
+scrubbed from every log line; records and messages never include it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+
+from .errors import AgentError, from_os_error
+from .hub import Bandwidth, HubClient, RetryPolicy
+from .layout import LAYOUTS, open_layout
+from .plan import parse_listing, resolved_record, select
+from .progress import (FETCH_FIELDS, RESOLVE_FIELDS, ConfigMapSink, FileSink, Progress, parse_configmap_ref,
+                       write_termination)
+
+log = logging.getLogger("fleetcache.agent")
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+_REPO = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+_SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+# Where a failure is reported; set as soon as the flags that name the sinks are parsed.
+_context: dict = {"termination": Path(DEFAULT_TERMINATION_LOG), "progress": None}
+
+
+def _bad(flag: str, why: str) -> AgentError:
+    return AgentError("InvalidConfiguration", f"{flag}: {why}")
+
+
+def parse_quantity(value: str) -> float:
+    """A Kubernetes quantity (`200Mi`, `1G`, `500k`) as bytes per second."""
+    match = _QUANTITY.fullmatch(value.strip())
+    if not match or float(match.group(1)) * _SUFFIX[match.group(2)] < 1:
+        raise _bad("--bandwidth", f"{value!r} is not a positive Kubernetes quantity like 200Mi or 1G")
+    return float(match.group(1)) * _SUFFIX[match.group(2)]
+
+
+def check_repo(repo: str) -> str:
+    if not _REPO.fullmatch(repo) or ".." in repo:
+        raise _bad("--repo", f"{repo!r} is not ORG/NAME")
+    return repo
+
+
+def check_revision(revision: str) -> str:
+    parts = revision.split("/")
+    if not revision or any(p in ("", ".", "..") for p in parts) or "\\" in revision or "\0" in revision:
+        raise _bad("--revision", f"{revision!r} is not a branch, tag or commit")
+    return revision
+
+
+def check_endpoint(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.query:
+        raise _bad("--endpoint", "must be an http(s) URL without credentials or query")
+    return endpoint
+
+
+def read_token(path: str | None) -> str | None:
+    """Read once. HF_TOKEN in the environment is deliberately ignored: env vars leak into pod specs."""
+    if path is None:
+        return None
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as err:
+        raise _bad("--token-file", f"cannot read it ({type(err).__name__})") from None
+    if not token or any(c.isspace() for c in token):
+        raise _bad("--token-file", "is empty or not a single token")
+    return token
+
+
+class _Redact(logging.Filter):
+    def __init__(self, secret: str):
+        super().__init__()
+        self.secret = secret
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = record.getMessage().replace(self.secret, "[redacted]")
+        record.args = None
+        return True
+
+
+def _setup_logging(token: str | None) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    if token:
+        handler.addFilter(_Redact(token))
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _progress(fields, progress_file: str | None, configmap: str | None) -> Progress:
+    sinks: list = []
+    if progress_file:
+        sinks.append(FileSink(Path(progress_file)))
+    if configmap:
+        namespace, name = parse_configmap_ref(configmap)
+        sinks.append(ConfigMapSink(namespace, name, api_factory=_context["configmap_api"]))
+    progress = Progress(sinks, fields)
+    _context["progress"] = progress
+    return progress
+
+
+def _client(endpoint: str, token: str | None, concurrency: int = 8) -> HubClient:
+    return HubClient(check_endpoint(endpoint), token, RetryPolicy.from_env(), pool_size=concurrency)
+
+
+def _listing(client: HubClient, repo: str, revision: str, allow, ignore):
+    listing = parse_listing(repo, revision, client.listing(repo, revision))
+    return listing, select(listing.entries, list(allow) if allow else None, list(ignore) if ignore else None)
+
+
+_common = [
+    click.option("--endpoint", default=DEFAULT_ENDPOINT, show_default=True),
+    click.option("--repo", required=True),
+    click.option("--revision", default="main", show_default=True),
+    click.option("--token-file"),
+    click.option("--allow", multiple=True, help="glob, repeatable (huggingface_hub allow_patterns)"),
+    click.option("--ignore", multiple=True, help="glob, repeatable (huggingface_hub ignore_patterns)"),
+    click.option("--progress-file"),
+    click.option("--progress-configmap", help="NAMESPACE/NAME"),
+    click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True),
+]
+
+
+def _with(options):
+    def apply(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return apply
+
+
+@click.group()
+def main_group() -> None:
+    """Resolve, fetch and verify Hugging Face model snapshots into a warm cache."""
+
+
+@main_group.command()
+@_with(_common)
+def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
+            termination_log) -> None:
+    """List REPO at REVISION and print {repo, revision, commit, files, bytes, manifestDigest}."""
+    _context["termination"] = Path(termination_log)
+    progress = _progress(RESOLVE_FIELDS, progress_file, progress_configmap)
+    token = read_token(token_file)
+    _setup_logging(token)
+    progress.phase("Resolving", repo=check_repo(repo), revision=check_revision(revision))
+    listing, entries = _listing(_client(endpoint, token), repo, revision, allow, ignore)
+    record = resolved_record(listing, entries)
+    progress.phase("Resolved", **record)
+    click.echo(json.dumps(record, sort_keys=True))
+
+
+@main_group.command()
+@_with(_common)
+@click.option("--dest", required=True)
+@click.option("--concurrency", default=8, show_default=True, type=str)
+@click.option("--bandwidth", help="total cap as a Kubernetes quantity, e.g. 200Mi")
+@click.option("--layout", "layout_name", default="hf-cache", show_default=True)
+@click.option("--wait", is_flag=True, help="wait for another writer instead of exiting 16")
+def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
+          termination_log, dest, concurrency, bandwidth, layout_name, wait) -> None:
+    """Download REPO at REVISION into DEST, verifying every byte while it streams."""
+    from .fetch import fetch as run_fetch
+
+    _context["termination"] = Path(termination_log)
+    progress = _progress(FETCH_FIELDS, progress_file, progress_configmap)
+    token = read_token(token_file)
+    _setup_logging(token)
+    check_repo(repo)
+    check_revision(revision)
+    if not concurrency.isdigit() or not 1 <= int(concurrency) <= 64:
+        raise _bad("--concurrency", f"{concurrency!r} is not a whole number from 1 to 64")
+    if layout_name not in LAYOUTS:
+        raise _bad("--layout", f"{layout_name!r} is not one of {', '.join(sorted(LAYOUTS))}")
+    limit = Bandwidth(parse_quantity(bandwidth)) if bandwidth else None
+    progress.phase("Resolving")
+    client = _client(endpoint, token, int(concurrency))
+    listing, entries = _listing(client, repo, revision, allow, ignore)
+    layout = open_layout(layout_name, Path(dest), repo)
+    record = run_fetch(client, layout, listing, entries, progress, int(concurrency), limit,
+                       client.policy, wait)
+    click.echo(json.dumps(record, sort_keys=True))
+
+
+@main_group.command()
+@click.option("--dest", required=True)
+@click.option("--repo", required=True)
+@click.option("--revision")
+@click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
+def verify(dest, repo, revision, termination_log) -> None:
+    """Re-hash every file of the snapshot against its manifest; exit 12 naming the bad files."""
+    from .verify import verify as run_verify
+
+    _context["termination"] = Path(termination_log)
+    _setup_logging(None)
+    check_repo(repo)
+    click.echo(json.dumps(run_verify(Path(dest), repo, revision), sort_keys=True))
+
+
+def _report(err: AgentError) -> int:
+    progress: Progress | None = _context["progress"]
+    record = progress.fail(err) if progress else {"phase": "Failed", "reason": err.reason, "message": err.message}
+    log.error("%s (exit %d): %s", err.reason, err.code, err.message)
+    write_termination(_context["termination"], record)
+    return err.code
+
+
+def main(argv: list[str] | None = None, configmap_api=None) -> int:
+    """Entry point; `configmap_api` lets tests inject a CoreV1Api stand-in."""
+    from .progress import incluster_core_api
+
+    _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None,
+                    configmap_api=configmap_api or incluster_core_api)
+    if not log.handlers:
+        _setup_logging(None)
+    code = 0
+    try:
+        main_group.main(args=argv, prog_name="fleetcache-agent", standalone_mode=False)
+    except click.UsageError as err:
+        code = _report(AgentError("InvalidConfiguration", err.format_message()))
+    except AgentError as err:
+        code = _report(err)
+    except OSError as err:
+        mapped = from_os_error(err, "under --dest")
+        if mapped is None:
+            raise
+        code = _report(mapped)
+    finally:
+        if _context["progress"] is not None:
+            _context["progress"].close()
+    if argv is None:
+        sys.exit(code)
+    return code

@@ -1,0 +1,43 @@
+"""The agent's one failure type: every failure carries its row of the shared exit-code table.
+
+The CLI turns an AgentError into the exit code, the final progress record and the
+termination message, so the reason and remedy a user sees always come from
+fleetcache.exitcodes and never from ad-hoc strings.
+"""
+
+from __future__ import annotations
+
+import errno
+
+from fleetcache.exitcodes import BY_REASON, ExitCode
+
+
+class AgentError(Exception):
+    def __init__(self, reason: str, what: str):
+        self.row: ExitCode = BY_REASON[reason]
+        self.what = what
+        super().__init__(f"{reason}: {what}")
+
+    @property
+    def code(self) -> int:
+        return self.row.code
+
+    @property
+    def reason(self) -> str:
+        return self.row.reason
+
+    @property
+    def message(self) -> str:
+        """Short what-happened plus the remedy, as written to progress and the termination log."""
+        return f"{self.what.rstrip('.')}. {self.row.remedy}"
+
+
+
+def from_os_error(err: OSError, where: str) -> AgentError | None:
+    """Disk errors the table names: a full volume (13) or one the agent may not write (15)."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return AgentError("InsufficientCapacity", f"the volume ran out of space writing {where}")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return AgentError("InvalidConfiguration", f"cannot write {where} ({errno.errorcode[err.errno]}): "
+                                                  "check the volume mount and the pod's fsGroup")
+    return None

@@ -1,0 +1,293 @@
+"""Doing the fetch: concurrent ranged downloads, digest checked while the bytes stream, resume.
+
+Each blob is an `Assembly`: a partial file written with pwrite at the part's offset, a
+journal of written spans (so a crash resumes without refetching), and a running digest
+that follows the contiguous written prefix, fed by whichever worker extends it. Bytes
+are read back from the page cache for hashing, so parts can arrive out of order with
+bounded memory. When the last part lands the digest is compared; only a match is
+fsynced and renamed into place, then linked. A mismatch discards the file and fetches
+it again, up to MISMATCH_RETRIES times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import queue
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import urllib3
+
+from .errors import AgentError, from_os_error
+from .hub import Bandwidth, HubClient, RetryPolicy, Retryable, redact_url
+from .layout import Layout
+from .lock import DestinationLock
+from .plan import (GIT_SHA1, STATE_DIR, Entry, FetchPlan, FileTask, Listing, manifest_digest, merge_spans,
+                   plan_fetch, split_spans)
+from .progress import Progress
+
+log = logging.getLogger("fleetcache.agent")
+
+READ_BLOCK = 256 << 10  # also the journal granularity: at most this much per stream is refetched after a crash
+HASH_BLOCK = 8 << 20
+PART_SIZE = 32 << 20
+MISMATCH_RETRIES = 3
+
+
+class Aborted(Exception):
+    """Another worker failed; stop quietly."""
+
+
+def new_hasher(entry: Entry):
+    if entry.algo == GIT_SHA1:
+        return hashlib.sha1(b"blob %d\0" % entry.size)
+    return hashlib.sha256()
+
+
+class Assembly:
+    """One blob being written: partial file, journal, written spans and the digest of the prefix."""
+
+    def __init__(self, task: FileTask, layout: Layout, url: str, attempt: int):
+        self.task, self.entry, self.attempt = task, task.entry, attempt
+        self.layout = layout
+        self.start_url = self.url = url
+        self.fd = self.journal = -1
+        self.spans = list(task.done)
+        self.lock = threading.Lock()
+        self.hash_lock = threading.Lock()
+        self.hasher = new_hasher(self.entry)
+        self.hashed = 0
+        self.short_read = False
+        self.parts_left = len(task.parts)
+
+    def open(self) -> None:
+        """Files are opened by the first part taken, so a repo of many files never holds many fds."""
+        with self.lock:
+            if self.fd >= 0:
+                return
+            part = self.layout.part_path(self.entry)
+            part.parent.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(part, os.O_RDWR | os.O_CREAT, 0o644)
+            self.journal = os.open(self.layout.journal_path(self.entry),
+                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def written(self, start: int, end: int) -> None:
+        os.write(self.journal, b"%d %d\n" % (start, end))
+        with self.lock:
+            self.spans = merge_spans(self.spans + [(start, end)])
+
+    def contiguous(self) -> int:
+        with self.lock:
+            return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
+
+    def advance_hash(self, wait: bool) -> None:
+        """Hash the written prefix; without `wait`, leave it to whoever already hashes this file."""
+        while True:
+            if not self.hash_lock.acquire(blocking=wait):
+                return
+            try:
+                target = self.contiguous()
+                while self.hashed < target and not self.short_read:
+                    data = os.pread(self.fd, min(HASH_BLOCK, target - self.hashed), self.hashed)
+                    if not data:  # the journal claims bytes the file lacks (power loss): refetch
+                        self.short_read = True
+                        break
+                    self.hasher.update(data)
+                    self.hashed += len(data)
+            finally:
+                self.hash_lock.release()
+            if wait or self.short_read or self.contiguous() <= self.hashed:
+                return
+
+    def matches(self) -> bool:
+        self.advance_hash(wait=True)
+        return (not self.short_read and self.hashed == self.entry.size
+                and self.hasher.hexdigest() == self.entry.digest)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        os.close(self.journal)
+
+
+@dataclass
+class FetchResult:
+    record: dict
+    plan: FetchPlan
+
+
+class Fetcher:
+    def __init__(self, client: HubClient, layout: Layout, listing: Listing, entries: tuple[Entry, ...],
+                 progress: Progress, concurrency: int, bandwidth: Bandwidth | None, policy: RetryPolicy):
+        self.client, self.layout, self.listing, self.entries = client, layout, listing, entries
+        self.progress, self.concurrency, self.bandwidth, self.policy = progress, concurrency, bandwidth, policy
+        self.jobs: queue.Queue = queue.Queue()
+        self.abort = threading.Event()
+        self.failure: AgentError | None = None
+        self.pending = 0
+        self.pending_lock = threading.Lock()
+
+    # -- orchestration --------------------------------------------------------------------
+    def run(self, plan: FetchPlan) -> None:
+        self.pending = len(plan.tasks)
+        for task in plan.tasks:
+            self._start(task, attempt=1)
+        for entry in plan.to_link:
+            self.layout.link(entry, self.listing.commit)
+            self.progress.update(files_delta=1)
+        if self.pending == 0:
+            return
+        workers = [threading.Thread(target=self._worker, name=f"fetch-{i}", daemon=True)
+                   for i in range(self.concurrency)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        if self.failure is not None:
+            raise self.failure
+
+    def _start(self, task: FileTask, attempt: int) -> None:
+        url = self.client.file_url(self.listing.repo, self.listing.commit, task.entry.path)
+        asm = Assembly(task, self.layout, url, attempt)
+        if not task.parts:
+            self.jobs.put((asm, None))
+        for span in task.parts:
+            self.jobs.put((asm, span))
+
+    def _fail(self, err: AgentError) -> None:
+        if not self.abort.is_set():
+            self.failure = err
+            self.abort.set()
+            for _ in range(self.concurrency):
+                self.jobs.put(None)
+
+    def _worker(self) -> None:
+        buffer = bytearray(READ_BLOCK)
+        while not self.abort.is_set():
+            job = self.jobs.get()
+            if job is None:
+                return
+            asm, span = job
+            try:
+                asm.open()
+                if span is not None:
+                    self._download(asm, span, buffer)
+                with asm.lock:
+                    asm.parts_left -= 1
+                    last = asm.parts_left <= 0
+                if last:
+                    self._finish(asm)
+            except Aborted:
+                return
+            except AgentError as err:
+                self._fail(err)
+            except OSError as err:
+                self._fail(from_os_error(err, str(self.layout.part_path(asm.entry))) or AgentError(
+                    "SourceUnreachable", f"unexpected I/O error {type(err).__name__} on the volume"))
+
+    # -- one part -------------------------------------------------------------------------
+    def _download(self, asm: Assembly, span: tuple[int, int], buffer: bytearray) -> None:
+        position, end = span
+        view = memoryview(buffer)
+        weight = len(asm.task.entries)
+        size = asm.entry.size
+        what = f"{asm.entry.path} bytes {span[0]}-{end - 1}"
+
+        def attempt() -> None:
+            nonlocal position
+            try:
+                resp = self.client.open_range(asm.url, position, end, size)
+            except Retryable:
+                asm.url = asm.start_url  # ask the hub again: a signed CDN URL may have expired
+                raise
+            asm.url = resp.final_url
+            try:
+                while position < end:
+                    if self.abort.is_set():
+                        raise Aborted()
+                    want = min(READ_BLOCK, end - position)
+                    try:
+                        n = resp.readinto(view[:want])
+                    except (urllib3.exceptions.HTTPError, OSError) as err:
+                        raise self._stream_error(asm, what, err) from None
+                    if n == 0:
+                        raise self._stream_error(asm, what, EOFError())
+                    if self.bandwidth:
+                        self.bandwidth.take(n)
+                    os.pwrite(asm.fd, view[:n], position)
+                    asm.written(position, position + n)
+                    position += n
+                    self.progress.update(bytes_delta=n * weight, transferred=n)
+                    asm.advance_hash(wait=False)
+                resp.release_conn()
+            except BaseException:
+                resp.close()
+                raise
+
+        self.policy.run(attempt, what, self.abort)
+
+    @staticmethod
+    def _stream_error(asm: Assembly, what: str, err: BaseException) -> Retryable:
+        failure = AgentError("SourceUnreachable", f"{what} from {redact_url(asm.url)}: interrupted "
+                                                  f"({type(err).__name__})")
+        asm.url = asm.start_url
+        return Retryable(failure)
+
+    # -- one blob ---------------------------------------------------------------------------
+    def _finish(self, asm: Assembly) -> None:
+        entry, task = asm.entry, asm.task
+        if asm.matches():
+            self.layout.publish_blob(entry, asm.fd)
+            asm.close()
+            for linked in task.entries:
+                self.layout.link(linked, self.listing.commit)
+            self.progress.update(files_delta=len(task.entries))
+            with self.pending_lock:
+                self.pending -= 1
+                done = self.pending == 0
+            if done:
+                for _ in range(self.concurrency):
+                    self.jobs.put(None)
+            return
+        got = "a short file" if asm.short_read else asm.hasher.hexdigest()[:16] + "…"
+        log.warning("%s: digest mismatch on attempt %d (got %s, want %s…)", entry.path, asm.attempt, got,
+                    entry.digest[:16])
+        asm.close()
+        self.layout.discard_partial(entry)
+        self.progress.update(bytes_delta=-entry.size * len(task.entries))
+        if asm.attempt > MISMATCH_RETRIES:
+            raise AgentError("DigestMismatch", f"{entry.path} did not match its {entry.algo} digest after "
+                                               f"{asm.attempt} attempts")
+        fresh = FileTask(task.key, task.entries, tuple(split_spans([(0, entry.size)], PART_SIZE)), ())
+        self._start(fresh, asm.attempt + 1)
+
+
+def check_space(dest: Path, needed: int) -> None:
+    free = shutil.disk_usage(dest).free
+    if needed > free:
+        raise AgentError("InsufficientCapacity", f"{needed} more bytes are needed under --dest but only "
+                                                 f"{free} are free")
+
+
+def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[Entry, ...], progress: Progress,
+          concurrency: int, bandwidth: Bandwidth | None, policy: RetryPolicy, wait: bool) -> dict:
+    """Lock, sweep, plan from what is on disk, check space, download, publish; manifest and refs last."""
+    digest = manifest_digest(entries)
+    layout.dest.mkdir(parents=True, exist_ok=True)
+    with DestinationLock(layout.dest / STATE_DIR) as lock:
+        lock.acquire(wait)
+        layout.ensure_dirs()
+        keep = {p for e in entries for p in (layout.part_path(e), layout.journal_path(e))}
+        layout.sweep(keep)
+        plan = plan_fetch(entries, layout.key, layout.scan(entries, listing.commit), PART_SIZE)
+        check_space(layout.dest, plan.bytes_missing)
+        progress.phase("Hydrating", commit=listing.commit, manifestDigest=digest, bytesTotal=plan.bytes_total,
+                       bytesDone=plan.bytes_present, filesTotal=plan.files_total, filesDone=plan.files_present)
+        Fetcher(client, layout, listing, entries, progress, concurrency, bandwidth, policy).run(plan)
+        progress.phase("Verifying")
+        layout.finish(listing, entries, digest)
+    progress.phase("Ready", bytesDone=plan.bytes_total, filesDone=plan.files_total)
+    return dict(progress.record)
