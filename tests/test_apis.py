@@ -1,0 +1,735 @@
+"""The fleetcache API: XRDs, Compositions and examples, as a cluster would see them.
+
+Every XRD under apis/ is checked for what the API server and Crossplane require of it;
+every document under examples/ must validate against the XRD of its kind (schema and
+CEL rules); and each CEL rule is shown rejecting what it exists to reject, with its own
+message. New kinds and examples are picked up by globbing, so a new XRD only needs its
+own kind-specific tests.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import jsonschema
+import pytest
+
+from fleetcache.functions import kit
+from tests.support.xrd import (
+    COMPOSITIONS, CROSSPLANE_PRINTER_COLUMNS, FORBIDDEN_KEYWORDS, XRD_API_VERSION,
+    apply_defaults, cel_rules, compile_rule, example_docs, is_fleetcache_kind,
+    load_xrds, load_yaml_docs, schema_at, to_jsonschema, walk_schema, xrd_for,
+)
+
+XRDS = load_xrds()
+EXAMPLES = example_docs()
+FLEETCACHE_EXAMPLES = [(p, i, d) for p, i, d in EXAMPLES if is_fleetcache_kind(d)]
+COMPOSITION_DOCS = [d for p in sorted(COMPOSITIONS.glob("*.yaml")) for d in load_yaml_docs(p)]
+COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
+
+
+def xrd_ids(xrd) -> str:
+    return xrd.kind
+
+
+def example_id(entry) -> str:
+    path, index, doc = entry
+    return f"{path.relative_to(path.parents[1]) if path.parent.name != 'examples' else path.name}" \
+           f"#{index}:{doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}"
+
+
+every_xrd = pytest.mark.parametrize("xrd", list(XRDS.values()), ids=xrd_ids)
+every_example = pytest.mark.parametrize("entry", FLEETCACHE_EXAMPLES, ids=example_id)
+
+
+def spec_props(kind: str) -> dict:
+    return XRDS[kind].schema["properties"]["spec"]["properties"]
+
+
+def status_props(kind: str) -> dict:
+    return XRDS[kind].schema["properties"]["status"]["properties"]
+
+
+def keys_of(node: dict) -> set[str]:
+    return set(node.get("properties") or {})
+
+
+# --- valid objects the negative tests start from -----------------------------------------
+
+
+def model_cache(**spec) -> dict:
+    base = {
+        "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}},
+        "placement": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
+    }
+    base.update(spec)
+    return {"apiVersion": "fleetcache.dev/v1alpha1", "kind": "ModelCache",
+            "metadata": {"name": "qwen", "namespace": "default"}, "spec": base}
+
+
+def fleet_cluster(**spec) -> dict:
+    base = {"kubeconfigSecretRef": {"name": "gpu-east-1-kubeconfig"}}
+    base.update(spec)
+    return {"apiVersion": "fleetcache.dev/v1alpha1", "kind": "FleetCluster",
+            "metadata": {"name": "gpu-east-1", "labels": {"region": "us-east"}}, "spec": base}
+
+
+def hydration(**spec) -> dict:
+    """A ModelCacheHydration as compose-model-cache writes it (design/api.md)."""
+    base = {
+        "clusterName": "gpu-east-1",
+        "modelCacheName": "qwen",
+        "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main",
+                                   "endpoint": "https://huggingface.co",
+                                   "tokenSecretRef": {"name": "hf-token", "key": "HF_TOKEN"}},
+                   "allowPatterns": ["*.safetensors", "*.json"], "ignorePatterns": []},
+        "commit": COMMIT,
+        "manifestDigest": "ab" * 32,
+        "bytes": 1_503_238_553,
+        "storage": {"size": "2Gi", "storageClassName": "fast-rwx", "accessMode": "ReadWriteMany"},
+        "job": {"backoffLimit": 3, "activeDeadlineSeconds": 21600, "ttlSecondsAfterFinished": 3600},
+        "agent": {"concurrency": 8, "bandwidth": ""},
+    }
+    base.update(spec)
+    return {"apiVersion": "fleetcache.dev/v1alpha1", "kind": "ModelCacheHydration",
+            "metadata": {"name": "qwen-gpu-east-1-0a1b2c3d", "namespace": "default",
+                         "labels": {"fleetcache.dev/model-cache": "qwen",
+                                    "fleetcache.dev/cluster": "gpu-east-1"}},
+            "spec": base}
+
+
+def messages(obj: dict, old: dict | None = None) -> list[str]:
+    return [v.message for v in xrd_for(obj).violations(obj, old)]
+
+
+def cel_messages(obj: dict, old: dict | None = None) -> list[str]:
+    return xrd_for(obj).cel_messages(obj, old)
+
+
+# --- every XRD ----------------------------------------------------------------------------
+
+
+def test_the_three_core_kinds_have_xrds():
+    assert {"FleetCluster", "ModelCache", "ModelCacheHydration"} <= set(XRDS)
+
+
+@every_xrd
+def test_xrd_is_crossplane_v2_in_the_fleetcache_group(xrd):
+    assert xrd.doc["apiVersion"] == XRD_API_VERSION
+    assert xrd.doc["kind"] == "CompositeResourceDefinition"
+    assert xrd.group == kit.GROUP
+
+
+@every_xrd
+def test_xrd_is_named_plural_dot_group_and_lives_in_apis_plural(xrd):
+    assert xrd.doc["metadata"]["name"] == f"{xrd.plural}.{xrd.group}"
+    assert xrd.path.parent.name == xrd.plural
+
+
+@every_xrd
+def test_xrd_serves_one_referenceable_version_v1alpha1(xrd):
+    versions = xrd.doc["spec"]["versions"]
+    assert [(v["name"], v["served"], v["referenceable"]) for v in versions] == \
+        [(kit.VERSION, True, True)]
+
+
+@pytest.mark.parametrize("kind, scope", [
+    ("FleetCluster", "Cluster"), ("ModelCache", "Namespaced"), ("ModelCacheHydration", "Namespaced"),
+])
+def test_xrd_scope_is_as_designed(kind, scope):
+    assert XRDS[kind].doc["spec"]["scope"] == scope
+
+
+@every_xrd
+def test_xrd_declares_a_modern_scope_and_no_claims(xrd):
+    spec = xrd.doc["spec"]
+    assert spec["scope"] in ("Namespaced", "Cluster")
+    assert "claimNames" not in spec and "connectionSecretKeys" not in spec
+
+
+@every_xrd
+def test_xrd_leaves_crossplane_fields_to_crossplane(xrd):
+    props = xrd.schema["properties"]
+    assert "crossplane" not in props["spec"].get("properties", {})
+    assert not {"conditions", "crossplane"} & set(props.get("status", {}).get("properties", {}))
+    assert "metadata" not in props, "Crossplane keeps only metadata.name's maxLength"
+
+
+@every_xrd
+def test_every_schema_node_has_a_type(xrd):
+    untyped = [path for path, node in walk_schema(xrd.schema)
+               if "type" not in node and not node.get("x-kubernetes-int-or-string")
+               and not node.get("x-kubernetes-preserve-unknown-fields")]
+    assert not untyped
+
+
+@every_xrd
+def test_every_schema_node_has_a_description(xrd):
+    undocumented = [path or "<root>" for path, node in walk_schema(xrd.schema)
+                    if not str(node.get("description", "")).strip()]
+    assert not undocumented
+
+
+@every_xrd
+def test_schema_is_structural(xrd):
+    problems = []
+    for path, node in walk_schema(xrd.schema):
+        problems += [f"{path}: {k}" for k in FORBIDDEN_KEYWORDS if k in node]
+        if "properties" in node and "additionalProperties" in node:
+            problems.append(f"{path}: properties and additionalProperties together")
+        if node.get("additionalProperties") is False:
+            problems.append(f"{path}: additionalProperties: false (unknown fields are pruned)")
+        if node.get("type") == "object" and not (
+                "properties" in node or "additionalProperties" in node
+                or node.get("x-kubernetes-preserve-unknown-fields")):
+            problems.append(f"{path}: object without properties")
+        if node.get("type") == "array" and "items" not in node:
+            problems.append(f"{path}: array without items")
+    assert not problems
+
+
+@every_xrd
+def test_defaults_are_valid_against_their_own_schema(xrd):
+    for path, node in walk_schema(xrd.schema):
+        if "default" in node:
+            value = apply_defaults(node, node["default"])
+            errors = list(jsonschema.Draft7Validator(to_jsonschema(node)).iter_errors(value))
+            assert not errors, f"{path}: default {node['default']!r}: {errors[0].message}"
+
+
+@every_xrd
+def test_map_lists_require_their_keys(xrd):
+    for path, node in walk_schema(xrd.crd_schema):
+        if node.get("x-kubernetes-list-type") == "map":
+            keys = node.get("x-kubernetes-list-map-keys") or []
+            assert keys, path
+            assert set(keys) <= set(node["items"].get("required", [])), path
+
+
+@every_xrd
+def test_every_cel_rule_compiles_and_says_what_is_wrong(xrd):
+    rules = list(cel_rules(xrd.schema))
+    for path, entry in rules:
+        compile_rule(entry["rule"])
+        assert entry.get("message", "").strip(), f"{path}: rule {entry['rule']!r} has no message"
+
+
+@every_xrd
+def test_printer_columns_read_fields_the_schema_declares(xrd):
+    for column in xrd.effective_printer_columns:
+        node = schema_at(xrd.crd_schema, column["jsonPath"])
+        assert node is not None, f"{column['name']}: {column['jsonPath']} is not in the schema"
+        if column["type"] in ("integer", "string", "boolean", "number"):
+            assert node.get("type") == column["type"], \
+                f"{column['name']} is {column['type']} but {column['jsonPath']} is {node.get('type')}"
+
+
+@every_xrd
+def test_printer_columns_do_not_repeat_the_ones_crossplane_adds(xrd):
+    ours = {(c["name"], c["jsonPath"]) for c in xrd.printer_columns}
+    crossplanes = {(c["name"], c["jsonPath"]) for c in CROSSPLANE_PRINTER_COLUMNS}
+    assert not ours & crossplanes
+    assert not {c["name"] for c in xrd.printer_columns} & {"AGE", "SYNCED", "COMPOSITION"}
+
+
+@every_xrd
+def test_printer_columns_are_described(xrd):
+    assert all(c.get("description") for c in xrd.printer_columns)
+
+
+@every_xrd
+def test_default_composition_is_the_kinds_pipeline(xrd):
+    name = xrd.doc["spec"]["defaultCompositionRef"]["name"]
+    matching = [c for c in COMPOSITION_DOCS if c["metadata"]["name"] == name]
+    assert len(matching) == 1
+    assert matching[0]["spec"]["compositeTypeRef"] == {"apiVersion": xrd.api_version,
+                                                       "kind": xrd.kind}
+
+
+@every_xrd
+def test_xrd_is_in_the_fleetcache_category(xrd):
+    assert "fleetcache" in xrd.doc["spec"]["names"].get("categories", [])
+
+
+# --- printer columns per kind ---------------------------------------------------------------
+
+
+def columns(kind: str) -> dict[str, tuple[str, str]]:
+    return {c["name"]: (c["jsonPath"], c["type"]) for c in XRDS[kind].printer_columns}
+
+
+def test_model_cache_columns_show_ready_size_commit_progress():
+    assert columns("ModelCache") == {
+        "READY": (".status.summary", "string"),
+        "SIZE": (".status.sizeHuman", "string"),
+        "COMMIT": (".status.commitShort", "string"),
+        "PROGRESS": (".status.progressPercent", "integer"),
+    }
+
+
+def test_model_cache_hydration_columns_show_cluster_phase_progress_reason():
+    assert columns("ModelCacheHydration") == {
+        "CLUSTER": (".spec.clusterName", "string"),
+        "PHASE": (".status.phase", "string"),
+        "PROGRESS": (".status.progress.percent", "integer"),
+        "REASON": (".status.reason", "string"),
+    }
+
+
+def test_fleet_cluster_columns_show_provider_config():
+    assert columns("FleetCluster") == {"PROVIDERCONFIG": (".status.providerConfigName", "string")}
+
+
+@every_xrd
+def test_kubectl_get_shows_the_ready_condition_and_age(xrd):
+    shown = {(c["name"], c["jsonPath"]) for c in xrd.effective_printer_columns}
+    assert ("READY", ".status.conditions[?(@.type=='Ready')].status") in shown
+    assert ("AGE", ".metadata.creationTimestamp") in shown
+
+
+# --- the fields design/api.md promises ------------------------------------------------------
+
+
+def test_fleet_cluster_spec_has_the_designed_fields():
+    spec = spec_props("FleetCluster")
+    assert set(spec) == {"kubeconfigSecretRef", "providerConfigRef", "cache", "agent"}
+    assert keys_of(spec["kubeconfigSecretRef"]) == {"namespace", "name", "key"}
+    assert keys_of(spec["providerConfigRef"]) == {"name"}
+    assert keys_of(spec["cache"]) == {"storageClassName", "accessMode", "capacity"}
+    assert keys_of(spec["agent"]) == {"image"}
+
+
+def test_fleet_cluster_status_has_the_provider_config_name():
+    assert set(status_props("FleetCluster")) == {"providerConfigName"}
+
+
+def test_model_cache_spec_has_the_designed_fields():
+    spec = spec_props("ModelCache")
+    assert set(spec) == {"source", "placement", "storage", "rollout", "minReady", "job", "agent"}
+    assert keys_of(spec["source"]) == {"huggingFace", "allowPatterns", "ignorePatterns"}
+    assert keys_of(spec["source"]["properties"]["huggingFace"]) == \
+        {"repo", "revision", "endpoint", "tokenSecretRef"}
+    assert keys_of(spec["placement"]) == {"clusterSelector", "clusterNames"}
+    assert keys_of(spec["placement"]["properties"]["clusterSelector"]) == \
+        {"matchLabels", "matchExpressions"}
+    assert keys_of(spec["storage"]) == {"size", "storageClassName", "accessMode"}
+    assert keys_of(spec["rollout"]) == {"maxConcurrent"}
+    assert keys_of(spec["job"]) == {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"}
+    assert keys_of(spec["agent"]) == {"concurrency", "bandwidth"}
+
+
+def test_model_cache_status_has_every_field_the_composer_writes():
+    status = status_props("ModelCache")
+    assert set(status) == {
+        "resolved", "desiredClusters", "readyClusters", "hydratingClusters", "failedClusters",
+        "pendingClusters", "summary", "progressPercent", "sizeHuman", "commitShort", "clusters"}
+    assert keys_of(status["resolved"]) == \
+        {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest"}
+    assert keys_of(status["clusters"]["items"]) == \
+        {"name", "phase", "bytesDone", "bytesTotal", "reason", "message"}
+
+
+def test_model_cache_hydration_spec_has_the_designed_fields():
+    spec = spec_props("ModelCacheHydration")
+    assert set(spec) == {"clusterName", "modelCacheName", "source", "commit", "manifestDigest",
+                         "bytes", "storage", "job", "agent"}
+
+
+def test_model_cache_hydration_status_has_every_field_the_composer_writes():
+    status = status_props("ModelCacheHydration")
+    assert set(status) == {"phase", "progress", "reason", "message", "resolved", "volumeName"}
+    assert keys_of(status["progress"]) == \
+        {"bytesDone", "bytesTotal", "filesDone", "filesTotal", "percent"}
+    assert keys_of(status["resolved"]) == {"commit", "manifestDigest", "bytes"}
+    assert status["phase"]["enum"] == ["Pending", "Hydrating", "Ready", "Failed"]
+
+
+@pytest.mark.parametrize("field", ["source", "job", "agent"])
+def test_hydration_carries_the_same_shape_as_its_model_cache(field):
+    def strip(node):  # descriptions may speak of the cache or of the hydration
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "description"}
+        return node
+    assert strip(spec_props("ModelCacheHydration")[field]) == strip(spec_props("ModelCache")[field])
+
+
+def test_hydration_storage_matches_model_cache_storage_but_requires_size():
+    cache = spec_props("ModelCache")["storage"]
+    hydration_storage = spec_props("ModelCacheHydration")["storage"]
+    assert keys_of(hydration_storage) == keys_of(cache)
+    assert hydration_storage["required"] == ["size"]
+
+
+# --- defaults -------------------------------------------------------------------------------
+
+
+def test_a_minimal_model_cache_gets_the_designed_defaults():
+    spec = XRDS["ModelCache"].with_defaults(model_cache())["spec"]
+    assert spec["source"]["huggingFace"]["revision"] == "main"
+    assert spec["source"]["huggingFace"]["endpoint"] == kit.DEFAULT_ENDPOINT
+    assert spec["rollout"] == {"maxConcurrent": 10}
+    assert spec["minReady"] == 0
+    assert spec["job"] == {"backoffLimit": 3, "activeDeadlineSeconds": 21600,
+                           "ttlSecondsAfterFinished": 3600}
+    assert "storage" not in spec and "agent" not in spec
+
+
+def test_job_defaults_are_the_kit_job_policy():
+    job = XRDS["ModelCache"].with_defaults(model_cache())["spec"]["job"]
+    assert kit.JobPolicy.of(job) == kit.JobPolicy()
+
+
+def test_a_token_reference_defaults_its_key_to_hf_token():
+    xr = model_cache(source={"huggingFace": {"repo": "Qwen/Qwen3-0.6B",
+                                             "tokenSecretRef": {"name": "hf-token"}}})
+    ref = XRDS["ModelCache"].with_defaults(xr)["spec"]["source"]["huggingFace"]["tokenSecretRef"]
+    assert ref == {"name": "hf-token", "key": "HF_TOKEN"}
+
+
+def test_a_fleet_cluster_defaults_to_read_write_many_caches_and_crossplane_system():
+    spec = XRDS["FleetCluster"].with_defaults(fleet_cluster())["spec"]
+    assert spec["cache"] == {"accessMode": "ReadWriteMany"}
+    assert spec["kubeconfigSecretRef"] == {"namespace": "crossplane-system",
+                                           "name": "gpu-east-1-kubeconfig", "key": "kubeconfig"}
+
+
+# --- examples ---------------------------------------------------------------------------------
+
+
+def test_there_are_examples():
+    assert FLEETCACHE_EXAMPLES
+
+
+@pytest.mark.parametrize("entry", EXAMPLES, ids=example_id)
+def test_every_example_is_a_fleetcache_kind_with_an_xrd(entry):
+    _, _, doc = entry
+    assert is_fleetcache_kind(doc), "examples/ holds only XRs users apply"
+    assert doc.get("kind") in XRDS
+
+
+@every_example
+def test_example_validates_against_its_xrd(entry):
+    _, _, doc = entry
+    problems = xrd_for(doc).violations(doc)
+    assert not problems, "\n".join(map(str, problems))
+
+
+@every_example
+def test_example_has_a_name_crossplane_accepts(entry):
+    _, _, doc = entry
+    name = doc["metadata"]["name"]
+    assert kit.DNS_SUBDOMAIN.match(name) and len(name) <= 63
+
+
+@every_example
+def test_namespaced_examples_name_their_namespace(entry):
+    _, _, doc = entry
+    if xrd_for(doc).scope == "Namespaced":
+        assert doc["metadata"].get("namespace")
+
+
+def test_example_names_are_unique_per_kind_and_namespace():
+    seen = Counter((d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+                   for _, _, d in FLEETCACHE_EXAMPLES)
+    assert [key for key, count in seen.items() if count > 1] == []
+
+
+def examples_of(kind: str, folder: str | None = None) -> list[dict]:
+    return [d for p, _, d in FLEETCACHE_EXAMPLES
+            if d["kind"] == kind and (folder is None or p.parent.name == folder)]
+
+
+def test_an_example_registers_a_cluster_from_a_kubeconfig_secret_with_region_and_gpu_labels():
+    assert any("kubeconfigSecretRef" in c["spec"]
+               and {"region", "gpu"} <= set(c["metadata"].get("labels", {}))
+               for c in examples_of("FleetCluster"))
+
+
+def test_an_example_adopts_an_existing_provider_config():
+    assert any("providerConfigRef" in c["spec"] for c in examples_of("FleetCluster"))
+
+
+def test_an_example_warms_qwen3_by_cluster_selector():
+    assert any(m["spec"]["source"]["huggingFace"]["repo"] == "Qwen/Qwen3-0.6B"
+               and "clusterSelector" in m["spec"]["placement"] for m in examples_of("ModelCache"))
+
+
+def test_an_example_warms_by_cluster_names_with_a_token_and_storage():
+    assert any("clusterNames" in m["spec"]["placement"] and "storage" in m["spec"]
+               and "tokenSecretRef" in m["spec"]["source"]["huggingFace"]
+               for m in examples_of("ModelCache"))
+
+
+def test_cluster_names_in_examples_name_example_fleet_clusters():
+    clusters = {c["metadata"]["name"] for c in examples_of("FleetCluster")}
+    for cache in examples_of("ModelCache"):
+        assert set(cache["spec"]["placement"].get("clusterNames", [])) <= clusters
+
+
+def test_the_example_fleet_is_three_gpu_clusters():
+    names = sorted(c["metadata"]["name"] for c in examples_of("FleetCluster", "fleet"))
+    assert names == ["gpu-east-1", "gpu-east-2", "gpu-west-1"]
+
+
+def test_the_example_fleet_cache_selects_exactly_the_fleet():
+    caches = examples_of("ModelCache", "fleet")
+    assert len(caches) == 1
+    selector = caches[0]["spec"]["placement"]["clusterSelector"]
+    every_cluster = examples_of("FleetCluster")
+    selected = sorted(c["metadata"]["name"] for c in every_cluster
+                      if kit.selector_matches(selector, c["metadata"].get("labels", {}),
+                                              "spec.placement.clusterSelector"))
+    assert selected == ["gpu-east-1", "gpu-east-2", "gpu-west-1"]
+
+
+# --- what composers write is kept, not pruned -----------------------------------------------
+
+
+def test_model_cache_status_as_the_composer_writes_it_is_accepted():
+    xr = model_cache()
+    xr["status"] = {
+        "resolved": {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": COMMIT,
+                     "bytes": 1_503_238_553, "files": 9, "manifestDigest": "ab" * 32,
+                     "sourceDigest": "cd" * 32},
+        "desiredClusters": 3, "readyClusters": 1, "hydratingClusters": 1, "failedClusters": 0,
+        "pendingClusters": 1, "summary": "1/3", "progressPercent": 46, "sizeHuman": "1.4GiB",
+        "commitShort": COMMIT[:8],
+        "clusters": [
+            {"name": "gpu-east-1", "phase": "Ready", "bytesDone": 1_503_238_553,
+             "bytesTotal": 1_503_238_553, "reason": "", "message": ""},
+            {"name": "gpu-east-2", "phase": "Hydrating", "bytesDone": 601_295_421,
+             "bytesTotal": 1_503_238_553},
+            {"name": "gpu-west-1", "phase": "Pending", "reason": "ClusterNotReady",
+             "message": kit.remedy("ClusterNotReady")},
+        ],
+        "conditions": [{"type": "Resolved", "status": "True", "reason": "Resolved",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }
+    assert messages(xr) == []
+
+
+def test_model_cache_hydration_as_the_model_cache_writes_it_is_accepted():
+    obj = hydration()
+    obj["status"] = {"phase": "Hydrating",
+                     "progress": {"bytesDone": 601_295_421, "bytesTotal": 1_503_238_553,
+                                  "filesDone": 3, "filesTotal": 9, "percent": 40},
+                     "reason": "", "message": "",
+                     "resolved": {"commit": COMMIT, "manifestDigest": "ab" * 32,
+                                  "bytes": 1_503_238_553},
+                     "volumeName": kit.cache_volume_name("qwen")}
+    assert messages(obj) == []
+
+
+def test_a_status_field_the_xrd_does_not_declare_would_be_pruned():
+    xr = model_cache()
+    xr["status"] = {"readyCount": 1}
+    assert any("readyCount" in m for m in messages(xr))
+
+
+def test_a_cluster_phase_outside_the_four_is_rejected():
+    xr = model_cache()
+    xr["status"] = {"clusters": [{"name": "gpu-east-1", "phase": "Warming"}]}
+    assert messages(xr)
+
+
+def test_a_cluster_listed_twice_in_status_is_rejected():
+    xr = model_cache()
+    xr["status"] = {"clusters": [{"name": "gpu-east-1"}, {"name": "gpu-east-1"}]}
+    assert any("duplicate" in m for m in messages(xr))
+
+
+# --- CEL rules and schema constraints: each rejects what it should -------------------------
+
+PLACEMENT_MESSAGE = "spec.placement must set exactly one of clusterSelector or clusterNames"
+REPO_MESSAGE = "spec.source.huggingFace.repo must have the shape org/name, e.g. Qwen/Qwen3-0.6B"
+
+
+def test_a_valid_model_cache_passes_every_rule():
+    assert messages(model_cache()) == []
+
+
+def test_placement_with_both_selector_and_names_is_rejected():
+    xr = model_cache(placement={"clusterSelector": {}, "clusterNames": ["gpu-east-1"]})
+    assert cel_messages(xr) == [PLACEMENT_MESSAGE]
+
+
+def test_placement_with_neither_selector_nor_names_is_rejected():
+    assert cel_messages(model_cache(placement={})) == [PLACEMENT_MESSAGE]
+
+
+def test_an_empty_selector_is_a_placement_that_selects_every_cluster():
+    assert messages(model_cache(placement={"clusterSelector": {}})) == []
+
+
+def test_a_model_cache_without_placement_is_rejected():
+    xr = model_cache()
+    del xr["spec"]["placement"]
+    assert any("placement" in m for m in messages(xr))
+
+
+def test_repo_without_a_slash_is_rejected_by_its_rule_and_pattern():
+    xr = model_cache(source={"huggingFace": {"repo": "Qwen3-0.6B"}})
+    assert REPO_MESSAGE in cel_messages(xr)
+    assert len(messages(xr)) > len(cel_messages(xr)), "the pattern rejects it too"
+
+
+@pytest.mark.parametrize("repo", ["Qwen/Qwen3/0.6B", "/Qwen3-0.6B", "Qwen/", "Qwen/ Qwen3"])
+def test_repo_with_a_malformed_org_or_name_is_rejected(repo):
+    assert messages(model_cache(source={"huggingFace": {"repo": repo}}))
+
+
+@pytest.mark.parametrize("repo", ["org--x/name", "org/na..me"])
+def test_repo_with_double_dash_or_double_dot_is_rejected(repo):
+    assert cel_messages(model_cache(source={"huggingFace": {"repo": repo}})) == [
+        "spec.source.huggingFace.repo must not contain '--' or '..' (the Hub forbids them "
+        "and the cache layout relies on it)"]
+
+
+@pytest.mark.parametrize("repo", ["Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct",
+                                  "openai/gpt-oss-20b", "a/b", "TheBloke/Mistral_7B.v0.1"])
+def test_real_repo_ids_are_accepted(repo):
+    assert messages(model_cache(source={"huggingFace": {"repo": repo}})) == []
+
+
+def test_kit_repo_shape_accepts_what_the_xrd_accepts():
+    for repo in ["Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct", "a/b"]:
+        assert kit.REPO_SHAPE.match(repo)
+
+
+def test_max_concurrent_zero_is_rejected():
+    xr = model_cache(rollout={"maxConcurrent": 0})
+    assert cel_messages(xr) == ["spec.rollout.maxConcurrent must be at least 1"]
+
+
+def test_min_ready_below_zero_is_rejected():
+    xr = model_cache(minReady=-1)
+    assert cel_messages(xr) == ["spec.minReady must be 0 (all target clusters) or more"]
+
+
+def test_min_ready_above_the_named_clusters_is_rejected():
+    xr = model_cache(placement={"clusterNames": ["gpu-east-1", "gpu-east-2"]}, minReady=3)
+    assert cel_messages(xr) == [
+        "spec.minReady cannot exceed the number of clusters listed in spec.placement.clusterNames"]
+
+
+def test_min_ready_equal_to_the_named_clusters_is_accepted():
+    xr = model_cache(placement={"clusterNames": ["gpu-east-1", "gpu-east-2"]}, minReady=2)
+    assert messages(xr) == []
+
+
+def test_a_cluster_named_twice_is_rejected():
+    assert messages(model_cache(placement={"clusterNames": ["gpu-east-1", "gpu-east-1"]}))
+
+
+@pytest.mark.parametrize("operator", ["In", "NotIn"])
+def test_set_operators_without_values_are_rejected(operator):
+    expression = {"key": "region", "operator": operator}
+    xr = model_cache(placement={"clusterSelector": {"matchExpressions": [expression]}})
+    assert cel_messages(xr) == ["matchExpressions with operator In or NotIn need at least one value"]
+    expression["values"] = []
+    assert cel_messages(xr) == ["matchExpressions with operator In or NotIn need at least one value"]
+
+
+@pytest.mark.parametrize("operator", ["Exists", "DoesNotExist"])
+def test_existence_operators_with_values_are_rejected(operator):
+    expression = {"key": "gpu", "operator": operator, "values": ["h100"]}
+    xr = model_cache(placement={"clusterSelector": {"matchExpressions": [expression]}})
+    assert cel_messages(xr) == ["matchExpressions with operator Exists or DoesNotExist take no values"]
+
+
+@pytest.mark.parametrize("expression", [
+    {"key": "region", "operator": "In", "values": ["us-east"]},
+    {"key": "region", "operator": "NotIn", "values": ["eu-west"]},
+    {"key": "gpu", "operator": "Exists"},
+    {"key": "fleetcache.dev/quarantine", "operator": "DoesNotExist", "values": []},
+])
+def test_well_formed_selector_expressions_are_accepted(expression):
+    assert messages(model_cache(placement={"clusterSelector": {"matchExpressions": [expression]}})) == []
+
+
+def test_an_unknown_selector_operator_is_rejected():
+    expression = {"key": "gpu", "operator": "Gt", "values": ["1"]}
+    assert messages(model_cache(placement={"clusterSelector": {"matchExpressions": [expression]}}))
+
+
+@pytest.mark.parametrize("size", ["0", "-1Gi", "20GB", "twenty", "1e3"])
+def test_storage_size_must_be_a_positive_quantity(size):
+    assert messages(model_cache(storage={"size": size}))
+
+
+@pytest.mark.parametrize("endpoint", ["huggingface.co", "ftp://mirror", "https://", "https://a b"])
+def test_endpoint_must_be_an_http_url(endpoint):
+    xr = model_cache(source={"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "endpoint": endpoint}})
+    assert messages(xr)
+
+
+def test_a_misspelled_field_is_rejected():
+    xr = model_cache()
+    xr["spec"]["placment"] = xr["spec"].pop("placement")
+    assert any("placment" in m for m in messages(xr))
+
+
+def test_fleet_cluster_with_both_refs_is_rejected():
+    xr = fleet_cluster(providerConfigRef={"name": "existing"})
+    assert cel_messages(xr) == [
+        "set exactly one of spec.kubeconfigSecretRef or spec.providerConfigRef"]
+
+
+def test_fleet_cluster_with_neither_ref_is_rejected():
+    xr = fleet_cluster()
+    del xr["spec"]["kubeconfigSecretRef"]
+    assert cel_messages(xr) == [
+        "set exactly one of spec.kubeconfigSecretRef or spec.providerConfigRef"]
+
+
+def test_fleet_cluster_adopting_a_provider_config_is_accepted():
+    xr = fleet_cluster(providerConfigRef={"name": "existing"})
+    del xr["spec"]["kubeconfigSecretRef"]
+    assert messages(xr) == []
+
+
+def test_fleet_cluster_is_cluster_scoped():
+    xr = fleet_cluster()
+    xr["metadata"]["namespace"] = "default"
+    assert messages(xr) == ["FleetCluster is cluster-scoped"]
+
+
+def test_an_xr_name_longer_than_63_characters_is_rejected():
+    xr = fleet_cluster()
+    xr["metadata"]["name"] = "g" * 64
+    assert messages(xr)
+
+
+def test_hydration_commit_must_be_a_full_commit():
+    assert messages(hydration(commit="main"))
+    assert messages(hydration(commit=COMMIT[:8]))
+
+
+def test_hydration_cluster_name_cannot_change():
+    old = hydration()
+    assert cel_messages(hydration(clusterName="gpu-west-1"), old) == [
+        "spec.clusterName is immutable; a cache moves by creating a new hydration"]
+    assert cel_messages(hydration(), old) == []
+
+
+def test_hydration_model_cache_name_cannot_change():
+    assert cel_messages(hydration(modelCacheName="other"), hydration()) == [
+        "spec.modelCacheName is immutable"]
+
+
+def test_hydration_needs_a_storage_size():
+    assert messages(hydration(storage={"storageClassName": "fast-rwx"}))
+
+
+def test_hydration_progress_percent_stays_within_0_and_100():
+    obj = hydration()
+    obj["status"] = {"progress": {"percent": 101}}
+    assert messages(obj)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("backoffLimit", -1), ("activeDeadlineSeconds", 0), ("ttlSecondsAfterFinished", -1),
+])
+def test_job_limits_reject_nonsense(field, value):
+    assert messages(model_cache(job={field: value}))
