@@ -25,10 +25,13 @@ def main() -> None:
 @click.option("--required", type=click.Path(exists=True),
               help="File or directory of resources to answer the function's requirements "
                    "from (FleetClusters, Secrets, ModelCaches).")
+@click.option("--xrd", type=click.Path(exists=True),
+              help="XRD file or directory: default the XR and required resources from their "
+                   "schemas, as the API server would.")
 @click.option("--include-context", is_flag=True, help="Print the pipeline context too.")
 @click.option("--address", help="Use a running function server instead of starting one.")
 def render(xr: str, composition: str, observed: str | None, required: str | None,
-           include_context: bool, address: str | None) -> None:
+           xrd: str | None, include_context: bool, address: str | None) -> None:
     """Run XR's Composition pipeline against the real function server; print YAML."""
     composites = rendering.load_documents(xr)
     if len(composites) != 1:
@@ -38,10 +41,13 @@ def render(xr: str, composition: str, observed: str | None, required: str | None
                     if d.get("kind") == "Composition"]
     if len(compositions) != 1:
         raise click.UsageError(f"{composition} must hold exactly one Composition")
+    schemas = rendering.xrd_schemas(rendering.load_documents(xrd)) if xrd else {}
     result = rendering.render(
-        composites[0], compositions[0],
-        rendering.load_documents(observed) if observed else [],
-        rendering.load_documents(required) if required else [],
+        rendering.admit(composites[0], schemas), compositions[0],
+        [rendering.admit(d, schemas) for d in rendering.load_documents(observed)]
+        if observed else [],
+        [rendering.admit(d, schemas) for d in rendering.load_documents(required)]
+        if required else [],
         address=address,
     )
     click.echo(rendering.dump(result.documents(include_context)), nl=False)

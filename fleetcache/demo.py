@@ -20,7 +20,7 @@ from fleetcache import render as rendering
 from fleetcache.functions import kit
 
 DEMO_COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
-DEMO_BYTES = 1_503_238_553
+DEMO_BYTES = 1_503_238_500
 DEMO_FILES = 6
 DEMO_DIGEST = "9b1d6b0e3c2f4a5d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d"
 EXPECTED_PHASES = {"gpu-east-1": "Ready", "gpu-east-2": "Hydrating", "gpu-west-1": "Pending"}
@@ -85,6 +85,24 @@ def cluster_state(name: str, rendered: rendering.Rendered) -> dict[str, dict]:
     return observed
 
 
+def reconcile(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, composition: dict,
+              required: list[dict], observe_all: Callable[[rendering.Rendered], dict[str, dict]],
+              rounds: int = 4) -> rendering.Rendered:
+    """Render, let the clusters act on what was composed, and render again until nothing
+    new is composed: what Crossplane's reconcile loop does over a few passes."""
+    observed: list[dict] = []
+    rendered = rendering.run_pipeline(stub, composite, composition, observed, required)
+    for _ in range(rounds):
+        observed = [annotated(r, k) for k, r in observe_all(rendered).items()]
+        again = rendering.run_pipeline(stub, rendered.composite, composition, observed, required)
+        settled = [r["metadata"]["name"] for r in again.resources] == \
+            [r["metadata"]["name"] for r in rendered.resources]
+        rendered = again
+        if settled:
+            break
+    return rendered
+
+
 def annotated(res: dict, key: str) -> dict:
     out = copy.deepcopy(res)
     out.setdefault("metadata", {}).setdefault("annotations", {})[
@@ -112,7 +130,9 @@ def print_table(rows: list[list[str]], echo: Echo) -> None:
 
 def run(repo_root: Path, *, out: Echo = print) -> int:
     """Play the rounds; return 0 when the fleet ends as the story says, 1 otherwise."""
-    fleet = rendering.load_documents(repo_root / "examples" / "fleet")
+    schemas = rendering.xrd_schemas(rendering.load_documents(repo_root / "apis"))
+    fleet = [rendering.admit(d, schemas)
+             for d in rendering.load_documents(repo_root / "examples" / "fleet")]
     clusters = [d for d in fleet if d.get("kind") == "FleetCluster"]
     caches = [d for d in fleet if d.get("kind") == "ModelCache"]
     compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
@@ -164,23 +184,19 @@ def run(repo_root: Path, *, out: Echo = print) -> int:
                                           observed, fleet_status)
         summarize(rendered, out)
         cache_xr = rendered.composite
-        hydrations = rendered.by_kind("ModelCacheHydration")
+        hydrations = [rendering.admit(h, schemas) for h in rendered.by_kind("ModelCacheHydration")]
 
         out("\nRound 4 - each cluster's hydration composes its volume, Job and progress")
         observed_hydrations = []
         for hydration in hydrations:
             name = hydration["spec"]["clusterName"]
             out(f"  {name}:")
-            first = rendering.run_pipeline(stub, hydration, compositions["ModelCacheHydration"],
-                                           [], fleet_status)
-            summarize(first, out)
-            observed = [annotated(r, k) for k, r in cluster_state(name, first).items()]
-            second = rendering.run_pipeline(stub, first.composite,
-                                            compositions["ModelCacheHydration"], observed,
-                                            fleet_status)
+            rendered = reconcile(stub, hydration, compositions["ModelCacheHydration"],
+                                 fleet_status, lambda r, n=name: cluster_state(n, r))
+            summarize(rendered, out)
             key = hydration["metadata"]["annotations"][rendering.RESOURCE_NAME_ANNOTATION]
             observed_hydrations.append(annotated(with_status(hydration,
-                                                             second.composite["status"]), key))
+                                                             rendered.composite["status"]), key))
 
         out("\nRound 5 - the ModelCache rolls the fleet up")
         final = rendering.run_pipeline(stub, cache_xr, compositions["ModelCache"],

@@ -288,6 +288,43 @@ def composed(composite: dict, key: str, desired: fnv1.Resource) -> dict:
     return res
 
 
+# --- API server defaulting -------------------------------------------------------------------
+
+
+def with_defaults(obj: Any, schema: dict) -> Any:
+    """Fill in OpenAPI defaults the way the API server does on admission: a missing field
+    with a default gets it; present objects and arrays are defaulted inside."""
+    if isinstance(obj, dict) and schema.get("type") == "object":
+        out = dict(obj)
+        for name, prop in (schema.get("properties") or {}).items():
+            if name not in out and "default" in prop:
+                out[name] = copy.deepcopy(prop["default"])
+            if name in out:
+                out[name] = with_defaults(out[name], prop)
+        return out
+    if isinstance(obj, list) and isinstance(schema.get("items"), dict):
+        return [with_defaults(item, schema["items"]) for item in obj]
+    return obj
+
+
+def xrd_schemas(xrds: list[dict]) -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) -> openAPIV3Schema, for every served version of every XRD."""
+    schemas = {}
+    for xrd in xrds:
+        if xrd.get("kind") != "CompositeResourceDefinition":
+            continue
+        group, kind = xrd["spec"]["group"], xrd["spec"]["names"]["kind"]
+        for version in xrd["spec"].get("versions", []):
+            schemas[(f"{group}/{version['name']}", kind)] = version["schema"]["openAPIV3Schema"]
+    return schemas
+
+
+def admit(obj: dict, schemas: dict[tuple[str, str], dict]) -> dict:
+    """An object as the API server would store it: defaulted by its XRD, when there is one."""
+    schema = schemas.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+    return with_defaults(obj, schema) if schema else obj
+
+
 # --- files -----------------------------------------------------------------------------------
 
 
