@@ -61,11 +61,11 @@ class Request:
 
     @property
     def name(self) -> str:
-        return str(self.composite.get("metadata", {}).get("name", ""))
+        return str(get_path(self.composite, "metadata.name") or "")
 
     @property
     def namespace(self) -> str:
-        return str(self.composite.get("metadata", {}).get("namespace", ""))
+        return str(get_path(self.composite, "metadata.namespace") or "")
 
     @property
     def spec(self) -> dict:
@@ -216,11 +216,10 @@ REASONS: dict[str, Reason] = {
         Reason("BackoffLimitExceeded", "The agent Job failed more often than "
                "spec.job.backoffLimit; read the last progress record and the Job's pod logs."),
         Reason("InvalidSpec", "Fix the field named in the message."),
-        Reason("AwaitingPrerequisites", "The agent Job is created once its ServiceAccount, "
-               "Role, RoleBinding, progress ConfigMap and token Secret exist on the cluster. "
-               "If this persists, check those Objects' Synced condition (kubectl get objects "
-               "-n <namespace>); a token Secret that never appears usually means the Secret "
-               "named by tokenSecretRef is missing in this namespace."),
+        Reason("AwaitingPrerequisites", "If this persists, check the Synced condition of "
+               "those Objects (kubectl get objects -n <namespace>); a token Secret that never "
+               "appears usually means the Secret named by tokenSecretRef is missing in this "
+               "namespace."),
         Reason("JobNotStarted", "The agent Job exists but has not started: check quota and "
                "admission on the cluster (kubectl describe job)."),
         Reason("VolumeNotBound", "The cache PVC is not Bound: check that the storage class "
@@ -615,6 +614,51 @@ def agent_job_manifest(
             ]},
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
+    }
+
+
+REPO_SHAPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany")
+
+
+def read_source(source: Any, field_path: str = "spec.source") -> dict:
+    """A validated, normalized `source` (defaults filled in), or InputError naming the field."""
+    if not isinstance(source, Mapping) or not isinstance(source.get("huggingFace"), Mapping):
+        raise InputError(f"{field_path}.huggingFace is required: set repo (org/name) and "
+                         "optionally revision, endpoint and tokenSecretRef")
+    hf = source["huggingFace"]
+    repo = hf.get("repo")
+    if not isinstance(repo, str) or not REPO_SHAPE.match(repo):
+        raise InputError(f"{field_path}.huggingFace.repo: {str(repo)[:80]!r} is not of the "
+                         "form org/name, for example Qwen/Qwen3-0.6B")
+    revision = hf.get("revision") or "main"
+    endpoint = hf.get("endpoint") or DEFAULT_ENDPOINT
+    for name, value in (("revision", revision), ("endpoint", endpoint)):
+        if not isinstance(value, str) or any(c.isspace() for c in value):
+            raise InputError(f"{field_path}.huggingFace.{name}: {str(value)[:80]!r} must be a "
+                             "string without spaces")
+    if not endpoint.startswith(("https://", "http://")):
+        raise InputError(f"{field_path}.huggingFace.endpoint: {endpoint[:80]!r} must be an "
+                         "http(s) URL, for example https://huggingface.co")
+    token_ref = hf.get("tokenSecretRef")
+    if token_ref is not None:
+        key = (token_ref.get("key") or "HF_TOKEN") if isinstance(token_ref, Mapping) else None
+        if not (isinstance(token_ref, Mapping) and isinstance(token_ref.get("name"), str)
+                and token_ref["name"] and isinstance(key, str)):
+            raise InputError(f"{field_path}.huggingFace.tokenSecretRef needs a name (and "
+                             "optionally a key, default HF_TOKEN)")
+        object_name(token_ref["name"], f"{field_path}.huggingFace.tokenSecretRef.name")
+        token_ref = {"name": token_ref["name"], "key": key}
+    patterns = {}
+    for name in ("allowPatterns", "ignorePatterns"):
+        value = source.get(name) or []
+        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+            raise InputError(f"{field_path}.{name} must be a list of glob strings")
+        patterns[name] = list(value)
+    return {
+        "huggingFace": {"repo": repo, "revision": revision, "endpoint": endpoint,
+                        **({"tokenSecretRef": token_ref} if token_ref else {})},
+        **patterns,
     }
 
 
