@@ -1,0 +1,125 @@
+"""Builders for composer tests: composites, observed Objects, Jobs and PVCs in a given state.
+
+The FleetCluster and observed-Object builders live in tests.support.fleet and are
+re-exported here, so every composer's tests build the same shapes.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from fleetcache.functions import kit
+from tests.support.fleet import COMMIT, DIGEST, GIB, fleet_cluster, observed_object
+
+__all__ = [
+    "COMMIT", "DIGEST", "GIB", "fleet_cluster", "observed_object", "fleet_cluster_xr",
+    "hydration_xr", "hydration_request", "job_running", "job_complete", "job_failed",
+    "job_failed_exit", "pvc", "observe", "with_status",
+]
+
+NAMESPACE = "ml"
+CLUSTER = "gpu-east-1"
+CACHE = "qwen"
+
+
+def fleet_cluster_xr(name: str = CLUSTER, **spec: Any) -> dict:
+    """A FleetCluster composite as compose-fleet-cluster sees it (no status yet)."""
+    if not spec:
+        spec = {"kubeconfigSecretRef": {"namespace": "crossplane-system",
+                                        "name": f"{name}-kubeconfig", "key": "kubeconfig"}}
+    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def hydration_xr(*, token: bool = False, **spec_overrides: Any) -> dict:
+    """A ModelCacheHydration as compose-model-cache writes it."""
+    hf: dict = {"repo": "Qwen/Qwen3-0.6B", "revision": "main",
+                "endpoint": "https://huggingface.co"}
+    if token:
+        hf["tokenSecretRef"] = {"name": "hf-token", "key": "HF_TOKEN"}
+    spec = {
+        "clusterName": CLUSTER,
+        "modelCacheName": CACHE,
+        "source": {"huggingFace": hf, "allowPatterns": ["*.safetensors", "*.json"],
+                   "ignorePatterns": []},
+        "commit": COMMIT,
+        "manifestDigest": DIGEST,
+        "bytes": 3 * GIB,
+        "storage": {"size": "4Gi"},
+    }
+    spec.update(spec_overrides)
+    name = kit.child_name(CACHE, CLUSTER)
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+            "metadata": {"name": name, "namespace": NAMESPACE,
+                         "labels": {kit.LABEL_MODEL_CACHE: CACHE, kit.LABEL_CLUSTER: CLUSTER}},
+            "spec": spec}
+
+
+def with_status(xr: dict, **status: Any) -> dict:
+    out = copy.deepcopy(xr)
+    out["status"] = status
+    return out
+
+
+def hydration_request(xr: dict | None = None, *, observed: dict | None = None,
+                      cluster: dict | None | str = "ready") -> kit.Request:
+    """cluster: "ready", "not-ready", "missing" (fetched, none found), "unfetched", or a dict."""
+    xr = hydration_xr() if xr is None else xr
+    required: dict[str, list[dict]] = {}
+    if cluster == "ready":
+        required["fleet-cluster"] = [fleet_cluster(CLUSTER)]
+    elif cluster == "not-ready":
+        required["fleet-cluster"] = [fleet_cluster(CLUSTER, ready=False)]
+    elif cluster == "missing":
+        required["fleet-cluster"] = []
+    elif isinstance(cluster, dict):
+        required["fleet-cluster"] = [cluster]
+    return kit.Request(composite=xr, observed=observed or {}, required=required)
+
+
+# --- remote states ------------------------------------------------------------------------
+
+
+def job_running() -> dict:
+    return {"startTime": "2026-01-01T00:00:00Z", "active": 1}
+
+
+def job_complete() -> dict:
+    return {"startTime": "2026-01-01T00:00:00Z", "succeeded": 1,
+            "conditions": [{"type": "Complete", "status": "True"}]}
+
+
+def job_failed(reason: str, message: str) -> dict:
+    return {"startTime": "2026-01-01T00:00:00Z", "failed": 1,
+            "conditions": [{"type": "Failed", "status": "True", "reason": reason,
+                            "message": message}]}
+
+
+def job_failed_exit(code: int) -> dict:
+    """A Job failed by its podFailurePolicy, as the Job controller words it."""
+    return job_failed("PodFailurePolicy",
+                      f"Container agent for pod ml/hydrate-abc failed with exit code {code} "
+                      "matching FailJob rule at index 0")
+
+
+def pvc(phase: str) -> dict:
+    return {"phase": phase}
+
+
+def observe(outcome: kit.Outcome, *, skip: tuple[str, ...] = (),
+            states: Mapping[str, dict] | None = None,
+            data: Mapping[str, dict] | None = None) -> dict:
+    """Every desired resource of `outcome` as observed after applying it (but `skip`):
+    `states[key]` becomes the remote object's status, `data[key]` its data."""
+    states, data = states or {}, data or {}
+    observed = {}
+    for key, (resource, _) in outcome.desired.items():
+        if key in skip:
+            continue
+        if resource.get("kind") == "Object":
+            observed[key] = observed_object(resource, remote_status=states.get(key),
+                                            data=data.get(key))
+        else:
+            observed[key] = copy.deepcopy(resource)
+    return observed
