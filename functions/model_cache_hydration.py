@@ -1,0 +1,425 @@
+"""compose-model-cache-hydration: one model cache on one cluster, through provider-kubernetes.
+
+Lifecycle, top to bottom:
+1. resolve the inputs: the spec (validated, every error naming the field and the fix) and
+   the FleetCluster named by spec.clusterName, fetched through a requirement every call;
+2. decide the phase from what is observed: the latched status, the agent Job, the PVC and
+   the agent's progress record;
+3. compose the Objects that phase needs on the cluster: namespace (create only), PVC,
+   progress ConfigMap (Observe/Create/Delete), and until Ready the agent's
+   ServiceAccount/Role/RoleBinding, the token Secret and the agent Job;
+4. report phase, progress, reason and remedy, the Hydrated condition and readiness.
+
+The token itself is never read here: provider-kubernetes patches it into the remote
+Secret from the XR namespace's Secret (kit.token_secret_object).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fleetcache.functions import kit
+
+FLEET_CLUSTER_KEY = "fleet-cluster"
+NAMESPACE_KEY = "namespace"
+VOLUME_KEY = "volume"
+PROGRESS_KEY = "progress"
+ACCESS_KEYS = ("service-account", "role", "role-binding")  # kit.progress_access_manifests order
+TOKEN_KEY = "token-secret"
+JOB_PREFIX = "job-"
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+COMMIT_SHAPE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
+PVC_BOUND_QUERY = "has(object.status) && has(object.status.phase) && object.status.phase == 'Bound'"
+DEFAULT_CONCURRENCY = 8
+
+
+# --- 1. inputs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HydrationSpec:
+    cluster: str
+    cache: str
+    source: dict
+    commit: str
+    manifest_digest: str
+    bytes: int
+    size: str
+    storage_class: str | None  # None: the FleetCluster's default
+    access_mode: str | None  # None: the FleetCluster's default
+    policy: kit.JobPolicy
+    concurrency: int
+    bandwidth: str
+
+    @property
+    def token_ref(self) -> dict | None:
+        return self.source["huggingFace"].get("tokenSecretRef")
+
+
+def read_spec(request: kit.Request) -> HydrationSpec:
+    """Validate the spec; ModelCache writes it, but a hand-made one must fail clearly."""
+    kit.object_name(request.name, "metadata.name")
+    namespace = request.namespace
+    if len(namespace) > 63 or not DNS_LABEL.match(namespace):
+        raise kit.InputError(f"metadata.namespace: {namespace[:80]!r} is not a namespace name; "
+                             "a ModelCacheHydration is namespaced like its ModelCache")
+    if not isinstance(request.composite.get("spec"), dict):
+        raise kit.InputError("spec is required: a ModelCacheHydration is written by its "
+                             "ModelCache (clusterName, modelCacheName, source, commit, storage)")
+    spec = request.spec
+    commit = spec.get("commit")
+    if not isinstance(commit, str) or not COMMIT_SHAPE.match(commit):
+        raise kit.InputError(f"spec.commit: {str(commit)[:80]!r} is not a full commit hash "
+                             "(40 lowercase hex digits); the ModelCache pins it after resolving")
+    digest = spec.get("manifestDigest", "")
+    if not isinstance(digest, str):
+        raise kit.InputError("spec.manifestDigest must be the resolved manifest's digest string")
+    model_bytes = integer(spec.get("bytes"), "spec.bytes", minimum=0, default=0)
+
+    storage = mapping(spec.get("storage"), "spec.storage", "{size, storageClassName, accessMode}")
+    size = storage.get("size")
+    if size is None and model_bytes:
+        size = kit.volume_size_for(model_bytes)
+    if size is None:
+        raise kit.InputError("spec.storage.size is required (e.g. 20Gi) when spec.bytes is "
+                             "not set")
+    kit.quantity_bytes(size, "spec.storage.size")
+    storage_class = storage.get("storageClassName")
+    if storage_class is not None:
+        kit.object_name(storage_class, "spec.storage.storageClassName")
+    access_mode = storage.get("accessMode")
+    if access_mode is not None and access_mode not in kit.ACCESS_MODES:
+        raise kit.InputError(f"spec.storage.accessMode: {str(access_mode)[:80]!r} is not one of "
+                             f"{', '.join(kit.ACCESS_MODES)}")
+
+    job = mapping(spec.get("job"), "spec.job",
+                  "{backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished}")
+    defaults = kit.JobPolicy()
+    policy = kit.JobPolicy(
+        backoff_limit=integer(job.get("backoffLimit"), "spec.job.backoffLimit",
+                              minimum=0, default=defaults.backoff_limit),
+        active_deadline_seconds=integer(job.get("activeDeadlineSeconds"),
+                                        "spec.job.activeDeadlineSeconds", minimum=1,
+                                        default=defaults.active_deadline_seconds),
+        ttl_seconds_after_finished=integer(job.get("ttlSecondsAfterFinished"),
+                                           "spec.job.ttlSecondsAfterFinished", minimum=0,
+                                           default=defaults.ttl_seconds_after_finished),
+    )
+    agent = mapping(spec.get("agent"), "spec.agent", "{concurrency, bandwidth}")
+    bandwidth = agent.get("bandwidth") or ""
+    if bandwidth:
+        kit.quantity_bytes(bandwidth, "spec.agent.bandwidth")
+    return HydrationSpec(
+        cluster=kit.object_name(spec.get("clusterName"), "spec.clusterName"),
+        cache=kit.object_name(spec.get("modelCacheName"), "spec.modelCacheName"),
+        source=kit.read_source(spec.get("source")),
+        commit=commit,
+        manifest_digest=digest,
+        bytes=model_bytes,
+        size=str(size),
+        storage_class=storage_class,
+        access_mode=access_mode,
+        policy=policy,
+        concurrency=integer(agent.get("concurrency"), "spec.agent.concurrency", minimum=1,
+                            default=DEFAULT_CONCURRENCY),
+        bandwidth=str(bandwidth),
+    )
+
+
+def mapping(value: Any, field_path: str, shape: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise kit.InputError(f"{field_path} must be an object {shape}")
+    return value
+
+
+def integer(value: Any, field_path: str, *, minimum: int, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value != int(value) or value < minimum:
+        raise kit.InputError(f"{field_path}: {str(value)[:80]!r} must be a whole number of at "
+                             f"least {minimum} (default {default})")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class ClusterLookup:
+    """The FleetCluster, or why it cannot be used yet (reason is "" when it can)."""
+
+    view: kit.FleetClusterView | None
+    reason: str = ""
+    message: str = ""
+
+
+def look_up_cluster(request: kit.Request, name: str) -> ClusterLookup:
+    fetched = request.required.get(FLEET_CLUSTER_KEY)
+    if fetched is None:
+        return ClusterLookup(None, "ClusterNotReady",
+                             f"waiting for Crossplane to fetch FleetCluster {name}")
+    if not fetched:
+        return ClusterLookup(None, "ClusterNotFound", f"FleetCluster {name} does not exist")
+    view = kit.FleetClusterView.of(fetched[0])
+    if not view.ready:
+        return ClusterLookup(view, "ClusterNotReady", f"FleetCluster {name} is not Ready")
+    return ClusterLookup(view)
+
+
+# --- 2. phase -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Names:
+    """Control-plane Object names and keys, and the remote names (design/api.md)."""
+
+    hydration: str
+    cache: str
+    commit: str
+
+    def object(self, what: str) -> str:
+        return kit.child_name(self.hydration, what)
+
+    @property
+    def volume(self) -> str:
+        return kit.cache_volume_name(self.cache)
+
+    @property
+    def progress(self) -> str:
+        return kit.child_name(self.cache, "progress")
+
+    @property
+    def agent(self) -> str:
+        return kit.child_name(self.cache, "agent")
+
+    @property
+    def token(self) -> str:
+        return kit.child_name(self.cache, "token")
+
+    @property
+    def job(self) -> str:
+        return kit.child_name(self.cache, "hydrate", self.commit[:10])
+
+    @property
+    def job_key(self) -> str:
+        return f"{JOB_PREFIX}{self.commit[:10]}"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What provider-kubernetes last saw on the cluster."""
+
+    latched: bool  # status.phase Ready already, for this commit
+    volume_phase: str
+    job_exists: bool
+    job: kit.JobState
+    record: dict  # the agent's progress record for this commit ({} if none yet)
+    missing: tuple[str, ...]  # prerequisites of the Job not on the cluster yet
+
+    @property
+    def volume_bound(self) -> bool:
+        return self.volume_phase == "Bound"
+
+
+def exists(request: kit.Request, key: str) -> bool:
+    return bool(kit.remote_manifest(request.observed.get(key)))
+
+
+def observe(request: kit.Request, spec: HydrationSpec, names: Names) -> Seen:
+    status = request.status
+    latched = status.get("phase") == "Ready" and \
+        kit.get_path(status, "resolved.commit") == spec.commit
+    job = kit.remote_manifest(request.observed.get(names.job_key))
+    record = kit.remote_manifest(request.observed.get(PROGRESS_KEY)).get("data")
+    record = record if isinstance(record, dict) else {}
+    if record.get("commit") not in (None, "", spec.commit):
+        record = {}  # an earlier commit's record: the new agent has not written yet
+    prerequisites = {"ServiceAccount": "service-account", "Role": "role",
+                     "RoleBinding": "role-binding", "progress ConfigMap": PROGRESS_KEY}
+    if spec.token_ref:
+        prerequisites["token Secret"] = TOKEN_KEY
+    return Seen(
+        latched=latched,
+        volume_phase=str(kit.get_path(kit.remote_manifest(request.observed.get(VOLUME_KEY)),
+                                      "status.phase") or ""),
+        job_exists=bool(job),
+        job=kit.JobState.of(job),
+        record=record,
+        missing=tuple(what for what, key in prerequisites.items() if not exists(request, key)),
+    )
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str  # Pending | Hydrating | Ready | Failed
+    reason: str
+    message: str  # what happened, then the remedy
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "Ready"
+
+
+def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup) -> Phase:
+    where = f"on cluster {spec.cluster}"
+    if seen.latched or seen.job.complete:
+        message = f"{kit.human_bytes(spec.bytes)} of {spec.source['huggingFace']['repo']}@" \
+                  f"{spec.commit[:10]} {where} in PVC {names.volume}"
+        if cluster.reason:
+            message += f" ({cluster.message})"
+        return Phase("Ready", "Hydrated", message)
+    if cluster.reason:
+        return Phase("Pending", cluster.reason, kit.with_remedy(cluster.message, cluster.reason))
+    if seen.job.failed:
+        reason, message = kit.failure_reason(seen.job, seen.record)
+        return Phase("Failed", reason, f"hydrating {where} failed: {message}")
+    if not seen.job_exists:
+        if seen.missing:
+            return Phase("Pending", "AwaitingPrerequisites", kit.with_remedy(
+                f"waiting for {', '.join(seen.missing)} {where} before starting the agent Job",
+                "AwaitingPrerequisites"))
+        return Phase("Pending", "JobNotStarted", f"creating the agent Job {names.job} {where}")
+    if not seen.job.started:
+        return Phase("Pending", "JobNotStarted", kit.with_remedy(
+            f"the agent Job {names.job} {where} has not started", "JobNotStarted"))
+    if not seen.volume_bound:
+        state = seen.volume_phase or "not created yet"
+        return Phase("Pending", "VolumeNotBound", kit.with_remedy(
+            f"PVC {names.volume} {where} is {state}", "VolumeNotBound"))
+    message = f"agent Job {names.job} is fetching {spec.commit[:10]} {where}"
+    retried = str(seen.record.get("reason") or "")
+    if retried:
+        message += f"; its last attempt ended with {retried}: {seen.record.get('message', '')}"
+    return Phase("Hydrating", "Hydrating", message)
+
+
+# --- 3. compose ---------------------------------------------------------------------------
+
+
+def labels_for(spec: HydrationSpec) -> dict[str, str]:
+    return {kit.LABEL_MANAGED_BY: "fleetcache", kit.LABEL_COMPONENT: "hydration",
+            kit.LABEL_MODEL_CACHE: kit.label_value(spec.cache),
+            kit.LABEL_CLUSTER: kit.label_value(spec.cluster)}
+
+
+def volume_manifest(spec: HydrationSpec, cluster: kit.FleetClusterView, names: Names,
+                    namespace: str) -> dict:
+    """The cache PVC: class and access mode from the hydration, else the cluster defaults."""
+    pvc_spec: dict = {
+        "accessModes": [spec.access_mode or cluster.access_mode],
+        "resources": {"requests": {"storage": spec.size}},
+        "volumeMode": "Filesystem",
+    }
+    storage_class = spec.storage_class or cluster.storage_class
+    if storage_class:
+        pvc_spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": names.volume, "namespace": namespace,
+                         "labels": labels_for(spec)},
+            "spec": pvc_spec}
+
+
+def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
+    # The agent CLI has no flag for the revision's name yet: the pinned commit is fetched.
+    args = ["fetch", "--dest", kit.CACHE_MOUNT_PATH, "--revision", spec.commit,
+            "--progress-configmap", f"{namespace}/{names.progress}",
+            *kit.source_args(spec.source), "--concurrency", str(spec.concurrency)]
+    if spec.bandwidth:
+        args += ["--bandwidth", spec.bandwidth]
+    return args
+
+
+def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.FleetClusterView,
+                   names: Names, seen: Seen, phase: Phase, outcome: kit.Outcome) -> None:
+    namespace = request.namespace
+    labels = labels_for(spec)
+
+    def remote(key: str, what: str, manifest: dict, ready: bool, **kwargs: Any) -> None:
+        outcome.compose(key, kit.remote_object(names.object(what), namespace, manifest,
+                                               cluster.provider_config, labels=labels,
+                                               **kwargs), ready)
+
+    # Lives on: the namespace (never deleted), the volume and the progress record.
+    remote(NAMESPACE_KEY, "namespace", kit.namespace_manifest(namespace),
+           exists(request, NAMESPACE_KEY), management_policies=kit.CREATE_ONLY)
+    remote(VOLUME_KEY, "volume", volume_manifest(spec, cluster, names, namespace),
+           seen.volume_bound, readiness_query=PVC_BOUND_QUERY)
+    remote(PROGRESS_KEY, "progress",
+           kit.progress_configmap_manifest(names.progress, namespace, labels),
+           exists(request, PROGRESS_KEY), management_policies=kit.OBSERVE_CREATE_DELETE)
+    if phase.ready:
+        return  # the Job, its token and its access are done with
+    for key, manifest in zip(ACCESS_KEYS, kit.progress_access_manifests(
+            names.agent, names.progress, namespace, labels)):
+        remote(key, key, manifest, exists(request, key))
+    if spec.token_ref:
+        outcome.compose(TOKEN_KEY, kit.token_secret_object(
+            names.object("token"), names.token, namespace, cluster.provider_config,
+            spec.token_ref, labels), exists(request, TOKEN_KEY))
+    if seen.job_exists or not seen.missing:  # gate creation, never deletion
+        remote(names.job_key, f"job-{spec.commit[:10]}", kit.agent_job_manifest(
+            name=names.job, namespace=namespace, image=cluster.agent_image,
+            args=fetch_args(spec, names, namespace), service_account=names.agent,
+            labels=labels, policy=spec.policy,
+            token_secret=names.token if spec.token_ref else None,
+            cache_claim=names.volume), seen.job.complete)
+
+
+# --- 4. report ----------------------------------------------------------------------------
+
+
+def progress_of(request: kit.Request, spec: HydrationSpec, seen: Seen, phase: Phase) -> dict:
+    """From the agent's record; the last reported progress when the record is gone."""
+    source = seen.record
+    if not source.get("bytesTotal") and \
+            kit.get_path(request.status, "resolved.commit") == spec.commit:
+        source = kit.get_path(request.status, "progress") or {}
+    count = {k: max(0, kit.as_int(source.get(k))) for k in
+             ("bytesDone", "bytesTotal", "filesDone", "filesTotal")}
+    total = count["bytesTotal"] or spec.bytes
+    done = total if phase.ready else min(count["bytesDone"], total)
+    files_done = count["filesTotal"] if phase.ready else min(count["filesDone"],
+                                                             count["filesTotal"])
+    percent = done * 100 // total if total else (100 if phase.ready else 0)
+    return {"bytesDone": done, "bytesTotal": total, "filesDone": files_done,
+            "filesTotal": count["filesTotal"], "percent": percent}
+
+
+def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, phase: Phase,
+           outcome: kit.Outcome) -> None:
+    progress = progress_of(request, spec, seen, phase)
+    message = phase.message
+    if phase.phase == "Hydrating":
+        message = f"{progress['percent']}% ({kit.human_bytes(progress['bytesDone'])} of " \
+                  f"{kit.human_bytes(progress['bytesTotal'])}, {progress['filesDone']}/" \
+                  f"{progress['filesTotal']} files): {message}"
+    outcome.status = {
+        "phase": phase.phase,
+        "progress": progress,
+        "reason": phase.reason,
+        "message": message,
+        "resolved": {"commit": spec.commit, "manifestDigest": spec.manifest_digest,
+                     "bytes": spec.bytes},
+        "volumeName": names.volume,
+    }
+    outcome.condition("Hydrated", phase.ready, phase.reason, message)
+    outcome.composite_ready = phase.ready
+
+
+def compose(request: kit.Request) -> kit.Outcome:
+    outcome = kit.Outcome()
+    spec = read_spec(request)
+    outcome.require(FLEET_CLUSTER_KEY, kit.fleet_cluster_requirement(spec.cluster))
+    cluster = look_up_cluster(request, spec.cluster)
+    names = Names(request.name, spec.cache, spec.commit)
+    seen = observe(request, spec, names)
+    phase = decide(spec, names, seen, cluster)
+    if cluster.view is None or cluster.reason:
+        kit.carry_over(request, outcome, request.observed)  # compose nothing new
+    else:
+        compose_remote(request, spec, cluster.view, names, seen, phase, outcome)
+    report(request, spec, names, seen, phase, outcome)
+    return outcome

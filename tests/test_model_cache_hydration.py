@@ -1,0 +1,690 @@
+"""compose-model-cache-hydration: table tests of compose() on plain requests."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from fleetcache import exitcodes
+from fleetcache.functions import kit
+from fleetcache.functions.model_cache_hydration import compose
+from tests.support.builders import (
+    CACHE, CLUSTER, COMMIT, GIB, NAMESPACE, fleet_cluster, hydration_request, hydration_xr,
+    job_complete, job_failed, job_failed_exit, job_running, observe, pvc, with_status,
+)
+from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
+
+JOB_KEY = f"job-{COMMIT[:10]}"
+NEW_COMMIT = "0" * 39 + "1"
+BOUND = {"volume": pvc("Bound")}
+TOKEN_BYTES = "hf_SECRETsecretSECRET"
+
+
+def progress(done: int, total: int, files_done: int = 2, files_total: int = 5, **more) -> dict:
+    return {"progress": {"phase": "Hydrating", "bytesDone": str(done), "bytesTotal": str(total),
+                         "filesDone": str(files_done), "filesTotal": str(files_total),
+                         "commit": COMMIT, **more}}
+
+
+def settle(xr: dict | None = None, *, states: dict | None = None, data: dict | None = None,
+           cluster: object = "ready") -> kit.Outcome:
+    """Compose until the Job exists, then observe everything in the given remote states."""
+    xr = hydration_xr() if xr is None else xr
+    first = compose(hydration_request(xr, cluster=cluster))
+    second = compose(hydration_request(xr, observed=observe(first), cluster=cluster))
+    observed = observe(second, states=states, data=data)
+    return compose(hydration_request(xr, observed=observed, cluster=cluster))
+
+
+def observed_after(xr: dict, *, states: dict | None = None, data: dict | None = None) -> dict:
+    """What Crossplane observes once the Job was created and reached `states`."""
+    first = compose(hydration_request(xr))
+    second = compose(hydration_request(xr, observed=observe(first)))
+    return observe(second, states=states, data=data)
+
+
+def remote(outcome: kit.Outcome, key: str) -> dict:
+    return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
+
+
+def pod_spec(outcome: kit.Outcome) -> dict:
+    return remote(outcome, JOB_KEY)["spec"]["template"]["spec"]
+
+
+# --- phases -------------------------------------------------------------------------------
+
+
+def test_first_call_composes_the_prerequisites_but_not_the_job():
+    outcome = compose(hydration_request())
+    assert sorted(outcome.desired) == ["namespace", "progress", "role", "role-binding",
+                                       "service-account", "volume"]
+    assert outcome.status["phase"] == "Pending"
+    assert outcome.status["reason"] == "AwaitingPrerequisites"
+    assert outcome.composite_ready is False
+
+
+def test_job_is_created_once_its_prerequisites_exist_on_the_cluster():
+    first = compose(hydration_request())
+    outcome = compose(hydration_request(observed=observe(first)))
+    assert JOB_KEY in outcome.desired
+    assert outcome.status["reason"] == "JobNotStarted"
+
+
+def test_an_existing_job_is_kept_even_when_a_prerequisite_is_not_observed():
+    observed = observed_after(hydration_xr(), states={JOB_KEY: job_running(), **BOUND})
+    del observed["service-account"]
+    outcome = compose(hydration_request(observed=observed))
+    assert JOB_KEY in outcome.desired
+
+
+def test_pending_while_the_job_has_not_started():
+    outcome = settle(states=BOUND)
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "JobNotStarted")
+
+
+def test_pending_while_the_volume_is_not_bound():
+    outcome = settle(states={JOB_KEY: job_running(), "volume": pvc("Pending")})
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "VolumeNotBound")
+    assert "storageClassName" in outcome.status["message"]  # the remedy
+    assert outcome.desired["volume"][1] is False
+
+
+def test_hydrating_reports_progress_from_the_configmap():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(2 * GIB, 5 * GIB))
+    status = outcome.status
+    assert status["phase"] == "Hydrating"
+    assert status["progress"] == {"bytesDone": 2 * GIB, "bytesTotal": 5 * GIB,
+                                  "filesDone": 2, "filesTotal": 5, "percent": 40}
+    assert status["message"].startswith("40%")
+    assert outcome.composite_ready is False
+
+
+def test_hydrating_mentions_the_last_retried_failure():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(1, 10, reason="RateLimited", message="429 from the Hub"))
+    assert "RateLimited: 429 from the Hub" in outcome.status["message"]
+
+
+def test_progress_record_of_an_earlier_commit_is_ignored():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(GIB, GIB, commit=NEW_COMMIT))
+    assert outcome.status["progress"]["bytesDone"] == 0
+    assert outcome.status["progress"]["bytesTotal"] == 3 * GIB  # spec.bytes
+
+
+def test_junk_in_the_progress_record_reads_as_zero():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data={"progress": {"bytesDone": "lots", "bytesTotal": "-5",
+                                        "filesDone": None}})
+    assert outcome.status["progress"]["bytesDone"] == 0
+    assert outcome.status["phase"] == "Hydrating"
+
+
+def test_ready_when_the_job_completes():
+    outcome = settle(states={JOB_KEY: job_complete(), **BOUND}, data=progress(GIB, GIB))
+    assert outcome.status["phase"] == "Ready"
+    assert outcome.status["progress"]["percent"] == 100
+    assert outcome.status["progress"]["filesDone"] == 5
+    assert outcome.composite_ready is True
+    assert kit.Condition("Hydrated", "True", "Hydrated", outcome.status["message"]) \
+        in outcome.conditions
+
+
+def test_ready_drops_job_token_and_agent_access_but_keeps_the_volume():
+    outcome = settle(hydration_xr(token=True), states={JOB_KEY: job_complete(), **BOUND})
+    assert sorted(outcome.desired) == ["namespace", "progress", "volume"]
+    assert all(ready for _, ready in outcome.desired.values())
+
+
+def test_ready_is_latched_after_the_job_is_collected():
+    xr = with_status(hydration_xr(), phase="Ready", resolved={"commit": COMMIT},
+                     progress={"bytesDone": GIB, "bytesTotal": GIB, "filesTotal": 5})
+    observed = observed_after(xr, states=BOUND)
+    observed.pop(JOB_KEY, None)
+    outcome = compose(hydration_request(xr, observed=observed))
+    assert outcome.status["phase"] == "Ready"
+    assert JOB_KEY not in outcome.desired
+    assert outcome.status["progress"]["bytesTotal"] == GIB
+
+
+def test_ready_latch_holds_while_the_cluster_is_not_ready():
+    xr = with_status(hydration_xr(), phase="Ready", resolved={"commit": COMMIT})
+    outcome = compose(hydration_request(xr, cluster="not-ready"))
+    assert outcome.status["phase"] == "Ready"
+    assert "not Ready" in outcome.status["message"]
+
+
+def test_latch_does_not_hold_for_a_new_commit():
+    old = with_status(hydration_xr(), phase="Ready", resolved={"commit": COMMIT})
+    xr = copy.deepcopy(old)
+    xr["spec"]["commit"] = NEW_COMMIT
+    observed = observe(compose(hydration_request(xr)))
+    outcome = compose(hydration_request(xr, observed=observed))
+    assert outcome.status["phase"] == "Pending"
+    assert f"job-{NEW_COMMIT[:10]}" in outcome.desired
+    assert outcome.status["resolved"]["commit"] == NEW_COMMIT
+
+
+def test_a_new_commit_replaces_the_old_job_object():
+    observed = observed_after(hydration_xr(), states={JOB_KEY: job_running(), **BOUND})
+    xr = hydration_xr(commit=NEW_COMMIT)
+    outcome = compose(hydration_request(xr, observed=observed))
+    assert JOB_KEY not in outcome.desired
+    new_job = remote(outcome, f"job-{NEW_COMMIT[:10]}")
+    assert NEW_COMMIT[:10] in new_job["metadata"]["name"]
+
+
+@pytest.mark.parametrize("row", exitcodes.EXIT_CODES, ids=lambda r: f"{r.code}-{r.reason}")
+def test_failed_reason_and_remedy_come_from_the_exit_code(row):
+    outcome = settle(states={JOB_KEY: job_failed_exit(row.code), **BOUND})
+    assert outcome.status["phase"] == "Failed"
+    assert outcome.status["reason"] == row.reason
+    assert row.remedy in outcome.status["message"]
+    assert kit.Condition("Hydrated", "False", row.reason, outcome.status["message"]) \
+        in outcome.conditions
+
+
+def test_failed_reason_comes_from_the_progress_record_without_an_exit_code():
+    outcome = settle(states={JOB_KEY: job_failed("BackoffLimitExceeded", "Job has reached "
+                                                 "the specified backoff limit"), **BOUND},
+                     data=progress(1, 10, phase="Failed", reason="SourceUnreachable",
+                                   message="connection reset by huggingface.co"))
+    assert outcome.status["reason"] == "SourceUnreachable"
+    assert "connection reset" in outcome.status["message"]
+    assert exitcodes.BY_REASON["SourceUnreachable"].remedy in outcome.status["message"]
+
+
+def test_failed_by_deadline_says_deadline_exceeded():
+    outcome = settle(states={JOB_KEY: job_failed("DeadlineExceeded", "Job was active longer "
+                                                 "than specified deadline"), **BOUND},
+                     data=progress(1, 10, reason="RateLimited", message="429"))
+    assert outcome.status["reason"] == "DeadlineExceeded"
+    assert "activeDeadlineSeconds" in outcome.status["message"]
+
+
+def test_failed_without_any_clue_says_backoff_limit_exceeded():
+    outcome = settle(states={JOB_KEY: job_failed("BackoffLimitExceeded", ""), **BOUND})
+    assert outcome.status["reason"] == "BackoffLimitExceeded"
+
+
+def test_failed_keeps_the_job_and_token_so_it_is_not_retried_in_a_loop():
+    outcome = settle(hydration_xr(token=True), states={JOB_KEY: job_failed_exit(10), **BOUND})
+    assert JOB_KEY in outcome.desired and "token-secret" in outcome.desired
+    assert outcome.composite_ready is False
+
+
+# --- the cluster --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cluster", ["ready", "not-ready", "missing", "unfetched"])
+def test_the_fleet_cluster_is_required_on_every_call(cluster):
+    outcome = compose(hydration_request(cluster=cluster))
+    assert outcome.requirements == {"fleet-cluster": kit.fleet_cluster_requirement(CLUSTER)}
+
+
+def test_cluster_not_fetched_yet_is_pending_and_composes_nothing():
+    outcome = compose(hydration_request(cluster="unfetched"))
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "ClusterNotReady")
+    assert outcome.desired == {}
+
+
+def test_cluster_not_ready_is_pending_and_keeps_what_exists():
+    observed = observed_after(hydration_xr(), states={JOB_KEY: job_running(), **BOUND})
+    outcome = compose(hydration_request(observed=observed, cluster="not-ready"))
+    assert outcome.status["reason"] == "ClusterNotReady"
+    assert sorted(outcome.desired) == sorted(observed)
+
+
+def test_cluster_gone_is_cluster_not_found_and_keeps_what_exists():
+    observed = observed_after(hydration_xr(), states={JOB_KEY: job_running(), **BOUND})
+    outcome = compose(hydration_request(observed=observed, cluster="missing"))
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "ClusterNotFound")
+    assert "Create the FleetCluster" in outcome.status["message"]
+    assert sorted(outcome.desired) == sorted(observed)
+
+
+def test_a_cluster_with_a_malformed_capacity_is_still_usable():
+    cluster = fleet_cluster(CLUSTER, cache={"capacity": "a lot"})
+    outcome = compose(hydration_request(cluster=cluster))
+    assert "volume" in outcome.desired
+
+
+def test_objects_use_the_clusters_provider_config():
+    cluster = fleet_cluster(CLUSTER)
+    cluster["status"]["providerConfigName"] = "adopted-cpc"
+    outcome = compose(hydration_request(cluster=cluster))
+    refs = {o["spec"]["providerConfigRef"]["name"] for o, _ in outcome.desired.values()}
+    assert refs == {"adopted-cpc"}
+    assert all(o["spec"]["providerConfigRef"]["kind"] == "ClusterProviderConfig"
+               for o, _ in outcome.desired.values())
+
+
+def test_agent_image_comes_from_the_cluster():
+    cluster = fleet_cluster(CLUSTER)
+    cluster["spec"]["agent"] = {"image": "mirror.example/agent:v1"}
+    first = compose(hydration_request(cluster=cluster))
+    outcome = compose(hydration_request(observed=observe(first), cluster=cluster))
+    assert pod_spec(outcome)["containers"][0]["image"] == "mirror.example/agent:v1"
+
+
+# --- what is composed ---------------------------------------------------------------------
+
+
+def test_remote_names_follow_the_contract():
+    outcome = settle(hydration_xr(token=True), states=BOUND)
+    assert remote(outcome, "volume")["metadata"]["name"] == kit.cache_volume_name(CACHE)
+    assert remote(outcome, "progress")["metadata"]["name"] == kit.child_name(CACHE, "progress")
+    for key in ("service-account", "role", "role-binding"):
+        assert remote(outcome, key)["metadata"]["name"] == kit.child_name(CACHE, "agent")
+    assert remote(outcome, "token-secret")["metadata"]["name"] == kit.child_name(CACHE, "token")
+    assert remote(outcome, JOB_KEY)["metadata"]["name"] == \
+        kit.child_name(CACHE, "hydrate", COMMIT[:10])
+    assert {m["metadata"].get("namespace", m["metadata"]["name"])
+            for _, m in iter_remote_manifests(outcome)} == {NAMESPACE}
+    assert outcome.status["volumeName"] == kit.cache_volume_name(CACHE)
+
+
+def test_object_names_derive_from_the_hydration_and_the_job_carries_the_commit():
+    xr = hydration_xr()
+    outcome = settle(xr, states=BOUND)
+    name = xr["metadata"]["name"]
+    assert outcome.desired["volume"][0]["metadata"]["name"] == kit.child_name(name, "volume")
+    assert COMMIT[:10] in outcome.desired[JOB_KEY][0]["metadata"]["name"]
+
+
+def test_namespace_is_create_only_so_it_is_never_deleted():
+    outcome = compose(hydration_request())
+    policies = outcome.desired["namespace"][0]["spec"]["managementPolicies"]
+    assert policies == ["Observe", "Create"]
+    assert "Delete" not in policies and "*" not in policies
+
+
+def test_progress_configmap_is_observe_create_delete_so_agent_writes_survive():
+    outcome = compose(hydration_request())
+    assert outcome.desired["progress"][0]["spec"]["managementPolicies"] == \
+        ["Observe", "Create", "Delete"]
+
+
+def test_agent_may_only_get_and_patch_its_own_configmap():
+    outcome = compose(hydration_request())
+    rules = remote(outcome, "role")["rules"]
+    assert rules == [{"apiGroups": [""], "resources": ["configmaps"],
+                      "resourceNames": [kit.child_name(CACHE, "progress")],
+                      "verbs": ["get", "patch"]}]
+    binding = remote(outcome, "role-binding")
+    assert binding["roleRef"]["name"] == remote(outcome, "role")["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": kit.child_name(
+        CACHE, "agent"), "namespace": NAMESPACE}]
+
+
+def test_volume_is_ready_only_when_bound_by_cel_query_and_by_flag():
+    bound = settle(states=BOUND)
+    pending = settle(states={"volume": pvc("Pending")})
+    readiness = bound.desired["volume"][0]["spec"]["readiness"]
+    assert readiness["policy"] == "DeriveFromCelQuery"
+    assert "'Bound'" in readiness["celQuery"]
+    assert (bound.desired["volume"][1], pending.desired["volume"][1]) == (True, False)
+
+
+def test_volume_size_class_and_mode_come_from_the_hydration():
+    xr = hydration_xr(storage={"size": "7Gi", "storageClassName": "fast",
+                               "accessMode": "ReadWriteOnce"})
+    cluster = fleet_cluster(CLUSTER, cache={"storageClassName": "slow"})
+    spec = remote(compose(hydration_request(xr, cluster=cluster)), "volume")["spec"]
+    assert spec["resources"]["requests"]["storage"] == "7Gi"
+    assert spec["storageClassName"] == "fast"
+    assert spec["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_volume_falls_back_to_the_clusters_cache_defaults():
+    cluster = fleet_cluster(CLUSTER, cache={"storageClassName": "slow-rwx",
+                                            "accessMode": "ReadOnlyMany"})
+    spec = remote(compose(hydration_request(cluster=cluster)), "volume")["spec"]
+    assert spec["storageClassName"] == "slow-rwx"
+    assert spec["accessModes"] == ["ReadOnlyMany"]
+
+
+def test_volume_uses_the_clusters_default_class_when_nothing_names_one():
+    spec = remote(compose(hydration_request()), "volume")["spec"]
+    assert "storageClassName" not in spec
+    assert spec["accessModes"] == ["ReadWriteMany"]
+
+
+def test_volume_size_derives_from_bytes_when_storage_size_is_missing():
+    spec = remote(compose(hydration_request(hydration_xr(storage={}))), "volume")["spec"]
+    assert spec["resources"]["requests"]["storage"] == kit.volume_size_for(3 * GIB)
+
+
+# --- the Job ------------------------------------------------------------------------------
+
+
+def test_job_restarts_never_and_fails_at_once_on_exactly_the_permanent_codes():
+    job = remote(settle(states=BOUND), JOB_KEY)
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["spec"]["podFailurePolicy"]["rules"] == [
+        {"action": "FailJob", "onExitCodes": {"containerName": "agent", "operator": "In",
+                                              "values": list(exitcodes.PERMANENT_CODES)}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+    ]
+
+
+def test_job_limits_default_to_3_21600_3600():
+    spec = remote(settle(states=BOUND), JOB_KEY)["spec"]
+    assert (spec["backoffLimit"], spec["activeDeadlineSeconds"],
+            spec["ttlSecondsAfterFinished"]) == (3, 21600, 3600)
+
+
+def test_job_limits_come_from_the_spec():
+    xr = hydration_xr(job={"backoffLimit": 0, "activeDeadlineSeconds": 60,
+                           "ttlSecondsAfterFinished": 0})
+    spec = remote(settle(xr, states=BOUND), JOB_KEY)["spec"]
+    assert (spec["backoffLimit"], spec["activeDeadlineSeconds"],
+            spec["ttlSecondsAfterFinished"]) == (0, 60, 0)
+
+
+def test_job_has_no_kueue_queue_label():
+    job = remote(settle(states=BOUND), JOB_KEY)
+    labels = {**job["metadata"].get("labels", {}),
+              **job["spec"]["template"]["metadata"].get("labels", {})}
+    assert "kueue.x-k8s.io/queue-name" not in labels
+
+
+def test_job_has_a_read_only_root_and_an_emptydir_tmp():
+    spec = pod_spec(settle(states=BOUND))
+    container = spec["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert volumes[mounts["/tmp"]] == {"name": mounts["/tmp"], "emptyDir": {}}
+    assert volumes[mounts[kit.CACHE_MOUNT_PATH]]["persistentVolumeClaim"] == \
+        {"claimName": kit.cache_volume_name(CACHE)}
+
+
+def test_job_mounts_the_token_as_a_file_and_passes_its_path():
+    spec = pod_spec(settle(hydration_xr(token=True), states=BOUND))
+    container = spec["containers"][0]
+    token_volume = next(v for v in spec["volumes"] if "secret" in v)
+    assert token_volume["secret"]["secretName"] == kit.child_name(CACHE, "token")
+    assert {"name": token_volume["name"], "mountPath": kit.TOKEN_MOUNT_PATH,
+            "readOnly": True} in container["volumeMounts"]
+    args = container["args"]
+    assert args[args.index("--token-file") + 1] == f"{kit.TOKEN_MOUNT_PATH}/{kit.TOKEN_SECRET_KEY}"
+    assert not any("HF_TOKEN" in json.dumps(e) for e in container.get("env", []))
+
+
+def test_job_fetches_the_pinned_commit_with_progress_and_tuning():
+    xr = hydration_xr(agent={"concurrency": 4, "bandwidth": "100Mi"})
+    args = pod_spec(settle(xr, states=BOUND))["containers"][0]["args"]
+    assert args[:7] == ["fetch", "--dest", kit.CACHE_MOUNT_PATH, "--revision", COMMIT,
+                        "--progress-configmap", f"{NAMESPACE}/{kit.child_name(CACHE, 'progress')}"]
+    assert args[-4:] == ["--concurrency", "4", "--bandwidth", "100Mi"]
+    assert ["--repo", "Qwen/Qwen3-0.6B"] == args[args.index("--repo"):args.index("--repo") + 2]
+    assert "main" not in args and "--token-file" not in args
+
+
+def test_job_passes_pod_security_restricted():
+    assert restricted_violations(pod_spec(settle(hydration_xr(token=True), states=BOUND))) == []
+
+
+# --- the token ----------------------------------------------------------------------------
+
+
+def test_no_token_secret_without_a_token_reference():
+    outcome = settle(states=BOUND)
+    assert "token-secret" not in outcome.desired
+    assert not any(v.get("secret") for v in pod_spec(outcome)["volumes"])
+
+
+def test_token_secret_is_patched_in_by_the_provider_and_holds_no_bytes():
+    outcome = compose(hydration_request(hydration_xr(token=True)))
+    obj = outcome.desired["token-secret"][0]
+    manifest = obj["spec"]["forProvider"]["manifest"]
+    assert "data" not in manifest and "stringData" not in manifest
+    assert obj["spec"]["references"] == [{"patchesFrom": {
+        "apiVersion": "v1", "kind": "Secret", "name": "hf-token", "namespace": NAMESPACE,
+        "fieldPath": "data.HF_TOKEN"}, "toFieldPath": f"data.{kit.TOKEN_SECRET_KEY}"}]
+
+
+def test_token_bytes_never_appear_in_any_output():
+    request = hydration_request(hydration_xr(token=True))
+    request.required["token"] = [{"apiVersion": "v1", "kind": "Secret",
+                                  "metadata": {"name": "hf-token", "namespace": NAMESPACE},
+                                  "stringData": {"HF_TOKEN": TOKEN_BYTES}}]
+    outcome = compose(request)
+    assert TOKEN_BYTES not in repr(outcome)
+
+
+@pytest.mark.parametrize("state", ["hydrating", "failed", "ready", "latched"])
+def test_token_secret_is_composed_only_while_not_ready(state):
+    job = {"hydrating": job_running(), "failed": job_failed_exit(11),
+           "ready": job_complete(), "latched": job_complete()}[state]
+    xr = hydration_xr(token=True)
+    if state == "latched":
+        xr = with_status(xr, phase="Ready", resolved={"commit": COMMIT})
+    outcome = settle(xr, states={JOB_KEY: job, **BOUND})
+    assert ("token-secret" in outcome.desired) is (state in ("hydrating", "failed"))
+
+
+# --- every manifest is valid --------------------------------------------------------------
+
+PHASE_STATES = {
+    "first-call": None,
+    "job-not-started": BOUND,
+    "hydrating": {JOB_KEY: job_running(), **BOUND},
+    "failed": {JOB_KEY: job_failed_exit(12), **BOUND},
+}
+
+
+@pytest.mark.parametrize("phase", sorted(PHASE_STATES))
+def test_every_remote_manifest_is_valid_kubernetes(phase):
+    xr = hydration_xr(token=True, agent={"bandwidth": "50M"},
+                      storage={"size": "4Gi", "storageClassName": "fast-rwx"})
+    if PHASE_STATES[phase] is None:
+        outcome = compose(hydration_request(xr))
+    else:
+        outcome = settle(xr, states=PHASE_STATES[phase])
+    manifests = list(iter_remote_manifests(outcome))
+    assert len(manifests) == len(outcome.desired)
+    for _, manifest in manifests:
+        assert_valid_k8s(manifest)
+
+
+def test_same_request_gives_the_same_outcome():
+    observed = observed_after(hydration_xr(token=True), states={JOB_KEY: job_running()})
+    first = compose(hydration_request(hydration_xr(token=True), observed=observed))
+    second = compose(hydration_request(hydration_xr(token=True), observed=observed))
+    assert json.dumps(kit.canonical(first.desired)) == json.dumps(kit.canonical(second.desired))
+    assert first.status == second.status and first.conditions == second.conditions
+
+
+# --- hostile input ------------------------------------------------------------------------
+
+
+def xr_with(path: str, value: object) -> dict:
+    xr = hydration_xr()
+    node = xr
+    *parents, last = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value is KeyError:
+        node.pop(last, None)
+    else:
+        node[last] = value
+    return xr
+
+
+@pytest.mark.parametrize("path,value,named", [
+    ("spec", KeyError, "spec is required"),
+    ("spec", ["not", "a", "map"], "spec is required"),
+    ("spec.commit", KeyError, "spec.commit"),
+    ("spec.commit", 12345, "spec.commit"),
+    ("spec.commit", "main", "spec.commit"),
+    ("spec.clusterName", KeyError, "spec.clusterName"),
+    ("spec.clusterName", "x" * 300, "spec.clusterName"),
+    ("spec.clusterName", "gpü-øst", "spec.clusterName"),
+    ("spec.modelCacheName", None, "spec.modelCacheName"),
+    ("spec.modelCacheName", "Qwen 3", "spec.modelCacheName"),
+    ("spec.source", KeyError, "spec.source.huggingFace"),
+    ("spec.source", "Qwen/Qwen3-0.6B", "spec.source.huggingFace"),
+    ("spec.source.huggingFace.repo", "no-slash", "spec.source.huggingFace.repo"),
+    ("spec.source.huggingFace.endpoint", "ftp://mirror", "spec.source.huggingFace.endpoint"),
+    ("spec.source.huggingFace.tokenSecretRef", "hf-token", "tokenSecretRef"),
+    ("spec.source.allowPatterns", "*.json", "spec.source.allowPatterns"),
+    ("spec.storage", "20Gi", "spec.storage"),
+    ("spec.storage.size", "twenty gigs", "spec.storage.size"),
+    ("spec.storage.size", "-1Gi", "spec.storage.size"),
+    ("spec.storage.accessMode", "ReadWriteSometimes", "spec.storage.accessMode"),
+    ("spec.storage.storageClassName", 7, "spec.storage.storageClassName"),
+    ("spec.bytes", "3GiB", "spec.bytes"),
+    ("spec.job", 3, "spec.job"),
+    ("spec.job.backoffLimit", "3", "spec.job.backoffLimit"),
+    ("spec.job.backoffLimit", -1, "spec.job.backoffLimit"),
+    ("spec.job.activeDeadlineSeconds", 0, "spec.job.activeDeadlineSeconds"),
+    ("spec.job.ttlSecondsAfterFinished", True, "spec.job.ttlSecondsAfterFinished"),
+    ("spec.job.ttlSecondsAfterFinished", float("inf"), "spec.job.ttlSecondsAfterFinished"),
+    ("spec.agent.concurrency", 0, "spec.agent.concurrency"),
+    ("spec.agent.bandwidth", "fast", "spec.agent.bandwidth"),
+    ("metadata.name", "h" * 300, "metadata.name"),
+    ("metadata.name", "hydratiön", "metadata.name"),
+    ("metadata.namespace", KeyError, "metadata.namespace"),
+    ("metadata.namespace", "a.b", "metadata.namespace"),
+    ("metadata", "nope", "metadata.name"),
+])
+def test_bad_input_is_an_input_error_naming_the_field(path, value, named):
+    with pytest.raises(kit.InputError) as err:
+        compose(hydration_request(xr_with(path, value)))
+    assert named in str(err.value)
+
+
+def test_an_empty_composite_is_an_input_error():
+    with pytest.raises(kit.InputError):
+        compose(kit.Request(composite={}))
+
+
+def test_a_long_but_valid_model_cache_name_gives_valid_names_and_labels():
+    long_name = ("a" * 60 + ".") * 4  # 244 characters: a valid object name
+    xr = hydration_xr(modelCacheName=long_name.rstrip("."))
+    outcome = settle(xr, states={JOB_KEY: job_running(), **BOUND})
+    for _, manifest in iter_remote_manifests(outcome):
+        assert_valid_k8s(manifest)
+    assert all(len(o["metadata"]["name"]) <= 63 for o, _ in outcome.desired.values())
+
+
+def test_unicode_in_the_source_reaches_args_unchanged_and_manifests_stay_valid():
+    xr = hydration_xr()
+    xr["spec"]["source"]["allowPatterns"] = ["模型/*.safetensors"]
+    outcome = settle(xr, states=BOUND)
+    assert "模型/*.safetensors" in pod_spec(outcome)["containers"][0]["args"]
+    assert_valid_k8s(remote(outcome, JOB_KEY))
+
+
+def test_a_hostile_observed_status_does_not_break_composing():
+    xr = hydration_xr()
+    xr["status"] = {"phase": ["Ready"], "resolved": "nope", "progress": 7}
+    outcome = compose(hydration_request(xr))
+    assert outcome.status["phase"] == "Pending"
+
+
+# --- the Pod Security `restricted` checker itself -----------------------------------------
+
+
+def good_pod() -> dict:
+    return {
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "c", "image": "i", "securityContext": {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+        "volumes": [{"name": "v", "emptyDir": {}}],
+    }
+
+
+def changed(where: str, **fields) -> dict:
+    """good_pod() with fields set (None: removed) on the pod spec, its securityContext
+    ("pod-sc") or its container's securityContext ("sc")."""
+    pod = good_pod()
+    target = {"pod": pod, "pod-sc": pod["securityContext"],
+              "sc": pod["containers"][0]["securityContext"]}[where]
+    for key, value in fields.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    return pod
+
+
+HOST_PORT = [{**good_pod()["containers"][0], "ports": [{"containerPort": 80, "hostPort": 80}]}]
+VIOLATIONS = {  # one violating pod per rule, and the rule it must be caught by
+    "hostProcess": (changed("sc", windowsOptions={"hostProcess": True}), "hostProcess"),
+    "hostNetwork": (changed("pod", hostNetwork=True), "host namespaces"),
+    "hostPID": (changed("pod", hostPID=True), "host namespaces"),
+    "hostIPC": (changed("pod", hostIPC=True), "host namespaces"),
+    "privileged": (changed("sc", privileged=True), "privileged"),
+    "capabilities-add": (changed("sc", capabilities={"drop": ["ALL"], "add": ["SYS_ADMIN"]}),
+                         "capabilities"),
+    "capabilities-add-baseline-only": (changed("sc", capabilities={"drop": ["ALL"],
+                                                                   "add": ["CHOWN"]}),
+                                       "capabilities"),
+    "capabilities-no-drop-all": (changed("sc", capabilities={"drop": ["NET_RAW"]}),
+                                 "capabilities"),
+    "hostPath": (changed("pod", volumes=[{"name": "h", "hostPath": {"path": "/"}}]),
+                 ("hostPath volumes", "volume types")),  # restricted lists it twice
+    "hostPort": (changed("pod", containers=HOST_PORT), "host ports"),
+    "apparmor": (changed("sc", appArmorProfile={"type": "Unconfined"}), "AppArmor"),
+    "selinux-type": (changed("sc", seLinuxOptions={"type": "spc_t"}), "SELinux"),
+    "selinux-user": (changed("pod-sc", seLinuxOptions={"user": "root"}), "SELinux"),
+    "procMount": (changed("sc", procMount="Unmasked"), "/proc mount"),
+    "seccomp-unconfined": (changed("pod-sc", seccompProfile={"type": "Unconfined"}),
+                           "seccomp"),
+    "seccomp-container-unconfined": (changed("sc", seccompProfile={"type": "Unconfined"}),
+                                     "seccomp"),
+    "seccomp-unset": (changed("pod-sc", seccompProfile=None), "seccomp"),
+    "sysctls": (changed("pod-sc", sysctls=[{"name": "kernel.msgmax", "value": "1"}]),
+                "sysctls"),
+    "volume-types": (changed("pod", volumes=[{"name": "n", "nfs": {"server": "s",
+                                                                   "path": "/"}}]),
+                     "volume types"),
+    "allowPrivilegeEscalation-true": (changed("sc", allowPrivilegeEscalation=True),
+                                      "privilege escalation"),
+    "allowPrivilegeEscalation-unset": (changed("sc", allowPrivilegeEscalation=None),
+                                       "privilege escalation"),
+    "runAsNonRoot-unset": (changed("pod-sc", runAsNonRoot=None), "running as non-root:"),
+    "runAsNonRoot-false-in-container": (changed("sc", runAsNonRoot=False),
+                                        "running as non-root:"),
+    "runAsUser-0": (changed("pod-sc", runAsUser=0), "running as non-root user"),
+    "runAsUser-0-in-container": (changed("sc", runAsUser=0), "running as non-root user"),
+}
+
+
+def test_restricted_checker_passes_a_good_pod():
+    assert restricted_violations(good_pod()) == []
+
+
+@pytest.mark.parametrize("rule", sorted(VIOLATIONS))
+def test_restricted_checker_catches_each_rule_and_only_that_rule(rule):
+    pod, expected = VIOLATIONS[rule]
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    found = restricted_violations(pod)
+    assert any(f.startswith(expected[0]) for f in found), f"{rule} not caught: {found}"
+    assert all(f.startswith(expected) for f in found), found
+
+
+def test_restricted_checker_allows_container_level_settings_instead_of_pod_level():
+    pod = changed("pod-sc", runAsNonRoot=None, seccompProfile=None)
+    pod["containers"][0]["securityContext"].update(
+        runAsNonRoot=True, seccompProfile={"type": "Localhost", "localhostProfile": "p"})
+    assert restricted_violations(pod) == []
+
+
+def test_restricted_checker_catches_the_apparmor_annotation():
+    found = restricted_violations(good_pod(), annotations={
+        "container.apparmor.security.beta.kubernetes.io/c": "unconfined"})
+    assert any(f.startswith("AppArmor") for f in found)
+
+
+def test_restricted_checker_looks_at_init_containers_too():
+    pod = good_pod()
+    pod["initContainers"] = [{"name": "init", "image": "i"}]
+    found = restricted_violations(pod)
+    assert any("initContainers[init]" in f for f in found)
