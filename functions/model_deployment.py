@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from fleetcache.functions import kit
-from fleetcache.functions.model_cache import REPO_SHAPE
 from fleetcache.functions.model_replica import Engine, hf_snapshot_path
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -101,18 +100,8 @@ def read_spec(spec: dict) -> DeploymentSpec:
             raise kit.InputError("spec.modelCacheRef must be an object with a name")
         cache_name = kit.object_name(cache_ref.get("name"), "spec.modelCacheRef.name")
     else:
-        hf = model.get("huggingFace") if isinstance(model, Mapping) else None
-        if not isinstance(hf, Mapping):
-            raise kit.InputError("spec.model.huggingFace is required: set repo (org/name) and "
-                                 "optionally revision")
-        repo = hf.get("repo")
-        if not isinstance(repo, str) or not REPO_SHAPE.match(repo):
-            raise kit.InputError(f"spec.model.huggingFace.repo: {repo!r} is not of the form "
-                                 "org/name, for example Qwen/Qwen3-0.6B")
-        revision = hf.get("revision") or "main"
-        if not isinstance(revision, str):
-            raise kit.InputError("spec.model.huggingFace.revision must be a branch, tag or "
-                                 "commit")
+        hf = kit.read_source(model, "spec.model")["huggingFace"]
+        repo, revision = hf["repo"], hf["revision"]
 
     placement = spec.get("placement")
     if not isinstance(placement, Mapping):

@@ -1,0 +1,613 @@
+"""compose-model-deployment: placement, stickiness, delivery per replica, status.
+
+Every row of DESIGN.md §3's table under both policies; stickiness across repeated
+composes; scale up and down; a cluster leaving the placement; Source -> Cache exactly
+once; determinism; hostile input; a gRPC render of the example deployment.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+from fleetcache.functions import kit, model_replica, server
+from fleetcache.functions import model_deployment as composer
+from tests.support import xrd
+from tests.support.fleet import COMMIT, GIB, fleet_cluster
+
+NAMESPACE = "ml"
+CACHE = "qwen"
+ENGINE = {"image": "vllm/vllm-openai:v0.11.0",
+          "args": ["--model=$(FLEETCACHE_MODEL)", "--served-model-name=qwen"]}
+
+
+def deployment(**spec: Any) -> dict:
+    base: dict = {"modelCacheRef": {"name": CACHE}, "replicas": 1,
+                  "placement": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
+                  "engine": copy.deepcopy(ENGINE)}
+    base.update(spec)
+    base = {k: v for k, v in base.items() if v is not None}
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
+            "metadata": {"name": "chat", "namespace": NAMESPACE, "uid": "42"}, "spec": base}
+
+
+def cache_row(name: str, phase: str, **extra: Any) -> dict:
+    row = {"name": name, "phase": phase, "bytesDone": 3 * GIB if phase == "Ready" else 0,
+           "bytesTotal": 3 * GIB, "reason": "", "message": ""}
+    row.update(extra)
+    return row
+
+
+def model_cache(*rows: dict, commit: str | None = COMMIT) -> dict:
+    status: dict = {"clusters": list(rows)}
+    if commit:
+        status["resolved"] = {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": commit,
+                              "bytes": 3 * GIB, "files": 5}
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+            "metadata": {"name": CACHE, "namespace": NAMESPACE},
+            "spec": {"source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"}},
+                     "placement": {"clusterNames": [r["name"] for r in rows] or ["x"]}},
+            "status": status}
+
+
+def request(xr: dict, clusters: list[dict], cache: dict | None = None,
+            observed: dict | None = None) -> kit.Request:
+    required = {composer.FLEET_CLUSTERS_KEY: clusters}
+    if "modelCacheRef" in (xr.get("spec") or {}):
+        required[composer.MODEL_CACHE_KEY] = [cache] if cache else []
+    return kit.Request(composite=xr, observed=observed or {}, required=required)
+
+
+def compose(xr: dict, clusters: list[dict], cache: dict | None = None,
+            observed: dict | None = None) -> kit.Outcome:
+    return composer.compose(request(xr, clusters, cache, observed))
+
+
+def observe(outcome: kit.Outcome, ready: bool | set[int] = False) -> dict:
+    """The composed ModelReplicas as Crossplane would observe them next time."""
+    out = {}
+    for key, (desired, _) in outcome.desired.items():
+        index = desired["spec"]["replica"]
+        is_ready = ready if isinstance(ready, bool) else index in ready
+        observed = copy.deepcopy(desired)
+        observed["status"] = {"conditions": [{"type": "Ready",
+                                              "status": "True" if is_ready else "False"}]}
+        out[key] = observed
+    return out
+
+
+def replicas(outcome: kit.Outcome) -> dict[int, dict]:
+    return {r["spec"]["replica"]: r for r, _ in outcome.desired.values()}
+
+
+def clusters_of(outcome: kit.Outcome) -> dict[int, str]:
+    return {i: r["spec"]["clusterName"] for i, r in replicas(outcome).items()}
+
+
+def conditions(outcome: kit.Outcome) -> dict[str, kit.Condition]:
+    return {c.type: c for c in outcome.conditions}
+
+
+FLEET = [fleet_cluster("gpu-a"), fleet_cluster("gpu-b"), fleet_cluster("gpu-c")]
+
+
+# --- requirements ------------------------------------------------------------------------
+
+
+def test_asks_for_every_fleet_cluster_and_the_model_cache_in_its_namespace():
+    outcome = composer.compose(kit.Request(composite=deployment()))
+    assert outcome.requirements[composer.FLEET_CLUSTERS_KEY] == kit.FLEET_CLUSTERS
+    assert outcome.requirements[composer.MODEL_CACHE_KEY] == kit.Requirement(
+        kit.API_VERSION, "ModelCache", match_name=CACHE, namespace=NAMESPACE)
+    assert outcome.desired == {} and outcome.status == {}
+
+
+def test_keeps_every_replica_while_requirements_are_not_fetched_yet():
+    first = compose(deployment(replicas=2), FLEET, model_cache(cache_row("gpu-a", "Ready")))
+    observed = observe(first)
+    again = composer.compose(kit.Request(composite=deployment(replicas=2), observed=observed,
+                                         required={composer.FLEET_CLUSTERS_KEY: FLEET}))
+    assert sorted(again.desired) == sorted(observed)
+
+
+def test_a_direct_model_needs_no_model_cache():
+    xr = deployment(modelCacheRef=None, model={"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}})
+    outcome = composer.compose(kit.Request(composite=xr))
+    assert composer.MODEL_CACHE_KEY not in outcome.requirements
+
+
+# --- the decision table under both policies -----------------------------------------------
+
+TABLE = [
+    # (cache row on the replica's cluster, policy, delivery, reason)
+    (None, {}, "Source", "NotACacheTarget"),
+    (None, {"whileHydrating": "Wait", "onHydrationFailure": "Fail"}, "Source", "NotACacheTarget"),
+    ("Ready", {}, "Cache", "CacheReady"),
+    ("Ready", {"whileHydrating": "Wait", "onHydrationFailure": "Fail"}, "Cache", "CacheReady"),
+    ("Pending", {}, "Source", "Hydrating"),
+    ("Pending", {"whileHydrating": "Source"}, "Source", "Hydrating"),
+    ("Pending", {"whileHydrating": "Wait"}, "Wait", "Hydrating"),
+    ("Hydrating", {}, "Source", "Hydrating"),
+    ("Hydrating", {"whileHydrating": "Wait"}, "Wait", "Hydrating"),
+    ("Failed", {}, "Source", "HydrationFailed"),
+    ("Failed", {"onHydrationFailure": "Source"}, "Source", "HydrationFailed"),
+    ("Failed", {"onHydrationFailure": "Fail"}, "Fail", "HydrationFailed"),
+]
+
+
+@pytest.mark.parametrize("phase,policy,delivery,reason", TABLE)
+def test_delivery_follows_the_table(phase, policy, delivery, reason):
+    rows = [cache_row("gpu-a", phase, bytesDone=GIB, reason="AuthFailed" if phase == "Failed"
+                      else "", message="token rejected" if phase == "Failed" else "")] \
+        if phase else [cache_row("gpu-z", "Ready")]
+    xr = deployment(placement={"clusterNames": ["gpu-a"]}, delivery=policy)
+    outcome = compose(xr, [fleet_cluster("gpu-a")], model_cache(*rows))
+    replica = replicas(outcome)[0]
+    assert replica["spec"]["delivery"] == delivery
+    assert outcome.status["placements"] == [
+        {"replica": 0, "cluster": "gpu-a", "delivery": delivery, "reason": reason}]
+    counts = outcome.status["replicas"]
+    assert (counts["cache"], counts["source"], counts["waiting"], counts["failed"]) == (
+        int(delivery == "Cache"), int(delivery == "Source"), int(delivery == "Wait"),
+        int(delivery == "Fail"))
+    # Every replica of a cached model serves the cache's commit, Cache or Source.
+    assert replica["spec"]["model"] == {"repo": "Qwen/Qwen3-0.6B", "revision": "main",
+                                        "commit": COMMIT}
+    assert ("cache" in replica["spec"]) == (delivery == "Cache")
+    assert ("hydration" in replica["spec"]) == (delivery in ("Wait", "Fail"))
+    if delivery == "Cache":
+        assert replica["spec"]["cache"] == {
+            "modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
+            "mountPath": kit.CACHE_MOUNT_PATH, "commit": COMMIT,
+            "snapshotPath": f"{kit.CACHE_MOUNT_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"}
+    if delivery == "Fail":
+        assert replica["spec"]["hydration"]["reason"] == "AuthFailed"
+    assert conditions(outcome)["ModelCacheResolved"].status == "True"
+
+
+def test_a_ready_row_without_a_resolved_commit_is_still_hydrating():
+    outcome = compose(deployment(delivery={"whileHydrating": "Wait"}), [fleet_cluster("gpu-a")],
+                      model_cache(cache_row("gpu-a", "Ready"), commit=None))
+    assert replicas(outcome)[0]["spec"]["delivery"] == "Wait"
+    resolved = conditions(outcome)["ModelCacheResolved"]
+    assert (resolved.status, resolved.reason) == ("False", "Resolving")
+
+
+def test_a_model_cache_that_does_not_exist_makes_every_replica_source():
+    outcome = compose(deployment(replicas=3), FLEET, cache=None)
+    assert {r["spec"]["delivery"] for r in replicas(outcome).values()} == {"Source"}
+    assert {p["reason"] for p in outcome.status["placements"]} == {"ModelCacheNotFound"}
+    resolved = conditions(outcome)["ModelCacheResolved"]
+    assert (resolved.status, resolved.reason) == ("False", "ModelCacheNotFound")
+    assert "Create the ModelCache" in resolved.message
+
+
+def test_a_vanished_model_cache_keeps_serving_the_last_model_from_the_source():
+    first = compose(deployment(), FLEET, model_cache(cache_row("gpu-a", "Ready")))
+    xr = deployment()
+    xr["status"] = copy.deepcopy(first.status)
+    outcome = compose(xr, FLEET, cache=None, observed=observe(first, ready=True))
+    replica = replicas(outcome)[0]
+    assert replica["spec"]["delivery"] == "Source"
+    assert replica["spec"]["model"]["commit"] == COMMIT
+
+
+def test_a_direct_huggingface_model_is_always_source():
+    xr = deployment(modelCacheRef=None, replicas=2,
+                    model={"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "v1"}})
+    outcome = compose(xr, FLEET)
+    for replica in replicas(outcome).values():
+        assert replica["spec"]["delivery"] == "Source"
+        assert replica["spec"]["model"] == {"repo": "Qwen/Qwen3-0.6B", "revision": "v1",
+                                            "commit": ""}
+    resolved = conditions(outcome)["ModelCacheResolved"]
+    assert (resolved.status, resolved.reason) == ("True", "NoModelCache")
+
+
+# --- placement ----------------------------------------------------------------------------
+
+
+def three_state_cache() -> dict:
+    return model_cache(cache_row("gpu-b", "Hydrating"), cache_row("gpu-c", "Ready"))
+
+
+def test_new_replicas_rank_cache_ready_then_hydrating_then_the_rest():
+    outcome = compose(deployment(replicas=3, maxReplicasPerCluster=1), FLEET, three_state_cache())
+    assert clusters_of(outcome) == {0: "gpu-c", 1: "gpu-b", 2: "gpu-a"}
+    assert [p["delivery"] for p in outcome.status["placements"]] == ["Cache", "Source", "Source"]
+
+
+def test_ties_go_to_the_cluster_with_fewest_replicas_then_by_name():
+    outcome = compose(deployment(replicas=5), FLEET, model_cache(cache_row("gpu-z", "Ready")))
+    assert clusters_of(outcome) == {0: "gpu-a", 1: "gpu-b", 2: "gpu-c", 3: "gpu-a", 4: "gpu-b"}
+
+
+def test_a_failed_cache_target_ranks_with_the_rest():
+    cache = model_cache(cache_row("gpu-a", "Failed"), cache_row("gpu-b", "Pending"))
+    outcome = compose(deployment(replicas=1), FLEET, cache)
+    assert clusters_of(outcome) == {0: "gpu-b"}
+
+
+def test_placement_by_cluster_names_reports_names_that_do_not_exist():
+    xr = deployment(replicas=2, placement={"clusterNames": ["gpu-b", "gpu-missing"]})
+    outcome = compose(xr, FLEET, three_state_cache())
+    assert set(clusters_of(outcome).values()) == {"gpu-b"}
+    assert "gpu-missing" in conditions(outcome)["ReplicasScheduled"].message
+
+
+def test_replicas_stick_to_their_cluster_across_composes():
+    xr = deployment(replicas=4)
+    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-z", "Ready")))
+    first = clusters_of(outcome)
+    # A warmer cluster appears: new replicas would go there, existing ones stay put.
+    fleet = FLEET + [fleet_cluster("gpu-0")]
+    cache = model_cache(cache_row("gpu-0", "Ready"))
+    for _ in range(3):
+        outcome = compose(xr, fleet, cache, observe(outcome))
+        assert clusters_of(outcome) == first
+
+
+def test_scale_up_keeps_placed_replicas_and_ranks_the_new_ones():
+    outcome = compose(deployment(replicas=2), FLEET, three_state_cache())
+    before = clusters_of(outcome)
+    outcome = compose(deployment(replicas=4), FLEET, three_state_cache(), observe(outcome))
+    after = clusters_of(outcome)
+    assert {i: after[i] for i in before} == before
+    assert after[2] == after[3] == "gpu-c"  # cache Ready ranks first
+
+
+def test_scale_down_removes_the_highest_index_first():
+    outcome = compose(deployment(replicas=4), FLEET, three_state_cache())
+    before = clusters_of(outcome)
+    outcome = compose(deployment(replicas=2), FLEET, three_state_cache(), observe(outcome))
+    assert clusters_of(outcome) == {0: before[0], 1: before[1]}
+    assert sorted(outcome.desired) == [composer.replica_key(0), composer.replica_key(1)]
+    outcome = compose(deployment(replicas=0), FLEET, three_state_cache(), observe(outcome))
+    assert outcome.desired == {} and outcome.composite_ready is True
+    assert outcome.status["summary"] == "0/0"
+
+
+def test_a_cluster_leaving_the_placement_moves_only_its_replicas():
+    xr = deployment(replicas=3, maxReplicasPerCluster=1)
+    outcome = compose(xr, FLEET, three_state_cache())
+    assert clusters_of(outcome) == {0: "gpu-c", 1: "gpu-b", 2: "gpu-a"}
+    relabelled = [FLEET[0], FLEET[1], fleet_cluster("gpu-c", labels={"gpu": "a100"}),
+                  fleet_cluster("gpu-d")]
+    outcome = compose(xr, relabelled, three_state_cache(), observe(outcome, ready=True))
+    assert clusters_of(outcome) == {0: "gpu-d", 1: "gpu-b", 2: "gpu-a"}
+    # The moved replica is not ready on its new cluster yet; the others still are.
+    assert outcome.status["replicas"]["ready"] == 2 and outcome.composite_ready is False
+
+
+def test_a_cluster_that_is_not_ready_is_no_candidate():
+    fleet = [fleet_cluster("gpu-a", ready=False), fleet_cluster("gpu-b")]
+    outcome = compose(deployment(replicas=2), fleet, three_state_cache())
+    assert set(clusters_of(outcome).values()) == {"gpu-b"}
+
+
+def test_no_candidate_leaves_replicas_unscheduled_with_no_clusters():
+    outcome = compose(deployment(replicas=2), [fleet_cluster("gpu-a", labels={})],
+                      three_state_cache())
+    assert outcome.desired == {}
+    scheduled = conditions(outcome)["ReplicasScheduled"]
+    assert (scheduled.status, scheduled.reason) == ("False", "NoClusters")
+    assert kit.remedy("NoClusters") in scheduled.message
+    assert outcome.status["placements"] == [
+        {"replica": i, "cluster": "", "delivery": "", "reason": "NoClusters"} for i in (0, 1)]
+    assert outcome.status["replicas"]["scheduled"] == 0 and outcome.composite_ready is False
+
+
+def test_max_replicas_per_cluster_caps_and_reports_the_rest():
+    outcome = compose(deployment(replicas=5, maxReplicasPerCluster=1), FLEET[:2],
+                      three_state_cache())
+    assert len(outcome.desired) == 2
+    scheduled = conditions(outcome)["ReplicasScheduled"]
+    assert (scheduled.status, scheduled.reason) == ("False", "MaxReplicasPerCluster")
+    assert "spec.maxReplicasPerCluster" in scheduled.message
+    assert outcome.status["replicas"]["scheduled"] == 2
+
+
+def test_lowering_max_replicas_per_cluster_moves_the_highest_indices():
+    outcome = compose(deployment(replicas=4), FLEET[:1] + FLEET[1:2],
+                      model_cache(cache_row("gpu-a", "Ready")))
+    assert clusters_of(outcome) == {0: "gpu-a", 1: "gpu-a", 2: "gpu-a", 3: "gpu-a"}
+    outcome = compose(deployment(replicas=4, maxReplicasPerCluster=2), FLEET[:2],
+                      model_cache(cache_row("gpu-a", "Ready")), observe(outcome))
+    assert clusters_of(outcome) == {0: "gpu-a", 1: "gpu-a", 2: "gpu-b", 3: "gpu-b"}
+
+
+# --- Source -> Cache ------------------------------------------------------------------------
+
+
+def hydrating_then_ready(policy: dict, steps: int = 4) -> list[dict]:
+    """The replica's spec at every compose while the cache hydrates, then once Ready."""
+    xr = deployment(delivery=policy, placement={"clusterNames": ["gpu-a"]})
+    specs, observed = [], {}
+    for step in range(steps):
+        row = cache_row("gpu-a", "Hydrating", bytesDone=step * GIB // 2)
+        outcome = compose(xr, FLEET, model_cache(row), observed)
+        specs.append(replicas(outcome)[0]["spec"])
+        observed = observe(outcome, ready=True)
+    for _ in range(2):
+        outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Ready")), observed)
+        specs.append(replicas(outcome)[0]["spec"])
+        observed = observe(outcome, ready=True)
+    return specs
+
+
+def test_on_ready_switches_a_source_replica_to_the_cache_exactly_once():
+    specs = hydrating_then_ready({"switchToCache": "OnReady"})
+    changes = sum(1 for a, b in zip(specs, specs[1:]) if a != b)
+    assert changes == 1
+    assert specs[0]["delivery"] == "Source" and specs[-1]["delivery"] == "Cache"
+
+
+def test_never_keeps_a_running_source_replica_as_it_is():
+    specs = hydrating_then_ready({"switchToCache": "Never"})
+    assert all(s == specs[0] for s in specs)
+    outcome = compose(deployment(delivery={"switchToCache": "Never"},
+                                 placement={"clusterNames": ["gpu-a"]}),
+                      FLEET, model_cache(cache_row("gpu-a", "Ready")),
+                      {composer.replica_key(0): {"spec": specs[-1]}})
+    assert outcome.status["placements"][0]["reason"] == "SwitchToCacheNever"
+
+
+def test_never_still_gives_new_replicas_the_cache():
+    xr = deployment(delivery={"switchToCache": "Never"}, replicas=2,
+                    placement={"clusterNames": ["gpu-a"]})
+    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Ready")))
+    assert {r["spec"]["delivery"] for r in replicas(outcome).values()} == {"Cache"}
+
+
+def test_a_waiting_replica_takes_the_cache_when_it_is_ready_under_never():
+    xr = deployment(delivery={"switchToCache": "Never", "whileHydrating": "Wait"},
+                    placement={"clusterNames": ["gpu-a"]})
+    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Hydrating")))
+    assert replicas(outcome)[0]["spec"]["delivery"] == "Wait"
+    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Ready")), observe(outcome))
+    assert replicas(outcome)[0]["spec"]["delivery"] == "Cache"
+
+
+# --- status and readiness -----------------------------------------------------------------
+
+
+def test_ready_only_when_every_desired_replica_is_ready():
+    xr = deployment(replicas=3)
+    outcome = compose(xr, FLEET, three_state_cache())
+    assert outcome.composite_ready is False and outcome.status["summary"] == "0/3"
+    outcome = compose(xr, FLEET, three_state_cache(), observe(outcome, ready={0, 1}))
+    assert outcome.composite_ready is False and outcome.status["summary"] == "2/3"
+    assert conditions(outcome)["ReplicasReady"].status == "False"
+    outcome = compose(xr, FLEET, three_state_cache(), observe(outcome, ready=True))
+    assert outcome.composite_ready is True and outcome.status["summary"] == "3/3"
+    ready = conditions(outcome)["ReplicasReady"]
+    assert (ready.status, ready.reason) == ("True", "Available")
+
+
+def test_status_and_replicas_are_valid_against_their_xrds():
+    xr = deployment(replicas=5, maxReplicasPerCluster=2,
+                    delivery={"whileHydrating": "Wait", "onHydrationFailure": "Fail"})
+    cache = model_cache(cache_row("gpu-a", "Failed"), cache_row("gpu-b", "Hydrating"),
+                        cache_row("gpu-c", "Ready"))
+    outcome = compose(xr, FLEET, cache)
+    assert {p["delivery"] for p in outcome.status["placements"]} == {"Cache", "Wait", "Fail"}
+    with_status = copy.deepcopy(xr)
+    with_status["status"] = outcome.status
+    xrd.assert_valid(with_status)
+    for replica in replicas(outcome).values():
+        xrd.assert_valid(replica)
+
+
+def test_a_deployment_example_is_valid_and_composes():
+    for path, _, doc in xrd.example_docs():
+        if doc.get("kind") != "ModelDeployment":
+            continue
+        xrd.assert_valid(doc)
+        outcome = compose(xrd.xrd_for(doc).with_defaults(doc), FLEET,
+                          model_cache(cache_row("gpu-a", "Ready")))
+        assert outcome.status["replicas"]["desired"] == doc["spec"].get("replicas", 1), path
+
+
+def test_every_xrd_field_has_a_description():
+    for kind in ("ModelDeployment", "ModelReplica"):
+        for path, node in xrd.walk_schema(xrd.load_xrds()[kind].schema):
+            assert node.get("description"), f"{kind} {path or '<root>'} has no description"
+
+
+# --- determinism and hostile input ----------------------------------------------------------
+
+
+def run_proto(xr: dict, clusters: list[dict], cache: dict | None) -> fnv1.RunFunctionResponse:
+    req = fnv1.RunFunctionRequest()
+    resource.update(req.observed.composite, xr)
+    for item in clusters:
+        req.required_resources[composer.FLEET_CLUSTERS_KEY].items.add().resource.CopyFrom(
+            resource.dict_to_struct(item))
+    req.required_resources[composer.MODEL_CACHE_KEY].SetInParent()
+    if cache:
+        req.required_resources[composer.MODEL_CACHE_KEY].items.add().resource.CopyFrom(
+            resource.dict_to_struct(cache))
+    return server.run(req, kit.Request(composite={}).now)
+
+
+def test_same_request_gives_the_same_bytes():
+    xr = deployment(replicas=7, maxReplicasPerCluster=3)
+    first = run_proto(xr, FLEET, three_state_cache()).SerializeToString(deterministic=True)
+    for _ in range(3):
+        shuffled = list(reversed(FLEET))
+        again = run_proto(xr, shuffled, three_state_cache()).SerializeToString(deterministic=True)
+        assert again == first
+    a = compose(xr, FLEET, three_state_cache())
+    b = compose(xr, list(reversed(FLEET)), three_state_cache())
+    assert json.dumps(kit.canonical(a.desired)) == json.dumps(kit.canonical(b.desired))
+
+
+HOSTILE_SPECS = [
+    None,
+    {},
+    {"modelCacheRef": {"name": CACHE}},
+    {"modelCacheRef": "qwen", "placement": {"clusterNames": ["a"]}, "engine": ENGINE},
+    {"modelCacheRef": {"name": "Not A Name"}, "placement": {"clusterNames": ["a"]},
+     "engine": ENGINE},
+    {"modelCacheRef": {"name": CACHE}, "model": {"huggingFace": {"repo": "a/b"}},
+     "placement": {"clusterNames": ["a"]}, "engine": ENGINE},
+    {"model": {"huggingFace": {"repo": "no-slash"}}, "placement": {"clusterNames": ["a"]},
+     "engine": ENGINE},
+    {"model": "Qwen/Qwen3-0.6B", "placement": {"clusterNames": ["a"]}, "engine": ENGINE},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"],
+                                                     "clusterSelector": {}}, "engine": ENGINE},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": "a"}, "engine": ENGINE},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterSelector": {
+        "matchExpressions": [{"key": "gpu", "operator": "Near"}]}}, "engine": ENGINE},
+    {"modelCacheRef": {"name": CACHE}, "placement": [], "engine": ENGINE},
+    *[{"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+       "engine": ENGINE, "replicas": bad} for bad in ("3", True, -1, 1001, 2.5, None)],
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]}, "engine": ENGINE,
+     "maxReplicasPerCluster": 0},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]}, "engine": ENGINE,
+     "delivery": {"whileHydrating": "Later"}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]}, "engine": ENGINE,
+     "delivery": "Wait"},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+     "engine": {"image": ""}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+     "engine": {"image": "x", "env": [{"name": "FLEETCACHE_MODEL", "value": "other"}]}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+     "engine": {"image": "x", "env": "A=1"}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+     "engine": {"image": "x", "port": 70000}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+     "engine": {"image": "x", "readinessPath": "health"}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+     "engine": {"image": "x", "sharedMemorySize": "lots"}},
+    {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
+     "engine": {"image": "x", "args": "--model"}},
+]
+
+
+@pytest.mark.parametrize("spec", HOSTILE_SPECS, ids=range(len(HOSTILE_SPECS)))
+def test_hostile_specs_are_input_errors_or_fatal_results(spec):
+    xr = deployment()
+    if spec is None:
+        del xr["spec"]
+    else:
+        xr["spec"] = spec
+    with pytest.raises(kit.InputError):
+        compose(xr, FLEET, three_state_cache())
+    rsp = run_proto(xr, FLEET, three_state_cache())
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert fatal and "internal error" not in fatal[0], fatal
+
+
+def test_long_and_unicode_names_give_valid_child_names():
+    for name in ("x" * 300, "modèle-été-🚀", "7b.chat"):
+        xr = deployment(replicas=3)
+        xr["metadata"]["name"] = name
+        outcome = compose(xr, FLEET, three_state_cache())
+        names = [r["metadata"]["name"] for r in replicas(outcome).values()]
+        assert len(set(names)) == 3
+        for child in names:
+            assert len(child) <= 63 and kit.DNS_SUBDOMAIN.match(child), child
+        for replica in replicas(outcome).values():
+            for value in replica["metadata"]["labels"].values():
+                assert kit.LABEL_VALUE.match(value) and len(value) <= 63
+
+
+def test_hostile_observed_and_required_resources_do_not_break_compose():
+    observed = {composer.replica_key(0): {"spec": {"replica": "zero", "clusterName": 5}},
+                composer.replica_key(1): {"spec": "nope"}, "other": {"kind": "Thing"}}
+    cache = model_cache(cache_row("gpu-a", "Ready"))
+    cache["status"]["clusters"] += ["junk", {"name": 7}, {"name": "gpu-b", "phase": None}]
+    fleet = FLEET + [{"metadata": "bad"}, "junk", {"metadata": {"name": "gpu-x",
+                                                                 "labels": "oops"}}]
+    outcome = compose(deployment(replicas=3), fleet, cache, observed)
+    assert len(outcome.desired) == 3
+
+
+def test_a_thousand_replicas_over_five_hundred_clusters():
+    fleet = [fleet_cluster(f"gpu-{i:03d}") for i in range(500)]
+    cache = model_cache(*[cache_row(f"gpu-{i:03d}", ("Ready", "Hydrating", "Failed")[i % 3])
+                          for i in range(0, 500, 2)])
+    xr = deployment(replicas=1000, maxReplicasPerCluster=4)
+    outcome = compose(xr, fleet, cache)
+    assert len(outcome.desired) == 1000
+    assert len({r["metadata"]["name"] for r in replicas(outcome).values()}) == 1000
+    per_cluster: dict[str, int] = {}
+    for cluster in clusters_of(outcome).values():
+        per_cluster[cluster] = per_cluster.get(cluster, 0) + 1
+    assert max(per_cluster.values()) <= 4
+    again = compose(xr, fleet, cache, observe(outcome))
+    assert clusters_of(again) == clusters_of(outcome)
+
+
+# --- end to end through the function server -----------------------------------------------
+
+
+def test_render_of_the_example_gives_cache_source_and_source():
+    """The issue's done-when: a cache Ready on one cluster, Hydrating on another and absent
+    on a third gives Cache, Source (Waiting under Wait) and Source, each with its env."""
+    render = pytest.importorskip("fleetcache.render")
+    from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+    fleet = [fleet_cluster(n, labels=doc["metadata"]["labels"])
+             for doc in xrd.load_yaml_docs(xrd.EXAMPLES / "fleet" / "fleetclusters.yaml")
+             for n in [doc["metadata"]["name"]]]
+    example = xrd.load_yaml_docs(xrd.EXAMPLES / "modeldeployment-cached.yaml")[0]
+    cache = model_cache(cache_row("gpu-east-1", "Ready"),
+                        cache_row("gpu-east-2", "Hydrating", bytesDone=GIB))
+    cache["metadata"] = {"name": example["spec"]["modelCacheRef"]["name"],
+                         "namespace": example["metadata"]["namespace"]}
+    compositions = {p.stem: xrd.load_yaml_docs(p)[0] for p in xrd.COMPOSITIONS.glob("*.yaml")}
+
+    def envs(policy: dict) -> dict[str, tuple[str, str, dict]]:
+        xr = copy.deepcopy(example)
+        xr["spec"]["delivery"] = policy
+        out = {}
+        with render.InProcessServer() as srv, render.channel_to(srv.address) as channel:
+            stub = grpcv1.FunctionRunnerServiceStub(channel)
+            rendered = render.run_pipeline(stub, xrd.xrd_for(xr).with_defaults(xr),
+                                           compositions["modeldeployments"], [], fleet + [cache])
+            assert not rendered.fatal, rendered.fatal
+            for replica in rendered.by_kind("ModelReplica"):
+                xrd.assert_valid(replica)
+                inner = render.run_pipeline(stub, replica, compositions["modelreplicas"], [],
+                                            fleet)
+                assert not inner.fatal, inner.fatal
+                objects = {r["metadata"]["name"]: r for r in inner.by_kind("Object")}
+                deployments = [o["spec"]["forProvider"]["manifest"] for o in objects.values()
+                               if o["spec"]["forProvider"]["manifest"]["kind"] == "Deployment"]
+                env = {e["name"]: e.get("value") for d in deployments for e in
+                       d["spec"]["template"]["spec"]["containers"][0]["env"]}
+                out[replica["spec"]["clusterName"]] = (
+                    replica["spec"]["delivery"], inner.composite["status"]["phase"], env)
+        return out
+
+    default = envs({})
+    assert {c: d for c, (d, _, _) in default.items()} == {
+        "gpu-east-1": "Cache", "gpu-east-2": "Source", "gpu-west-1": "Source"}
+    cached_env = default["gpu-east-1"][2]
+    assert cached_env["FLEETCACHE_DELIVERY"] == "cache" and cached_env["HF_HUB_OFFLINE"] == "1"
+    assert cached_env["FLEETCACHE_MODEL"].endswith(f"/snapshots/{COMMIT}")
+    for cluster in ("gpu-east-2", "gpu-west-1"):
+        env = default[cluster][2]
+        assert (env["FLEETCACHE_MODEL"], env["FLEETCACHE_DELIVERY"]) == ("Qwen/Qwen3-0.6B",
+                                                                         "source")
+        assert env["FLEETCACHE_MODEL_REVISION"] == COMMIT and "HF_HUB_CACHE" not in env
+
+    waiting = envs({"whileHydrating": "Wait"})
+    assert waiting["gpu-east-2"][:2] == ("Wait", "Waiting") and waiting["gpu-east-2"][2] == {}
+    assert waiting["gpu-west-1"][0] == "Source"
+
+
+def test_model_replica_module_owns_the_engine_template():
+    """The deployment writes exactly what the replica reads (one normalizer for both)."""
+    outcome = compose(deployment(engine={**ENGINE, "port": 9000}), FLEET, three_state_cache())
+    engine = replicas(outcome)[0]["spec"]["engine"]
+    assert model_replica.Engine.of(engine).as_spec() == engine
+    assert engine["port"] == 9000 and engine["readinessPath"] == "/health"
