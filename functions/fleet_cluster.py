@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from fleetcache.functions import kit
 
 PROVIDER_CONFIG_KEY = "provider-config"
-DEFAULT_KUBECONFIG_KEY = "kubeconfig"
+DEFAULT_KUBECONFIG_KEY = "kubeconfig"  # the XRD's defaults, for requests that skip them
+DEFAULT_SECRET_NAMESPACE = "crossplane-system"
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -58,7 +59,7 @@ def read_spec(request: kit.Request) -> ClusterSpec:
     if not isinstance(secret_ref, dict):
         raise kit.InputError("spec.kubeconfigSecretRef must be an object {namespace, name, key}")
     ref = {
-        "namespace": kit.object_name(secret_ref.get("namespace"),
+        "namespace": kit.object_name(secret_ref.get("namespace", DEFAULT_SECRET_NAMESPACE),
                                      "spec.kubeconfigSecretRef.namespace"),
         "name": kit.object_name(secret_ref.get("name"), "spec.kubeconfigSecretRef.name"),
         "key": secret_ref.get("key", DEFAULT_KUBECONFIG_KEY),

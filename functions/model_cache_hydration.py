@@ -31,7 +31,7 @@ ACCESS_KEYS = ("service-account", "role", "role-binding")  # kit.progress_access
 TOKEN_KEY = "token-secret"
 JOB_PREFIX = "job-"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-COMMIT_SHAPE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
+COMMIT_SHAPE = re.compile(r"^[0-9a-f]{40}$")
 PVC_BOUND_QUERY = "has(object.status) && has(object.status.phase) && object.status.phase == 'Bound'"
 DEFAULT_CONCURRENCY = 8
 
@@ -102,7 +102,7 @@ def read_spec(request: kit.Request) -> HydrationSpec:
         backoff_limit=integer(job.get("backoffLimit"), "spec.job.backoffLimit",
                               minimum=0, default=defaults.backoff_limit),
         active_deadline_seconds=integer(job.get("activeDeadlineSeconds"),
-                                        "spec.job.activeDeadlineSeconds", minimum=1,
+                                        "spec.job.activeDeadlineSeconds", minimum=60,
                                         default=defaults.active_deadline_seconds),
         ttl_seconds_after_finished=integer(job.get("ttlSecondsAfterFinished"),
                                            "spec.job.ttlSecondsAfterFinished", minimum=0,

@@ -36,10 +36,10 @@ def test_reports_the_provider_config_name_in_status():
     assert compose(request()).status == {"providerConfigName": "gpu-east-1"}
 
 
-def test_kubeconfig_key_defaults_to_kubeconfig():
-    xr = fleet_cluster_xr(kubeconfigSecretRef={"namespace": "ops", "name": "east"})
+def test_kubeconfig_key_and_namespace_default_like_the_xrd():
+    xr = fleet_cluster_xr(kubeconfigSecretRef={"name": "east"})
     assert provider_config(compose(request(xr)))["spec"]["credentials"]["secretRef"] == \
-        {"namespace": "ops", "name": "east", "key": "kubeconfig"}
+        {"namespace": "crossplane-system", "name": "east", "key": "kubeconfig"}
 
 
 def test_not_ready_until_the_provider_config_is_observed():
@@ -100,7 +100,8 @@ def test_exactly_one_of_the_two_refs_names_both_fields(spec):
 
 @pytest.mark.parametrize("spec,named", [
     ({"kubeconfigSecretRef": "gpu-east-1-kubeconfig"}, "spec.kubeconfigSecretRef"),
-    ({"kubeconfigSecretRef": {"name": "k"}}, "spec.kubeconfigSecretRef.namespace"),
+    ({"kubeconfigSecretRef": {"name": "k", "namespace": "Ops"}},
+     "spec.kubeconfigSecretRef.namespace"),
     ({"kubeconfigSecretRef": {"namespace": "ops"}}, "spec.kubeconfigSecretRef.name"),
     ({"kubeconfigSecretRef": {**SECRET_REF, "key": 7}}, "spec.kubeconfigSecretRef.key"),
     ({"kubeconfigSecretRef": {**SECRET_REF, "name": "Kube Config"}},

@@ -378,11 +378,11 @@ def test_job_limits_default_to_3_21600_3600():
 
 
 def test_job_limits_come_from_the_spec():
-    xr = hydration_xr(job={"backoffLimit": 0, "activeDeadlineSeconds": 60,
+    xr = hydration_xr(job={"backoffLimit": 0, "activeDeadlineSeconds": 600,
                            "ttlSecondsAfterFinished": 0})
     spec = remote(settle(xr, states=BOUND), JOB_KEY)["spec"]
     assert (spec["backoffLimit"], spec["activeDeadlineSeconds"],
-            spec["ttlSecondsAfterFinished"]) == (0, 60, 0)
+            spec["ttlSecondsAfterFinished"]) == (0, 600, 0)
 
 
 def test_job_has_no_kueue_queue_label():
@@ -522,6 +522,7 @@ def xr_with(path: str, value: object) -> dict:
     ("spec.commit", KeyError, "spec.commit"),
     ("spec.commit", 12345, "spec.commit"),
     ("spec.commit", "main", "spec.commit"),
+    ("spec.commit", COMMIT.upper(), "spec.commit"),
     ("spec.clusterName", KeyError, "spec.clusterName"),
     ("spec.clusterName", "x" * 300, "spec.clusterName"),
     ("spec.clusterName", "gpü-øst", "spec.clusterName"),
@@ -542,7 +543,7 @@ def xr_with(path: str, value: object) -> dict:
     ("spec.job", 3, "spec.job"),
     ("spec.job.backoffLimit", "3", "spec.job.backoffLimit"),
     ("spec.job.backoffLimit", -1, "spec.job.backoffLimit"),
-    ("spec.job.activeDeadlineSeconds", 0, "spec.job.activeDeadlineSeconds"),
+    ("spec.job.activeDeadlineSeconds", 59, "spec.job.activeDeadlineSeconds"),
     ("spec.job.ttlSecondsAfterFinished", True, "spec.job.ttlSecondsAfterFinished"),
     ("spec.job.ttlSecondsAfterFinished", float("inf"), "spec.job.ttlSecondsAfterFinished"),
     ("spec.agent.concurrency", 0, "spec.agent.concurrency"),
