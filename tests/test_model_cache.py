@@ -8,6 +8,7 @@ import pytest
 
 from fleetcache import exitcodes
 from fleetcache.functions import kit, model_cache
+from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.fleet import (COMMIT, GIB, fleet_cluster, model_cache_xr, observed_hydration,
                                  observed_object, resolved_status, with_resolved)
 
@@ -156,6 +157,32 @@ def test_resolve_runs_on_the_first_ready_target_cluster_by_name():
     assert "--progress-configmap" in args
     assert hydrations(outcome) == {}
     assert condition(outcome, "Resolved").reason == "Resolving"
+
+
+def test_every_resolve_step_manifest_is_valid_kubernetes():
+    xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                "tokenSecretRef": {"name": "hf-token"}}})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"},
+              "data": {"HF_TOKEN": "eA=="}}
+    manifests = dict(iter_remote_manifests(compose(xr, secrets=[secret])))
+    assert set(manifests) == {"resolve-namespace", "resolve-serviceaccount", "resolve-role",
+                              "resolve-rolebinding", "resolve-configmap", "resolve-token",
+                              "resolve-job"}
+    for manifest in manifests.values():
+        assert_valid_k8s(manifest)
+
+
+def test_the_resolve_job_passes_pod_security_restricted():
+    job = dict(iter_remote_manifests(compose(model_cache_xr())))["resolve-job"]
+    assert restricted_violations(job["spec"]["template"]["spec"]) == []
+
+
+def test_the_resolver_may_only_get_and_patch_its_own_configmap():
+    manifests = dict(iter_remote_manifests(compose(model_cache_xr())))
+    rules = manifests["resolve-role"]["rules"]
+    assert rules == [{"apiGroups": [""], "resources": ["configmaps"],
+                      "resourceNames": [manifests["resolve-configmap"]["metadata"]["name"]],
+                      "verbs": ["get", "patch"]}]
 
 
 def test_resolve_result_configmap_is_observe_create_delete_only():
