@@ -18,6 +18,7 @@ need to run under Pod Security `restricted` is written down in design/engines.md
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -45,6 +46,7 @@ WRITABLE_ENV = (
 AVAILABLE_QUERY = ("has(object.status) && has(object.status.conditions) && "
                    "object.status.conditions.exists(c, c.type == 'Available' && "
                    "c.status == 'True')")
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_DEPLOYMENT = f"{kit.GROUP}/model-deployment"
 LABEL_REPLICA = f"{kit.GROUP}/model-replica"
 LABEL_DELIVERY = f"{kit.GROUP}/delivery"
@@ -377,7 +379,7 @@ def service_manifest(spec: ReplicaSpec, name: str) -> dict:
 def remote_name(replica: str) -> str:
     """The Deployment's and Service's name on the cluster: a DNS-1035 label (a Service
     name must start with a letter)."""
-    return replica if replica[:1].isalpha() and len(replica) <= 63 \
+    return replica if DNS_1035.match(replica) and len(replica) <= 63 \
         else kit.child_name("replica", replica)
 
 

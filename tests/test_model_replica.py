@@ -1,0 +1,376 @@
+"""compose-model-replica: the engine on its cluster, told where the model is by env only.
+
+The environment contract of DESIGN.md §3, the read-only cache mount, Pod Security
+`restricted`, every remote manifest valid against Kubernetes 1.37, the CEL readiness
+query, Wait and Fail composing nothing, determinism and hostile input.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import celpy
+import pytest
+
+from fleetcache.functions import kit
+from fleetcache.functions import model_replica as composer
+from tests.support import xrd
+from tests.support.fleet import COMMIT, GIB, fleet_cluster, observed_object
+from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
+
+NAMESPACE = "ml"
+CLUSTER = "gpu-east-1"
+CACHE = "qwen"
+SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
+
+
+def replica_xr(delivery: str = "Cache", **spec: Any) -> dict:
+    base: dict = {
+        "deploymentName": "chat", "replica": 0, "clusterName": CLUSTER, "delivery": delivery,
+        "model": {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": COMMIT},
+        "engine": {"image": "vllm/vllm-openai:v0.11.0",
+                   "args": ["--model=$(FLEETCACHE_MODEL)"], "env": [], "port": 8000,
+                   "readinessPath": "/health"},
+    }
+    if delivery == "Cache":
+        base["cache"] = {"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
+                         "mountPath": kit.CACHE_MOUNT_PATH, "snapshotPath": SNAPSHOT,
+                         "commit": COMMIT}
+    if delivery in ("Wait", "Fail"):
+        base["hydration"] = {"phase": "Hydrating", "bytesDone": GIB, "bytesTotal": 4 * GIB,
+                             "reason": "", "message": ""}
+    base.update(spec)
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+            "metadata": {"name": kit.child_name("chat", "0"), "namespace": NAMESPACE},
+            "spec": base}
+
+
+def compose(xr: dict, clusters: list[dict] | None = None, observed: dict | None = None
+            ) -> kit.Outcome:
+    required = {composer.FLEET_CLUSTER_KEY: [fleet_cluster(CLUSTER)] if clusters is None
+                else clusters}
+    return composer.compose(kit.Request(composite=xr, observed=observed or {},
+                                        required=required))
+
+
+def remote(outcome: kit.Outcome, key: str) -> dict:
+    return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
+
+
+def pod_spec(outcome: kit.Outcome) -> dict:
+    return remote(outcome, "deployment")["spec"]["template"]["spec"]
+
+
+def env_of(outcome: kit.Outcome) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in pod_spec(outcome)["containers"][0]["env"]}
+
+
+# --- the environment contract -------------------------------------------------------------
+
+
+def test_cache_replica_carries_the_cache_contract():
+    env = env_of(compose(replica_xr("Cache")))
+    assert env["FLEETCACHE_MODEL"] == SNAPSHOT
+    assert env["FLEETCACHE_MODEL_REVISION"] == COMMIT
+    assert env["FLEETCACHE_DELIVERY"] == "cache"
+    assert env["HF_HUB_CACHE"] == kit.CACHE_MOUNT_PATH
+    assert env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_source_replica_carries_the_source_contract_and_the_caches_commit():
+    env = env_of(compose(replica_xr("Source")))
+    assert env["FLEETCACHE_MODEL"] == "Qwen/Qwen3-0.6B"
+    assert env["FLEETCACHE_MODEL_REVISION"] == COMMIT
+    assert env["FLEETCACHE_DELIVERY"] == "source"
+    assert "HF_HUB_CACHE" not in env and "HF_HUB_OFFLINE" not in env
+
+
+def test_source_replica_without_a_commit_loads_the_revision():
+    xr = replica_xr("Source", model={"repo": "Qwen/Qwen3-0.6B", "revision": "v2", "commit": ""})
+    assert env_of(compose(xr))["FLEETCACHE_MODEL_REVISION"] == "v2"
+
+
+def test_user_env_follows_the_contract_and_may_override_writable_paths():
+    xr = replica_xr("Cache")
+    xr["spec"]["engine"]["env"] = [{"name": "HOME", "value": "/data"},
+                                   {"name": "MODEL_DIR", "value": "$(FLEETCACHE_MODEL)"},
+                                   {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+                                       "name": "hf", "key": "token"}}}]
+    names = [e["name"] for e in pod_spec(compose(xr))["containers"][0]["env"]]
+    assert names.index("MODEL_DIR") > names.index("FLEETCACHE_MODEL")
+    assert names.count("HOME") == 1 and env_of(compose(xr))["HOME"] == "/data"
+    assert names[:5] == ["FLEETCACHE_MODEL", "FLEETCACHE_MODEL_REVISION", "FLEETCACHE_DELIVERY",
+                         "HF_HUB_CACHE", "HF_HUB_OFFLINE"]
+
+
+def test_the_engine_runs_its_own_command_line_unchanged():
+    outcome = compose(replica_xr("Cache", engine={
+        "image": "lmsysorg/sglang:v0.5.3", "command": ["python3", "-m", "sglang.launch_server"],
+        "args": ["--model-path=$(FLEETCACHE_MODEL)"], "port": 30000, "readinessPath": "/ready"}))
+    container = pod_spec(outcome)["containers"][0]
+    assert container["command"] == ["python3", "-m", "sglang.launch_server"]
+    assert container["args"] == ["--model-path=$(FLEETCACHE_MODEL)"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert container["ports"] == [{"name": "http", "containerPort": 30000, "protocol": "TCP"}]
+    assert remote(outcome, "service")["spec"]["ports"][0]["port"] == 30000
+
+
+# --- the cache mount and pod security -----------------------------------------------------
+
+
+def test_cache_is_mounted_read_only_from_the_caches_pvc():
+    spec = pod_spec(compose(replica_xr("Cache")))
+    volume = next(v for v in spec["volumes"] if "persistentVolumeClaim" in v)
+    assert volume["persistentVolumeClaim"] == {"claimName": kit.cache_volume_name(CACHE),
+                                               "readOnly": True}
+    mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"])
+    assert mount == {"name": volume["name"], "mountPath": kit.CACHE_MOUNT_PATH, "readOnly": True}
+
+
+def test_source_replica_mounts_no_cache():
+    spec = pod_spec(compose(replica_xr("Source")))
+    assert not [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+
+
+def test_writable_tmp_home_and_memory_backed_shm_under_a_read_only_root():
+    spec = pod_spec(compose(replica_xr("Cache", engine={"image": "x", "sharedMemorySize": "8Gi"})))
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+    assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    assert "emptyDir" in volumes[mounts[composer.ENGINE_HOME]]
+    assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+@pytest.mark.parametrize("delivery", ["Cache", "Source"])
+def test_pod_passes_restricted_and_runs_as_the_agents_uid(delivery):
+    deployment = remote(compose(replica_xr(delivery)), "deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert restricted_violations(spec) == []
+    assert spec["securityContext"]["runAsUser"] == kit.AGENT_UID
+    assert spec["securityContext"]["fsGroup"] == kit.AGENT_UID
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["enableServiceLinks"] is False  # a Service named vllm would set VLLM_PORT
+
+
+@pytest.mark.parametrize("delivery", ["Cache", "Source"])
+def test_every_remote_manifest_is_valid_kubernetes(delivery):
+    outcome = compose(replica_xr(delivery, engine={
+        "image": "x", "env": [{"name": "A", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.name"}}}],
+        "resources": {"limits": {"nvidia.com/gpu": 1, "memory": "24Gi"}},
+        "sharedMemorySize": "1Gi"}))
+    kinds = []
+    for _, manifest in iter_remote_manifests(outcome):
+        assert_valid_k8s(manifest)
+        kinds.append(manifest["kind"])
+    assert sorted(kinds) == ["Deployment", "Namespace", "Service"]
+
+
+def test_remote_objects_target_the_clusters_provider_config_and_keep_the_namespace():
+    outcome = compose(replica_xr("Cache"))
+    for key in composer.REMOTE_KEYS:
+        obj = outcome.desired[key][0]
+        assert obj["apiVersion"] == kit.OBJECT_API_VERSION
+        assert obj["spec"]["providerConfigRef"] == {"kind": kit.PROVIDER_CONFIG_KIND,
+                                                    "name": CLUSTER}
+        assert obj["metadata"]["namespace"] == NAMESPACE
+        assert remote(outcome, key).get("metadata", {}).get("namespace", NAMESPACE) == NAMESPACE
+    assert outcome.desired["namespace"][0]["spec"]["managementPolicies"] == ["Observe", "Create"]
+    assert remote(outcome, "namespace")["metadata"]["name"] == NAMESPACE
+
+
+def test_one_pod_per_replica_rolled_without_a_serving_gap():
+    spec = remote(compose(replica_xr("Cache")), "deployment")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    selector = spec["selector"]["matchLabels"]
+    assert selector.items() <= spec["template"]["metadata"]["labels"].items()
+
+
+def test_switching_source_to_cache_changes_the_pod_template_and_not_the_selector():
+    source = remote(compose(replica_xr("Source")), "deployment")
+    cache = remote(compose(replica_xr("Cache")), "deployment")
+    assert source["spec"]["template"] != cache["spec"]["template"]
+    assert source["spec"]["selector"] == cache["spec"]["selector"]
+    assert remote(compose(replica_xr("Source")), "service") == remote(
+        compose(replica_xr("Cache")), "service")
+
+
+# --- readiness ---------------------------------------------------------------------------
+
+
+def cel(query: str, obj: dict) -> bool:
+    env = celpy.Environment()
+    return bool(env.program(env.compile(query)).evaluate({"object": celpy.json_to_cel(obj)}))
+
+
+def test_the_readiness_query_is_true_only_for_an_available_deployment():
+    outcome = compose(replica_xr("Cache"))
+    query = outcome.desired["deployment"][0]["spec"]["readiness"]
+    assert query["policy"] == "DeriveFromCelQuery"
+    deployment = remote(outcome, "deployment")
+    assert cel(query["celQuery"], deployment) is False
+    assert cel(query["celQuery"], {**deployment, "status": {}}) is False
+    assert cel(query["celQuery"], {**deployment, "status": {"conditions": [
+        {"type": "Available", "status": "False"}]}}) is False
+    assert cel(query["celQuery"], {**deployment, "status": {"conditions": [
+        {"type": "Progressing", "status": "True"}, {"type": "Available", "status": "True"}]}})
+
+
+def test_ready_when_the_deployment_object_is_ready():
+    first = compose(replica_xr("Cache"))
+    assert first.composite_ready is False and first.status["phase"] == "Pending"
+    observed = {"deployment": observed_object(first.desired["deployment"][0])}
+    outcome = compose(replica_xr("Cache"), observed=observed)
+    assert outcome.composite_ready is True
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Ready", "Available")
+    assert outcome.status["endpoint"].endswith(f".{NAMESPACE}.svc:8000")
+
+
+def test_a_stuck_rollout_says_so():
+    first = compose(replica_xr("Cache"))
+    observed = observed_object(first.desired["deployment"][0], remote_status={"conditions": [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+         "message": "ReplicaSet has timed out progressing."}]})
+    observed["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    outcome = compose(replica_xr("Cache"), observed={"deployment": observed})
+    assert outcome.status["reason"] == "ProgressDeadlineExceeded"
+    assert "timed out" in outcome.status["message"]
+
+
+# --- Wait, Fail and the cluster -----------------------------------------------------------
+
+
+def test_wait_composes_nothing_and_shows_the_hydrations_progress():
+    outcome = compose(replica_xr("Wait"))
+    assert outcome.desired == {}
+    assert outcome.requirements[composer.FLEET_CLUSTER_KEY] == kit.fleet_cluster_requirement(
+        CLUSTER)
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Waiting", "Hydrating")
+    assert "1.0GiB of 4.0GiB (25%)" in outcome.status["message"]
+    assert outcome.composite_ready is False
+
+
+def test_fail_composes_nothing_and_carries_the_hydrations_remedy():
+    remedy = kit.remedy("AuthFailed")
+    xr = replica_xr("Fail", hydration={"phase": "Failed", "reason": "AuthFailed",
+                                       "message": f"401 from the hub. {remedy}"})
+    outcome = compose(xr)
+    assert outcome.desired == {}
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Failed", "HydrationFailed")
+    assert remedy in outcome.status["message"] and "AuthFailed" in outcome.status["message"]
+    bare = compose(replica_xr("Fail", hydration={"phase": "Failed", "reason": "AuthFailed"}))
+    assert remedy in bare.status["message"]
+
+
+def test_a_running_replica_is_kept_while_its_cluster_is_not_ready():
+    first = compose(replica_xr("Cache"))
+    observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
+    for clusters, reason in (([fleet_cluster(CLUSTER, ready=False)], "ClusterNotReady"),
+                             ([], "ClusterNotFound")):
+        outcome = compose(replica_xr("Cache"), clusters, observed)
+        assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+        assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", reason)
+        assert kit.remedy(reason) in outcome.status["message"]
+
+
+def test_nothing_is_deleted_before_the_cluster_is_fetched():
+    first = compose(replica_xr("Cache"))
+    observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
+    outcome = composer.compose(kit.Request(composite=replica_xr("Cache"), observed=observed))
+    assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+
+
+def test_source_with_no_known_model_waits_with_a_clear_reason():
+    outcome = compose(replica_xr("Source", model={"repo": "", "revision": "", "commit": ""}))
+    assert outcome.desired == {} and outcome.status["reason"] == "ModelUnknown"
+
+
+def test_status_is_valid_against_the_xrd():
+    for delivery in ("Cache", "Source", "Wait", "Fail"):
+        xr = replica_xr(delivery)
+        outcome = compose(xr)
+        xr["status"] = outcome.status
+        xrd.assert_valid(xr)
+
+
+# --- determinism and hostile input ----------------------------------------------------------
+
+
+def test_same_request_gives_the_same_output():
+    a, b = compose(replica_xr("Cache")), compose(replica_xr("Cache"))
+    assert kit.canonical(a.desired) == kit.canonical(b.desired) and a.status == b.status
+
+
+def test_names_are_valid_for_long_unicode_and_digit_leading_replicas():
+    for name in ("r" * 300, "réplica-ü-🚀", "7b-chat-0"):
+        xr = replica_xr("Cache", deploymentName=name)
+        xr["metadata"]["name"] = name
+        outcome = compose(xr)
+        for _, manifest in iter_remote_manifests(outcome):
+            assert_valid_k8s(manifest)
+        assert remote(outcome, "service")["metadata"]["name"][0].isalpha()
+        for resource, _ in outcome.desired.values():
+            assert len(resource["metadata"]["name"]) <= 63
+
+
+def spec_with(**changes: Any) -> dict:
+    xr = replica_xr("Cache")
+    for path, value in changes.items():
+        target = xr["spec"]
+        *parents, leaf = path.split("__")
+        for part in parents:
+            target = target[part]
+        if value is ...:
+            del target[leaf]
+        else:
+            target[leaf] = value
+    return xr
+
+
+HOSTILE = [
+    {k: v for k, v in replica_xr().items() if k != "spec"},
+    {**replica_xr(), "spec": "Cache"},
+    spec_with(clusterName=...),
+    spec_with(clusterName=7),
+    spec_with(clusterName="Not_A_Name"),
+    spec_with(delivery="Maybe"),
+    spec_with(delivery=None),
+    spec_with(cache=...),
+    spec_with(cache__snapshotPath="/etc/passwd"),
+    spec_with(cache__commit=3),
+    spec_with(engine=...),
+    spec_with(engine="vllm"),
+    spec_with(engine__image=None),
+    spec_with(engine__image="has space"),
+    spec_with(engine__args=[1, 2]),
+    spec_with(engine__env=[{"value": "x"}]),
+    spec_with(engine__env=[{"name": "HF_HUB_OFFLINE", "value": "0"}]),
+    spec_with(engine__port="8000"),
+    spec_with(engine__port=0),
+    spec_with(engine__resources=["gpu"]),
+    spec_with(replica=-1),
+    spec_with(replica=True),
+    spec_with(model="Qwen/Qwen3-0.6B"),
+    spec_with(model__repo=["a"]),
+    spec_with(hydration="lots"),
+]
+
+
+@pytest.mark.parametrize("xr", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_input_is_an_input_error(xr):
+    with pytest.raises(kit.InputError):
+        compose(copy.deepcopy(xr))
+
+
+def test_hostile_required_and_observed_resources_do_not_break_compose():
+    weird_cluster = {"metadata": {"name": CLUSTER, "labels": "x"}, "status": "Ready"}
+    outcome = compose(replica_xr("Cache"), [weird_cluster],
+                      {"deployment": {"status": {"atProvider": {"manifest": "broken"}}}})
+    assert outcome.status["reason"] == "ClusterNotReady"
+    outcome = compose(replica_xr("Cache"), None,
+                      {"deployment": {"status": {"atProvider": {"manifest": {
+                          "status": {"conditions": "nope"}}}}}})
+    assert outcome.status["phase"] == "Pending"
