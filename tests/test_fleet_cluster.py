@@ -9,6 +9,7 @@ import pytest
 from fleetcache.functions import kit
 from fleetcache.functions.fleet_cluster import PROVIDER_CONFIG_KEY, compose
 from tests.support.builders import fleet_cluster_xr
+from tests.support.xrd import assert_valid
 
 SECRET_REF = {"namespace": "crossplane-system", "name": "gpu-east-1-kubeconfig",
               "key": "kubeconfig"}
@@ -75,6 +76,15 @@ def test_cache_defaults_and_agent_image_are_accepted():
                                  "capacity": "2Ti"},
                           agent={"image": "registry.example.com/fleetcache/agent:v0.1.0"})
     assert compose(request(xr)).status == {"providerConfigName": "gpu-east-1"}
+
+
+@pytest.mark.parametrize("spec", [{"kubeconfigSecretRef": SECRET_REF},
+                                  {"providerConfigRef": {"name": "existing-cpc"}}],
+                         ids=["composed", "adopted"])
+def test_the_fleet_cluster_and_its_status_validate_against_the_xrd(spec):
+    xr = fleet_cluster_xr(**spec)
+    assert_valid(xr)
+    assert_valid({**xr, "status": compose(request(xr)).status})
 
 
 def test_same_request_gives_the_same_outcome():

@@ -15,6 +15,7 @@ from tests.support.builders import (
     job_complete, job_failed, job_failed_exit, job_running, observe, pvc, with_status,
 )
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
+from tests.support.xrd import assert_valid
 
 JOB_KEY = f"job-{COMMIT[:10]}"
 NEW_COMMIT = "0" * 39 + "1"
@@ -490,6 +491,34 @@ def test_every_remote_manifest_is_valid_kubernetes(phase):
     assert len(manifests) == len(outcome.desired)
     for _, manifest in manifests:
         assert_valid_k8s(manifest)
+
+
+STATUS_CASES = {
+    "cluster-unfetched": dict(cluster="unfetched"),
+    "cluster-missing": dict(cluster="missing"),
+    "awaiting-prerequisites": dict(first_call=True),
+    "volume-not-bound": dict(states={JOB_KEY: job_running(), "volume": pvc("Pending")}),
+    "hydrating": dict(states={JOB_KEY: job_running(), **BOUND}, data=progress(GIB, 2 * GIB)),
+    "hydrating-overreported": dict(states={JOB_KEY: job_running(), **BOUND},
+                                   data=progress(5 * GIB, GIB, 9, 3)),
+    "failed": dict(states={JOB_KEY: job_failed_exit(13), **BOUND}),
+    "ready": dict(states={JOB_KEY: job_complete(), **BOUND}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STATUS_CASES))
+def test_status_validates_against_the_xrd_in_every_phase(case):
+    args = dict(STATUS_CASES[case])
+    xr = hydration_xr(token=True)
+    if args.pop("first_call", False):
+        outcome = compose(hydration_request(xr))
+    elif "states" in args:
+        outcome = settle(xr, **args)
+    else:
+        outcome = compose(hydration_request(xr, **args))
+    assert 0 <= outcome.status["progress"]["percent"] <= 100
+    assert outcome.status["progress"]["filesDone"] <= outcome.status["progress"]["filesTotal"]
+    assert_valid(with_status(xr, **outcome.status))
 
 
 def test_same_request_gives_the_same_outcome():
