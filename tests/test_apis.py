@@ -1,8 +1,9 @@
 """The fleetcache API: XRDs, Compositions and examples, as a cluster would see them.
 
 Every XRD under apis/ is checked for what the API server and Crossplane require of it;
-every document under examples/ must validate against the XRD of its kind (schema and
-CEL rules); and each CEL rule is shown rejecting what it exists to reject, with its own
+every fleetcache document under examples/ must validate against the XRD of its kind
+(schema and CEL rules), anything else there (an Argo CD ConfigMap) against the Kubernetes
+schema; and each CEL rule is shown rejecting what it exists to reject, with its own
 message. New kinds and examples are picked up by globbing, so a new XRD only needs its
 own kind-specific tests.
 """
@@ -13,6 +14,7 @@ import copy
 from collections import Counter
 
 import jsonschema
+import kubernetes_validate
 import pytest
 
 from fleetcache.functions import kit
@@ -25,6 +27,8 @@ from tests.support.xrd import (
 XRDS = load_xrds()
 EXAMPLES = example_docs()
 FLEETCACHE_EXAMPLES = [(p, i, d) for p, i, d in EXAMPLES if is_fleetcache_kind(d)]
+OTHER_EXAMPLES = [(p, i, d) for p, i, d in EXAMPLES if not is_fleetcache_kind(d)]
+K8S_VERSION = "1.37"
 COMPOSITION_DOCS = [d for p in sorted(COMPOSITIONS.glob("*.yaml")) for d in load_yaml_docs(p)]
 COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
 
@@ -403,11 +407,19 @@ def test_there_are_examples():
     assert FLEETCACHE_EXAMPLES
 
 
-@pytest.mark.parametrize("entry", EXAMPLES, ids=example_id)
-def test_every_example_is_a_fleetcache_kind_with_an_xrd(entry):
+@every_example
+def test_every_fleetcache_example_has_an_xrd_for_its_kind(entry):
     _, _, doc = entry
-    assert is_fleetcache_kind(doc), "examples/ holds only XRs users apply"
-    assert doc.get("kind") in XRDS
+    assert doc.get("kind") in XRDS, f"no XRD under apis/ defines {doc.get('kind')}"
+
+
+@pytest.mark.parametrize("entry", OTHER_EXAMPLES, ids=example_id)
+def test_every_other_example_validates_against_the_kubernetes_schema(entry):
+    _, _, doc = entry
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as err:
+        pytest.fail(f"{doc.get('kind')} {doc['metadata'].get('name')}: {err.message}")
 
 
 @every_example
