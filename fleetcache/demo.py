@@ -85,16 +85,19 @@ def cluster_state(name: str, rendered: rendering.Rendered) -> dict[str, dict]:
     return observed
 
 
-def reconcile(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, composition: dict,
+Pipeline = Callable[..., rendering.Rendered]
+
+
+def reconcile(pipeline: Pipeline, composite: dict, composition: dict,
               required: list[dict], observe_all: Callable[[rendering.Rendered], dict[str, dict]],
               rounds: int = 4) -> rendering.Rendered:
     """Render, let the clusters act on what was composed, and render again until nothing
     new is composed: what Crossplane's reconcile loop does over a few passes."""
     observed: list[dict] = []
-    rendered = rendering.run_pipeline(stub, composite, composition, observed, required)
+    rendered = pipeline(composite, composition, observed, required)
     for _ in range(rounds):
         observed = [annotated(r, k) for k, r in observe_all(rendered).items()]
-        again = rendering.run_pipeline(stub, rendered.composite, composition, observed, required)
+        again = pipeline(rendered.composite, composition, observed, required)
         settled = [r["metadata"]["name"] for r in again.resources] == \
             [r["metadata"]["name"] for r in rendered.resources]
         rendered = again
@@ -128,8 +131,12 @@ def print_table(rows: list[list[str]], echo: Echo) -> None:
         echo("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-def run(repo_root: Path, *, out: Echo = print) -> int:
-    """Play the rounds; return 0 when the fleet ends as the story says, 1 otherwise."""
+def run(repo_root: Path, *, out: Echo = print,
+        on_composite: Callable[[dict], None] | None = None) -> int:
+    """Play the rounds; return 0 when the fleet ends as the story says, 1 otherwise.
+
+    `on_composite` sees every composite as each round leaves it (the Argo CD health
+    checks are tested on those)."""
     schemas = rendering.xrd_schemas(rendering.load_documents(repo_root / "apis"))
     fleet = [rendering.admit(d, schemas)
              for d in rendering.load_documents(repo_root / "examples" / "fleet")]
@@ -146,24 +153,32 @@ def run(repo_root: Path, *, out: Echo = print) -> int:
 
     with rendering.function_process() as address, rendering.channel_to(address) as channel:
         stub = grpcv1.FunctionRunnerServiceStub(channel)
+
+        def pipeline(composite: dict, composition: dict, observed: list[dict] | None = None,
+                     required: list[dict] | None = None) -> rendering.Rendered:
+            rendered = rendering.run_pipeline(stub, composite, composition, observed, required)
+            if on_composite is not None:
+                on_composite(rendered.composite)
+            return rendered
+
         out(f"fleetcache demo: function server on {address}\n")
 
         out("Round 1 - FleetClusters compose their ProviderConfigs")
         fleet_status = []
         for cluster in sorted(clusters, key=lambda c: c["metadata"]["name"]):
-            rendered = rendering.run_pipeline(stub, cluster, compositions["FleetCluster"])
+            rendered = pipeline(cluster, compositions["FleetCluster"])
             if rendered.fatal:
                 out(f"  {cluster['metadata']['name']}: {rendered.fatal[0]}")
                 return 1
             summarize(rendered, out)
             observed = [annotated(observe(r), r["metadata"]["annotations"][
                 rendering.RESOURCE_NAME_ANNOTATION]) for r in rendered.resources]
-            again = rendering.run_pipeline(stub, rendered.composite,
+            again = pipeline(rendered.composite,
                                            compositions["FleetCluster"], observed)
             fleet_status.append(again.composite)
 
         out("\nRound 2 - the ModelCache resolves once, on the first Ready cluster")
-        rendered = rendering.run_pipeline(stub, cache, compositions["ModelCache"], [], fleet_status)
+        rendered = pipeline(cache, compositions["ModelCache"], [], fleet_status)
         if rendered.fatal:
             out(f"  {rendered.fatal[0]}")
             return 1
@@ -180,7 +195,7 @@ def run(repo_root: Path, *, out: Echo = print) -> int:
                         "files": str(DEMO_FILES), "manifestDigest": DEMO_DIGEST,
                         "repo": "", "revision": "", "reason": "", "message": ""}
             observed.append(annotated(observe(res, remote_data=data), key))
-        rendered = rendering.run_pipeline(stub, rendered.composite, compositions["ModelCache"],
+        rendered = pipeline(rendered.composite, compositions["ModelCache"],
                                           observed, fleet_status)
         summarize(rendered, out)
         cache_xr = rendered.composite
@@ -191,7 +206,7 @@ def run(repo_root: Path, *, out: Echo = print) -> int:
         for hydration in hydrations:
             name = hydration["spec"]["clusterName"]
             out(f"  {name}:")
-            rendered = reconcile(stub, hydration, compositions["ModelCacheHydration"],
+            rendered = reconcile(pipeline, hydration, compositions["ModelCacheHydration"],
                                  fleet_status, lambda r, n=name: cluster_state(n, r))
             summarize(rendered, out)
             key = hydration["metadata"]["annotations"][rendering.RESOURCE_NAME_ANNOTATION]
@@ -199,7 +214,7 @@ def run(repo_root: Path, *, out: Echo = print) -> int:
                                                              rendered.composite["status"]), key))
 
         out("\nRound 5 - the ModelCache rolls the fleet up")
-        final = rendering.run_pipeline(stub, cache_xr, compositions["ModelCache"],
+        final = pipeline(cache_xr, compositions["ModelCache"],
                                        observed_hydrations, fleet_status)
 
     status = final.composite.get("status", {})
