@@ -1,0 +1,70 @@
+"""`kubectl get` columns over the demo's final state: every column shows a value."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+
+from fleetcache import demo, render
+
+ROOT = Path(__file__).resolve().parents[1]
+FILTER = re.compile(r"^\[\?\(@\.([A-Za-z0-9_]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
+FIELD = re.compile(r"^\.([A-Za-z0-9_]+)")
+
+
+def jsonpath(obj, path: str):
+    """The subset of kubectl's JSONPath that printer columns use: fields and filters."""
+    current = [obj]
+    rest = path
+    while rest:
+        if match := FIELD.match(rest):
+            current = [c[match.group(1)] for c in current
+                       if isinstance(c, dict) and match.group(1) in c]
+        elif match := FILTER.match(rest):
+            key, value = match.groups()
+            current = [item for c in current if isinstance(c, list) for item in c
+                       if isinstance(item, dict) and str(item.get(key)) == value]
+        else:
+            raise ValueError(f"unsupported JSONPath {path!r} at {rest!r}")
+        rest = rest[match.end():]
+    return current[0] if current else None
+
+
+def printer_columns() -> dict[str, list[dict]]:
+    columns = {}
+    for xrd in render.load_documents(ROOT / "apis"):
+        version = xrd["spec"]["versions"][0]
+        columns[xrd["spec"]["names"]["kind"]] = version.get("additionalPrinterColumns", [])
+    return columns
+
+
+@pytest.fixture(scope="module")
+def final_state() -> dict[tuple[str, str], dict]:
+    """The last state of every composite the demo touched, by (kind, name)."""
+    state: dict[tuple[str, str], dict] = {}
+    assert demo.run(ROOT, out=lambda _: None, on_composite=lambda c: state.__setitem__(
+        (c["kind"], c["metadata"]["name"]), copy.deepcopy(c))) == 0
+    return state
+
+
+def test_the_jsonpath_subset_reads_fields_and_filters():
+    obj = {"status": {"conditions": [{"type": "Synced", "status": "True"},
+                                     {"type": "Ready", "status": "False"}]}}
+    assert jsonpath(obj, ".status.conditions[?(@.type=='Ready')].status") == "False"
+    assert jsonpath(obj, ".status.missing") is None
+
+
+@pytest.mark.parametrize("kind", ["FleetCluster", "ModelCache", "ModelCacheHydration"])
+def test_every_printer_column_shows_a_value_over_the_demos_final_state(final_state, kind):
+    objects = [o for (k, _), o in final_state.items() if k == kind]
+    assert objects, f"the demo never composed a {kind}"
+    for column in printer_columns()[kind]:
+        if column["jsonPath"] == ".metadata.creationTimestamp":
+            continue  # set by the API server, which the demo does not run
+        for obj in objects:
+            value = jsonpath(obj, column["jsonPath"])
+            assert value not in (None, ""), \
+                f"{kind} {obj['metadata']['name']}: column {column['name']} is empty"
