@@ -416,8 +416,11 @@ def test_every_fleetcache_example_has_an_xrd_for_its_kind(entry):
 @pytest.mark.parametrize("entry", OTHER_EXAMPLES, ids=example_id)
 def test_every_other_example_validates_against_the_kubernetes_schema(entry):
     _, _, doc = entry
+    assert doc.get("apiVersion") and doc.get("kind") and doc.get("metadata", {}).get("name")
     try:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.SchemaNotFoundError:
+        pytest.skip(f"no schema here for {doc['apiVersion']} {doc['kind']} (a third-party CRD)")
     except kubernetes_validate.ValidationError as err:
         pytest.fail(f"{doc.get('kind')} {doc['metadata'].get('name')}: {err.message}")
 
