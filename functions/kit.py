@@ -129,11 +129,21 @@ def carry_over(request: Request, outcome: Outcome, keys: Iterable[str]) -> None:
 
 
 def strip_observed(resource: dict) -> dict:
-    """The desired form of an observed resource: identity and spec, no server fields."""
+    """The desired form of an observed resource: identity and spec, no server fields.
+
+    A remote Secret's data is dropped too: provider-kubernetes writes the values it patched
+    in (spec.references) back into the Object's forProvider manifest, and a carried-over
+    Object must not copy a token into the function's response. The references patch it
+    in again on the cluster.
+    """
     meta = resource.get("metadata", {})
     kept_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
     out = {k: v for k, v in resource.items() if k not in ("metadata", "status")}
     out["metadata"] = kept_meta
+    manifest = get_path(out, "spec.forProvider.manifest")
+    if isinstance(manifest, Mapping) and manifest.get("kind") == "Secret":
+        out["spec"] = {**out["spec"], "forProvider": {**out["spec"]["forProvider"], "manifest": {
+            k: v for k, v in manifest.items() if k not in ("data", "stringData")}}}
     return out
 
 
