@@ -18,6 +18,8 @@ Lifecycle, top to bottom:
 
 from __future__ import annotations
 
+import copy
+import functools
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -166,6 +168,15 @@ class Model:
     cache_name: str | None = None
     cache_found: bool = False
     targets: Mapping[str, ClusterCache] = field(default_factory=dict)
+
+    @functools.cached_property
+    def cache_mount(self) -> dict:
+        """A Cache replica's spec.cache: the cache's PVC and the snapshot inside it."""
+        mount = kit.CACHE_MOUNT_PATH
+        return {"modelCacheName": self.cache_name,
+                "volumeName": kit.cache_volume_name(self.cache_name or ""), "mountPath": mount,
+                "snapshotPath": hf_snapshot_path(mount, self.repo, self.commit),
+                "commit": self.commit}
 
     def as_status(self) -> dict:
         out = {"repo": self.repo, "revision": self.revision, "commit": self.commit}
@@ -322,7 +333,7 @@ def replica_key(index: int) -> str:
     return f"{REPLICA_PREFIX}{index:04d}"
 
 
-def model_replica(request: kit.Request, spec: DeploymentSpec, model: Model,
+def model_replica(request: kit.Request, engine: dict, model: Model,
                   placement: Placement) -> dict:
     cluster = placement.cluster or ""
     replica_spec: dict[str, Any] = {
@@ -331,15 +342,10 @@ def model_replica(request: kit.Request, spec: DeploymentSpec, model: Model,
         "clusterName": cluster,
         "delivery": placement.delivery,
         "model": {"repo": model.repo, "revision": model.revision, "commit": model.commit},
-        "engine": spec.engine.as_spec(),
+        "engine": copy.deepcopy(engine),
     }
     if placement.delivery == "Cache":
-        mount = kit.CACHE_MOUNT_PATH
-        replica_spec["cache"] = {
-            "modelCacheName": model.cache_name, "volumeName": kit.cache_volume_name(
-                model.cache_name or ""), "mountPath": mount,
-            "snapshotPath": hf_snapshot_path(mount, model.repo, model.commit),
-            "commit": model.commit}
+        replica_spec["cache"] = dict(model.cache_mount)
     if placement.delivery in ("Wait", "Fail"):
         replica_spec["hydration"] = model.targets[cluster].as_hydration()
     return {
@@ -358,6 +364,7 @@ def model_replica(request: kit.Request, spec: DeploymentSpec, model: Model,
 def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
                      candidates: list[str], outcome: kit.Outcome) -> list[Placement]:
     previous = previous_replicas(request)
+    engine = spec.engine.as_spec()
     placements = []
     for index, cluster in sorted(place(spec, candidates, model, previous).items()):
         before = previous.get(index)
@@ -368,7 +375,7 @@ def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
         delivery, reason = decide(model, cluster, spec.policy, before)
         ready = before is not None and before.cluster == cluster and before.ready
         placement = Placement(index, cluster, delivery, reason, ready)
-        outcome.compose(replica_key(index), model_replica(request, spec, model, placement))
+        outcome.compose(replica_key(index), model_replica(request, engine, model, placement))
         placements.append(placement)
     return placements
 
