@@ -66,7 +66,7 @@ def cluster_state(name: str, rendered: rendering.Rendered) -> dict[str, dict]:
                 observed[key] = observe(res, {
                     "startTime": "2026-12-02T10:00:00Z", "succeeded": 1,
                     "conditions": [{"type": "Complete", "status": "True"}]})
-            elif name == "gpu-east-2":
+            else:  # started; on gpu-west-1 its pod waits for the volume to bind
                 observed[key] = observe(res, {"startTime": "2026-12-02T10:00:00Z", "active": 1},
                                         ready=False)
         elif kind == "ConfigMap":

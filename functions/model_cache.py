@@ -38,6 +38,7 @@ class CacheSpec:
     max_concurrent: int
     min_ready: int
     job: dict
+    agent: dict
     source_digest: str
 
 
@@ -77,6 +78,10 @@ def read_spec(spec: dict) -> CacheSpec:
         raise kit.InputError("spec.job must be an object (backoffLimit, activeDeadlineSeconds, "
                              "ttlSecondsAfterFinished)")
 
+    agent = spec.get("agent") or {}
+    if not isinstance(agent, dict):
+        raise kit.InputError("spec.agent must be an object (concurrency, bandwidth)")
+
     what_is_fetched = {k: v for k, v in hf.items() if k != "tokenSecretRef"}
     return CacheSpec(
         source=source,
@@ -89,6 +94,7 @@ def read_spec(spec: dict) -> CacheSpec:
         max_concurrent=max_concurrent,
         min_ready=min_ready,
         job=job,
+        agent=agent,
         source_digest=kit.digest_of([what_is_fetched, source["allowPatterns"],
                                      source["ignorePatterns"]])[:16],
     )
@@ -271,6 +277,7 @@ def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: st
             "bytes": resolved["bytes"],
             "storage": storage,
             "job": job_spec(kit.JobPolicy.of(spec.job)),
+            **({"agent": dict(spec.agent)} if spec.agent else {}),
         },
     }
 

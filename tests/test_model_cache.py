@@ -290,6 +290,13 @@ def test_spec_storage_size_wins_over_the_computed_size():
     assert storage == {"size": "50Gi", "storageClassName": "fast"}
 
 
+def test_agent_tuning_is_passed_to_every_hydration():
+    xr = with_resolved(model_cache_xr(agent={"concurrency": 4, "bandwidth": "200Mi"}))
+    made = hydrations(compose(xr))
+    assert {h["spec"]["agent"]["bandwidth"] for h in made.values()} == {"200Mi"}
+    assert made["gpu-east-1"]["spec"]["agent"]["concurrency"] == 4
+
+
 def test_the_token_reference_is_passed_to_every_hydration():
     xr = with_resolved(model_cache_xr(source={"huggingFace": {
         "repo": "org/private", "tokenSecretRef": {"name": "hf-token"}}}))
