@@ -628,7 +628,7 @@ def agent_job_manifest(
 
 
 REPO_SHAPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany")
+ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")  # the agent writes the volume: never ReadOnlyMany
 
 
 def read_source(source: Any, field_path: str = "spec.source") -> dict:

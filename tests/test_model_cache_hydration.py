@@ -342,10 +342,10 @@ def test_volume_size_class_and_mode_come_from_the_hydration():
 
 def test_volume_falls_back_to_the_clusters_cache_defaults():
     cluster = fleet_cluster(CLUSTER, cache={"storageClassName": "slow-rwx",
-                                            "accessMode": "ReadOnlyMany"})
+                                            "accessMode": "ReadWriteOnce"})
     spec = remote(compose(hydration_request(cluster=cluster)), "volume")["spec"]
     assert spec["storageClassName"] == "slow-rwx"
-    assert spec["accessModes"] == ["ReadOnlyMany"]
+    assert spec["accessModes"] == ["ReadWriteOnce"]
 
 
 def test_volume_uses_the_clusters_default_class_when_nothing_names_one():
