@@ -36,8 +36,12 @@ RESERVED_ENV = ("FLEETCACHE_MODEL", "FLEETCACHE_MODEL_REVISION", "FLEETCACHE_DEL
                 "HF_HUB_CACHE", "HF_HUB_OFFLINE")
 # Written only where the user has not set them: they point every cache an engine keeps
 # (Hugging Face, torch, triton, vLLM) at writable emptyDirs under a read-only root.
+# USER/LOGNAME: the uid has no passwd entry, and getpass.getuser() (torch inductor's cache
+# path) reads these before it would fail on the lookup.
 WRITABLE_ENV = (
     ("HOME", ENGINE_HOME),
+    ("USER", "fleetcache"),
+    ("LOGNAME", "fleetcache"),
     ("TMPDIR", "/tmp"),
     ("XDG_CACHE_HOME", f"{ENGINE_HOME}/.cache"),
     ("XDG_CONFIG_HOME", f"{ENGINE_HOME}/.config"),
