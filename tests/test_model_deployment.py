@@ -611,3 +611,17 @@ def test_model_replica_module_owns_the_engine_template():
     engine = replicas(outcome)[0]["spec"]["engine"]
     assert model_replica.Engine.of(engine).as_spec() == engine
     assert engine["port"] == 9000 and engine["readinessPath"] == "/health"
+
+
+def test_printer_columns_are_the_designed_ones():
+    xrds = xrd.load_xrds()
+    columns = {kind: [(c["name"], c["jsonPath"]) for c in xrds[kind].effective_printer_columns
+                      if c.get("priority", 0) == 0]
+               for kind in ("ModelDeployment", "ModelReplica")}
+    assert columns["ModelDeployment"][:4] == [
+        ("READY", ".status.summary"), ("CACHE", ".status.replicas.cache"),
+        ("SOURCE", ".status.replicas.source"), ("WAITING", ".status.replicas.waiting")]
+    assert ("AGE", ".metadata.creationTimestamp") in columns["ModelDeployment"]
+    assert columns["ModelReplica"][:3] == [
+        ("CLUSTER", ".spec.clusterName"), ("DELIVERY", ".spec.delivery"),
+        ("PHASE", ".status.phase")]
