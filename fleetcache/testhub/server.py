@@ -153,7 +153,7 @@ class TestHub:
     def start(self) -> "TestHub":
         for role in ("hub", "cdn"):
             server = _Server(self, role)
-            threading.Thread(target=server.serve_forever, name=f"testhub-{role}", daemon=True).start()
+            threading.Thread(target=server.serve_forever, args=(0.05,), name=f"testhub-{role}", daemon=True).start()
             self._servers.append(server)
         return self
 

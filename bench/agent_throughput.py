@@ -1,0 +1,136 @@
+"""Agent throughput, side by side in one run on the same data (issue 3, item 11).
+
+A 2 GiB repository (four safetensors shards plus small JSON files) on the local test hub,
+over loopback:
+  (a) `fleetcache-agent fetch` (verifies every byte, fsyncs, publishes atomically),
+  (b) huggingface_hub `snapshot_download` into a fresh directory (what `hf download` does),
+  (c) the floor: one plain sequential GET per file into a file, no hashing, no fsync.
+Then a warm rerun of (a) and `fleetcache-agent verify`. Each runs as a child process, so
+wall time, CPU time and peak RSS (wait4 rusage) are its own. The machine is shared and
+noisy: compare ratios within a run, not absolute figures across runs.
+
+    .venv/bin/python bench/agent_throughput.py [--size-gib 2] [--rounds 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fleetcache.testhub import TestHub, make_model
+
+REPO = "bench/model"
+BIN = Path(sys.executable).parent
+
+SNAPSHOT_DOWNLOAD = """
+import sys
+from huggingface_hub import snapshot_download
+snapshot_download(sys.argv[1], cache_dir=sys.argv[2], endpoint=sys.argv[3], token=False)
+"""
+
+# The floor: the least any client must do - read every byte once over the same loopback into a file.
+SEQUENTIAL_READ = """
+import json, os, sys, urllib3
+endpoint, repo, dest = sys.argv[1:4]
+http = urllib3.PoolManager()
+info = json.loads(http.request("GET", f"{endpoint}/api/models/{repo}/revision/main").data)
+for sibling in info["siblings"]:
+    path = os.path.join(dest, sibling["rfilename"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    resp = http.request("GET", f"{endpoint}/{repo}/resolve/main/{sibling['rfilename']}", preload_content=False)
+    buffer = memoryview(bytearray(1 << 20))
+    with open(path, "wb") as f:
+        while n := resp.readinto(buffer):
+            f.write(buffer[:n])
+    resp.release_conn()
+"""
+
+
+def run(argv: list[str], prime: tuple[Path, int] | None = None) -> dict:
+    """Wall, user+sys CPU and peak RSS of one child process."""
+    if prime:
+        prime_memory(*prime)
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[:3]} failed: {err[-2000:]}")
+    return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def drop_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def prime_memory(work: Path, size: int) -> None:
+    """Write and delete a scratch file as big as the run will write.
+
+    On this VM, page-cache memory the host has reclaimed costs seconds of system time on
+    first touch; priming right before each measured run gives every client the same start.
+    """
+    scratch = work / "prime"
+    block = b"\0" * (8 << 20)
+    with open(scratch, "wb") as f:
+        for _ in range(size // len(block) + 1):
+            f.write(block)
+    scratch.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-gib", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--workdir", default=None, help="on the disk to measure (default: a temp dir)")
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    size = int(args.size_gib * (1 << 30))
+    work = Path(tempfile.mkdtemp(prefix="fleetcache-bench-", dir=args.workdir))
+    results: dict = {"bytes": 0, "rounds": []}
+    with TestHub() as hub:
+        hub.add_repo(REPO, make_model(size, shards=4))
+        files = hub.repos[REPO].commits[hub.repos[REPO].refs["main"]]
+        results["bytes"] = total = sum(f.content.size for f in files.values())
+        for f in files.values():
+            f.sha256  # digests are computed once, before any timing
+        agent = [str(BIN / "fleetcache-agent"), "fetch", "--endpoint", hub.endpoint, "--repo", REPO,
+                 "--concurrency", str(args.concurrency)]
+        floor_dir, agent_dir, hf_dir = work / "floor", work / "agent", work / "hf"
+        prime = (work, total + total // 4)
+        for _ in range(args.rounds):
+            row = {}
+            row["floor"] = run([sys.executable, "-c", SEQUENTIAL_READ, hub.endpoint, REPO, str(floor_dir)], prime)
+            drop_tree(floor_dir)
+            row["agent"] = run(agent + ["--dest", str(agent_dir)], prime)
+            row["agent_warm"] = run(agent + ["--dest", str(agent_dir)])
+            row["verify"] = run([str(BIN / "fleetcache-agent"), "verify", "--dest", str(agent_dir), "--repo", REPO])
+            drop_tree(agent_dir)
+            row["hf"] = run([sys.executable, "-c", SNAPSHOT_DOWNLOAD, REPO, str(hf_dir), hub.endpoint], prime)
+            drop_tree(hf_dir)
+            row["ratios"] = {
+                "hf_over_agent": round(row["hf"]["wall_s"] / row["agent"]["wall_s"], 2),
+                "agent_over_floor": round(row["agent"]["wall_s"] / row["floor"]["wall_s"], 2),
+                "verify_gb_per_s": round(total / row["verify"]["wall_s"] / 1e9, 2),
+                "agent_gb_per_s": round(total / row["agent"]["wall_s"] / 1e9, 2),
+            }
+            results["rounds"].append(row)
+            print(json.dumps(row), flush=True)
+    drop_tree(work)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
