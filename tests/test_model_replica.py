@@ -12,8 +12,10 @@ from typing import Any
 
 import celpy
 import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache.functions import kit
+from fleetcache.functions import kit, server
 from fleetcache.functions import model_replica as composer
 from tests.support import xrd
 from tests.support.fleet import COMMIT, GIB, fleet_cluster, observed_object
@@ -374,3 +376,14 @@ def test_hostile_required_and_observed_resources_do_not_break_compose():
                       {"deployment": {"status": {"atProvider": {"manifest": {
                           "status": {"conditions": "nope"}}}}}})
     assert outcome.status["phase"] == "Pending"
+
+
+@pytest.mark.parametrize("xr", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_input_is_a_fatal_result_through_the_server(xr):
+    req = fnv1.RunFunctionRequest()
+    resource.update(req.observed.composite, copy.deepcopy(xr))
+    req.required_resources[composer.FLEET_CLUSTER_KEY].items.add().resource.CopyFrom(
+        resource.dict_to_struct(fleet_cluster(CLUSTER)))
+    rsp = server.run(req, kit.Request(composite={}).now)
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert fatal and "internal error" not in fatal[0], fatal
