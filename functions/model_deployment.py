@@ -116,7 +116,9 @@ def read_spec(spec: dict) -> DeploymentSpec:
                               or not all(isinstance(n, str) for n in names)):
         raise kit.InputError("spec.placement.clusterNames must be a list of FleetCluster names")
     if selector is not None:
-        kit.selector_matches(selector, {}, "spec.placement.clusterSelector")  # shape only
+        # Fails early on a malformed selector; every expression is checked again as
+        # clusters are matched (kit.selector_matches stops at the first mismatch).
+        kit.selector_matches(selector, {}, "spec.placement.clusterSelector")
 
     delivery = spec.get("delivery") or {}
     if not isinstance(delivery, Mapping):
