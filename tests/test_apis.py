@@ -10,7 +10,6 @@ own kind-specific tests.
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 
 import jsonschema

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
 import pytest
 from crossplane.function import resource
@@ -18,42 +17,9 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetcache.functions import kit, model_replica, server
 from fleetcache.functions import model_deployment as composer
 from tests.support import xrd
+from tests.support.deployments import (CACHE, ENGINE, NAMESPACE, cache_row, deployment,
+                                       model_cache)
 from tests.support.fleet import COMMIT, GIB, fleet_cluster
-
-NAMESPACE = "ml"
-CACHE = "qwen"
-ENGINE = {"image": "vllm/vllm-openai:v0.11.0",
-          "args": ["--model=$(FLEETCACHE_MODEL)", "--served-model-name=qwen"]}
-
-
-def deployment(**spec: Any) -> dict:
-    base: dict = {"modelCacheRef": {"name": CACHE}, "replicas": 1,
-                  "placement": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
-                  "engine": copy.deepcopy(ENGINE)}
-    base.update(spec)
-    base = {k: v for k, v in base.items() if v is not None}
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
-            "metadata": {"name": "chat", "namespace": NAMESPACE, "uid": "42"}, "spec": base}
-
-
-def cache_row(name: str, phase: str, **extra: Any) -> dict:
-    row = {"name": name, "phase": phase, "bytesDone": 3 * GIB if phase == "Ready" else 0,
-           "bytesTotal": 3 * GIB, "reason": "", "message": ""}
-    row.update(extra)
-    return row
-
-
-def model_cache(*rows: dict, commit: str | None = COMMIT) -> dict:
-    status: dict = {"clusters": list(rows)}
-    if commit:
-        status["resolved"] = {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": commit,
-                              "bytes": 3 * GIB, "files": 5}
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
-            "metadata": {"name": CACHE, "namespace": NAMESPACE},
-            "spec": {"source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"}},
-                     "placement": {"clusterNames": [r["name"] for r in rows] or ["x"]}},
-            "status": status}
-
 
 def request(xr: dict, clusters: list[dict], cache: dict | None = None,
             observed: dict | None = None) -> kit.Request:

@@ -18,35 +18,9 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from fleetcache.functions import kit, server
 from fleetcache.functions import model_replica as composer
 from tests.support import xrd
-from tests.support.fleet import COMMIT, GIB, fleet_cluster, observed_object
+from tests.support.deployments import CACHE, CLUSTER, NAMESPACE, SNAPSHOT, replica_xr
+from tests.support.fleet import COMMIT, fleet_cluster, observed_object
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
-
-NAMESPACE = "ml"
-CLUSTER = "gpu-east-1"
-CACHE = "qwen"
-SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
-
-
-def replica_xr(delivery: str = "Cache", **spec: Any) -> dict:
-    base: dict = {
-        "deploymentName": "chat", "replica": 0, "clusterName": CLUSTER, "delivery": delivery,
-        "model": {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": COMMIT},
-        "engine": {"image": "vllm/vllm-openai:v0.11.0",
-                   "args": ["--model=$(FLEETCACHE_MODEL)"], "env": [], "port": 8000,
-                   "readinessPath": "/health"},
-    }
-    if delivery == "Cache":
-        base["cache"] = {"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
-                         "mountPath": kit.CACHE_MOUNT_PATH, "snapshotPath": SNAPSHOT,
-                         "commit": COMMIT}
-    if delivery in ("Wait", "Fail"):
-        base["hydration"] = {"phase": "Hydrating", "bytesDone": GIB, "bytesTotal": 4 * GIB,
-                             "reason": "", "message": ""}
-    base.update(spec)
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
-            "metadata": {"name": kit.child_name("chat", "0"), "namespace": NAMESPACE},
-            "spec": base}
-
 
 def compose(xr: dict, clusters: list[dict] | None = None, observed: dict | None = None
             ) -> kit.Outcome:
@@ -314,8 +288,8 @@ def test_names_are_valid_for_long_unicode_and_digit_leading_replicas():
         for _, manifest in iter_remote_manifests(outcome):
             assert_valid_k8s(manifest)
         assert remote(outcome, "service")["metadata"]["name"][0].isalpha()
-        for resource, _ in outcome.desired.values():
-            assert len(resource["metadata"]["name"]) <= 63
+        for composed, _ in outcome.desired.values():
+            assert len(composed["metadata"]["name"]) <= 63
 
 
 def spec_with(**changes: Any) -> dict:
