@@ -16,6 +16,7 @@ import json
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -111,6 +112,11 @@ class _Server(ThreadingHTTPServer):
         self.hub = hub
         self.role = role
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client hanging up (a killed agent, a reset test) is normal here, not worth a traceback."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
