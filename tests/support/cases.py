@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fleetcache.functions import kit, model_cache
+from fleetcache.functions import kit, model_cache, model_cache_hydration
+from tests.support import builders
+from tests.support.deployments import cache_row, deployment, replica_xr
+from tests.support.deployments import model_cache as referenced_cache
 from tests.support.fleet import (GIB, fleet_cluster, model_cache_xr, observed_hydration,
                                  with_resolved)
 
@@ -22,6 +25,18 @@ class Case:
 
 
 FLEET = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2"), fleet_cluster("gpu-west-1")]
+
+
+def _case_of(case_id: str, request: kit.Request) -> Case:
+    return Case(case_id, request.composite, request.observed, request.required)
+
+
+def _hydrating() -> Case:
+    first = kit.Request(composite=builders.hydration_xr(),
+                        required={"fleet-cluster": [fleet_cluster("gpu-east-1")]})
+    observed = builders.observe(model_cache_hydration.compose(first))
+    return _case_of("hydration-prerequisites-observed",
+                    builders.hydration_request(observed=observed))
 
 
 def _three_phase_cache() -> Case:
@@ -48,4 +63,20 @@ CASES: list[Case] = [
          required={"fleet-clusters": FLEET, "token-secret": []}),
     _three_phase_cache(),
     Case("model-cache-bad-spec-is-fatal", {**model_cache_xr(), "spec": {"placement": 3}}),
+    Case("fleet-cluster-from-kubeconfig", builders.fleet_cluster_xr()),
+    Case("fleet-cluster-adopts-provider-config",
+         builders.fleet_cluster_xr(providerConfigRef={"name": "existing"})),
+    _case_of("hydration-first-call", builders.hydration_request()),
+    _hydrating(),
+    Case("model-deployment-cache-ready-hydrating-absent",
+         deployment(replicas=3, maxReplicasPerCluster=1),
+         required={"fleet-clusters": FLEET,
+                   "model-cache": [referenced_cache(cache_row("gpu-east-1", "Ready"),
+                                               cache_row("gpu-east-2", "Hydrating"))]}),
+    Case("model-deployment-cache-not-found", deployment(replicas=2),
+         required={"fleet-clusters": FLEET, "model-cache": []}),
+    Case("model-replica-cache", replica_xr("Cache"),
+         required={"fleet-cluster": [fleet_cluster("gpu-east-1")]}),
+    Case("model-replica-wait", replica_xr("Wait"),
+         required={"fleet-cluster": [fleet_cluster("gpu-east-1")]}),
 ]
