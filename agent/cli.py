@@ -104,15 +104,33 @@ def _setup_logging(token: str | None) -> None:
 
 
 def _progress(fields, progress_file: str | None, configmap: str | None) -> Progress:
-    sinks: list = []
-    if progress_file:
-        sinks.append(FileSink(Path(progress_file)))
+    """The file sink first, so even a bad --progress-configmap gets its Failed record written."""
+    progress = Progress([FileSink(Path(progress_file))] if progress_file else [], fields)
+    _context["progress"] = progress
     if configmap:
         namespace, name = parse_configmap_ref(configmap)
-        sinks.append(ConfigMapSink(namespace, name, api_factory=_context["configmap_api"]))
-    progress = Progress(sinks, fields)
-    _context["progress"] = progress
+        progress.sinks.append(ConfigMapSink(namespace, name, api_factory=_context["configmap_api"]))
     return progress
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    """A flag's value read straight from argv, for reporting a usage error click raised before parsing."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:]
+    return None
+
+
+def _usage_error(argv: list[str], err: click.UsageError) -> AgentError:
+    termination = _flag(argv, "--termination-log")
+    if termination:
+        _context["termination"] = Path(termination)
+    progress_file = _flag(argv, "--progress-file")
+    if progress_file and _context["progress"] is None:
+        _progress(RESOLVE_FIELDS if "resolve" in argv[:1] else FETCH_FIELDS, progress_file, None)
+    return AgentError("InvalidConfiguration", err.format_message())
 
 
 def _client(endpoint: str, token: str | None, concurrency: int = 8) -> HubClient:
@@ -230,10 +248,11 @@ def main(argv: list[str] | None = None, configmap_api=None) -> int:
     if not log.handlers:
         _setup_logging(None)
     code = 0
+    args = sys.argv[1:] if argv is None else argv
     try:
-        main_group.main(args=argv, prog_name="fleetcache-agent", standalone_mode=False)
+        main_group.main(args=args, prog_name="fleetcache-agent", standalone_mode=False)
     except click.UsageError as err:
-        code = _report(AgentError("InvalidConfiguration", err.format_message()))
+        code = _report(_usage_error(args, err))
     except AgentError as err:
         code = _report(err)
     except OSError as err:

@@ -12,10 +12,13 @@ import errno
 from fleetcache.exitcodes import BY_REASON, ExitCode
 
 
+MAX_WHAT = 1000  # with the remedy, a record stays well inside a 4096-byte termination message
+
+
 class AgentError(Exception):
     def __init__(self, reason: str, what: str):
         self.row: ExitCode = BY_REASON[reason]
-        self.what = what
+        self.what = what if len(what) <= MAX_WHAT else what[: MAX_WHAT - 1] + "…"
         super().__init__(f"{reason}: {what}")
 
     @property

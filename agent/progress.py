@@ -157,10 +157,13 @@ class Progress:
 
 
 def write_termination(path: Path, record: dict) -> None:
-    """The pod's termination message: only where Kubernetes provides a writable file."""
+    """The pod's termination message: only where Kubernetes provides a writable file.
+
+    AgentError caps what-happened text, so the record stays under Kubernetes' 4096-byte limit.
+    """
     if path.exists() and os.access(path, os.W_OK):
         try:
             with open(path, "w") as f:
-                f.write(json.dumps(record, sort_keys=True)[:4000])
+                f.write(json.dumps(record, sort_keys=True))
         except OSError as err:
             log.warning("could not write the termination message (%s)", type(err).__name__)
