@@ -63,12 +63,14 @@ def test_stdout_and_progress_file_end_with_a_ready_record(hub, tiny, tmp_path):
     assert record["filesDone"] == record["filesTotal"] == len(expected_bytes(hub)) and record["reason"] is None
 
 
-def test_a_rerun_on_a_complete_cache_makes_only_the_listing_call(hub, tiny, tmp_path):
+def test_a_rerun_on_a_complete_cache_makes_only_the_listing_call_well_under_a_second(hub, tiny, tmp_path):
+    from fleetcache.agent import cli
+
     assert run_agent(*fetch_args(hub, tmp_path)).code == 0
     hub.reset_records()
-    start = time.monotonic()
-    assert run_agent(*fetch_args(hub, tmp_path)).code == 0
-    assert time.monotonic() - start < 1.0
+    start = time.monotonic()  # in-process: the agent's own work, not the interpreter's start-up
+    assert cli.main(fetch_args(hub, tmp_path)) == 0
+    assert time.monotonic() - start < 0.5
     assert [r.path for r in hub.requests()] == [f"/api/models/{REPO}/revision/main"]
 
 
