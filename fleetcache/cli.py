@@ -57,11 +57,12 @@ def render(xr: str, composition: str, observed: str | None, required: str | None
 
 
 @main.command()
+@click.option("--fast", is_flag=True, help="A 12 MiB model and short pauses (what make test runs).")
 @click.option("--repo-root", type=click.Path(exists=True, file_okay=False),
               default=str(Path(__file__).resolve().parents[1]),
               help="Where examples/ and compositions/ live.")
-def demo(repo_root: str) -> None:
+def demo(fast: bool, repo_root: str) -> None:
     """Play a small fleet end to end against the real function server."""
     from fleetcache import demo as demo_module
 
-    sys.exit(demo_module.run(Path(repo_root), out=click.echo))
+    sys.exit(demo_module.run(Path(repo_root), fast=fast, out=click.echo))

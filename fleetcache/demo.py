@@ -1,16 +1,32 @@
-"""`fleetcache demo`: the example fleet through the real pipeline, round by round.
+"""`fleetcache demo`: a fleet of five clusters, end to end, on one machine.
 
-Three FleetClusters from examples/fleet/ and the ModelCache that selects them go through
-the real function server over gRPC. Between rounds a small stand-in for Crossplane and
-provider-kubernetes turns desired Objects into observed ones and gives each cluster its
-own state: gpu-east-1 has finished hydrating, gpu-east-2 is 40 % through, and gpu-west-1
-is still waiting for its volume to bind. The demo prints what was composed and where the
-ModelCache stands, and exits non-zero if the fleet does not end in those three phases.
+The real function server composes; the real agent fetches and verifies from a local
+Hugging Face–compatible hub; fleetcache.simulation stands in for Crossplane,
+provider-kubernetes and the clusters. The story:
+
+1. five FleetClusters in two regions and a ModelCache for a private model (token in a
+   Secret) that selects them all; it resolves once, then every cluster hydrates;
+2. as soon as the commit is known, a ModelDeployment of six replicas spreads over the
+   fleet, serving from the source until each cluster's cache is Ready;
+3. gpu-west-2 sits behind a broken mirror that flips a byte: its hydration fails with
+   DigestMismatch and the remedy, the ModelCache turns Degraded, and the replica there
+   stays on Source while the others switch to the cache;
+4. every Ready cluster's cache is re-verified and must hold the same bytes.
+
+It exits non-zero unless the fleet converges exactly like that.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -18,222 +34,295 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
+from fleetcache.simulation import Cluster, ControlPlane, Provider, all_text
+from fleetcache.testhub.content import make_model
+from fleetcache.testhub.server import Fault, TestHub
 
-DEMO_COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
-DEMO_BYTES = 1_503_238_500
-DEMO_FILES = 6
-DEMO_DIGEST = "9b1d6b0e3c2f4a5d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d"
-EXPECTED_PHASES = {"gpu-east-1": "Ready", "gpu-east-2": "Hydrating", "gpu-west-1": "Pending"}
+NAMESPACE = "demo"
+REPO = "fleetcache-demo/tiny-chat"
+CLUSTERS = (("gpu-east-1", "us-east"), ("gpu-east-2", "us-east"), ("gpu-east-3", "us-east"),
+            ("gpu-west-1", "us-west"), ("gpu-west-2", "us-west"))
+BROKEN_MIRROR_CLUSTER = "gpu-west-2"
+REPLICAS = 6
 
 Echo = Callable[[str], None]
 
 
-def observe(desired: dict, remote_status: dict | None = None, *, ready: bool = True,
-            remote_data: dict | None = None) -> dict:
-    """What provider-kubernetes reports once an Object's manifest exists on its cluster."""
-    observed = copy.deepcopy(desired)
-    remote = copy.deepcopy(desired.get("spec", {}).get("forProvider", {}).get("manifest", {}))
-    if remote_status is not None:
-        remote["status"] = remote_status
-    if remote_data is not None:
-        remote["data"] = remote_data
-    observed["status"] = {
-        "atProvider": {"manifest": remote},
-        "conditions": [{"type": "Synced", "status": "True", "reason": "ReconcileSuccess"},
-                       {"type": "Ready", "status": "True" if ready else "False",
-                        "reason": "Available" if ready else "Creating"}],
-    }
-    return observed
+@dataclass(frozen=True)
+class Pace:
+    model_bytes: int
+    deadline: float
+    pause: float
 
 
-def with_status(xr: dict, status: dict) -> dict:
-    out = copy.deepcopy(xr)
-    out["status"] = copy.deepcopy(status)
-    return out
+FULL = Pace(model_bytes=150 * 2**20, deadline=110.0, pause=0.4)
+FAST = Pace(model_bytes=12 * 2**20, deadline=90.0, pause=0.1)
 
 
-def cluster_state(name: str, rendered: rendering.Rendered) -> dict[str, dict]:
-    """Observed Objects of one hydration, by composed-resource key, for the demo's story."""
-    observed: dict[str, dict] = {}
-    for res in rendered.resources:
-        key = res["metadata"]["annotations"][rendering.RESOURCE_NAME_ANNOTATION]
-        kind = kit.get_path(res, "spec.forProvider.manifest.kind")
-        if kind == "PersistentVolumeClaim":
-            bound = name != "gpu-west-1"
-            observed[key] = observe(res, {"phase": "Bound" if bound else "Pending"}, ready=bound)
-        elif kind == "Job":
-            if name == "gpu-east-1":
-                observed[key] = observe(res, {
-                    "startTime": "2026-12-02T10:00:00Z", "succeeded": 1,
-                    "conditions": [{"type": "Complete", "status": "True"}]})
-            else:  # started; on gpu-west-1 its pod waits for the volume to bind
-                observed[key] = observe(res, {"startTime": "2026-12-02T10:00:00Z", "active": 1},
-                                        ready=False)
-        elif kind == "ConfigMap":
-            progress = {
-                "gpu-east-1": ("Ready", DEMO_BYTES, DEMO_FILES),
-                "gpu-east-2": ("Hydrating", DEMO_BYTES * 40 // 100, 2),
-                "gpu-west-1": ("Pending", 0, 0),
-            }[name]
-            observed[key] = observe(res, remote_data={
-                "phase": progress[0], "bytesDone": str(progress[1]),
-                "bytesTotal": str(DEMO_BYTES), "filesDone": str(progress[2]),
-                "filesTotal": str(DEMO_FILES), "commit": DEMO_COMMIT,
-                "manifestDigest": DEMO_DIGEST, "reason": "", "message": ""})
-        else:
-            observed[key] = observe(res)
-    return observed
+# --- what the platform team and the tenant apply --------------------------------------------
 
 
-Pipeline = Callable[..., rendering.Rendered]
+def fleet_clusters() -> list[dict]:
+    return [{"apiVersion": kit.API_VERSION, "kind": "FleetCluster",
+             "metadata": {"name": name, "labels": {"region": region, "gpu": "h100",
+                                                   "fleetcache.dev/tier": "serving"}},
+             "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
+                                              "name": f"{name}-kubeconfig"},
+                      "cache": {"storageClassName": "fast-rwx"}}}
+            for name, region in CLUSTERS]
 
 
-def reconcile(pipeline: Pipeline, composite: dict, composition: dict,
-              required: list[dict], observe_all: Callable[[rendering.Rendered], dict[str, dict]],
-              rounds: int = 4) -> rendering.Rendered:
-    """Render, let the clusters act on what was composed, and render again until nothing
-    new is composed: what Crossplane's reconcile loop does over a few passes."""
-    observed: list[dict] = []
-    rendered = pipeline(composite, composition, observed, required)
-    for _ in range(rounds):
-        observed = [annotated(r, k) for k, r in observe_all(rendered).items()]
-        again = pipeline(rendered.composite, composition, observed, required)
-        settled = [r["metadata"]["name"] for r in again.resources] == \
-            [r["metadata"]["name"] for r in rendered.resources]
-        rendered = again
-        if settled:
-            break
-    return rendered
+def model_cache(endpoint: str) -> dict:
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+            "metadata": {"name": "tiny-chat", "namespace": NAMESPACE},
+            "spec": {"source": {"huggingFace": {"repo": REPO, "revision": "main",
+                                                "endpoint": endpoint,
+                                                "tokenSecretRef": {"name": "hf-token"}},
+                                "allowPatterns": ["*.safetensors", "*.json"]},
+                     "placement": {"clusterSelector": {
+                         "matchLabels": {"fleetcache.dev/tier": "serving"}}},
+                     "rollout": {"maxConcurrent": 10}}}
 
 
-def annotated(res: dict, key: str) -> dict:
-    out = copy.deepcopy(res)
-    out.setdefault("metadata", {}).setdefault("annotations", {})[
-        rendering.RESOURCE_NAME_ANNOTATION] = key
-    return out
+def model_deployment() -> dict:
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
+            "metadata": {"name": "tiny-chat", "namespace": NAMESPACE},
+            "spec": {"modelCacheRef": {"name": "tiny-chat"}, "replicas": REPLICAS,
+                     "maxReplicasPerCluster": 2,
+                     "placement": {"clusterSelector": {
+                         "matchLabels": {"fleetcache.dev/tier": "serving"}}},
+                     "engine": {"image": "vllm/vllm-openai:v0.11.0",
+                                "args": ["--model=$(FLEETCACHE_MODEL)",
+                                         "--revision=$(FLEETCACHE_MODEL_REVISION)"]}}}
 
 
-def summarize(rendered: rendering.Rendered, echo: Echo) -> None:
-    for res in rendered.resources:
-        key = res["metadata"]["annotations"][rendering.RESOURCE_NAME_ANNOTATION]
-        manifest = kit.get_path(res, "spec.forProvider.manifest")
-        if manifest:
-            where = kit.get_path(res, "spec.providerConfigRef.name")
-            echo(f"    {key:<28} Object -> {manifest['kind']} {manifest['metadata']['name']}"
-                 f" on {where}")
-        else:
-            echo(f"    {key:<28} {res['kind']} {res['metadata']['name']}")
+def token_secret(token: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "hf-token", "namespace": NAMESPACE},
+            "data": {"HF_TOKEN": base64.b64encode(token.encode()).decode()}}
 
 
-def print_table(rows: list[list[str]], echo: Echo) -> None:
+# --- what kubectl get would print ----------------------------------------------------------
+
+
+def table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        echo("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+            for row in rows]
 
 
-def run(repo_root: Path, *, out: Echo = print,
-        on_composite: Callable[[dict], None] | None = None) -> int:
-    """Play the rounds; return 0 when the fleet ends as the story says, 1 otherwise.
+def hydration_rows(control: ControlPlane) -> list[list[str]]:
+    rows = [["CLUSTER", "PHASE", "PROGRESS", "REASON"]]
+    for xr in sorted(control.of_kind("ModelCacheHydration"), key=lambda x: x["spec"]["clusterName"]):
+        status = xr.get("status", {})
+        rows.append([xr["spec"]["clusterName"], status.get("phase", ""),
+                     f"{kit.get_path(status, 'progress.percent', 0)}%", status.get("reason", "")])
+    return rows
 
-    `on_composite` sees every composite as each round leaves it (the Argo CD health
-    checks are tested on those)."""
-    schemas = rendering.xrd_schemas(rendering.load_documents(repo_root / "apis"))
-    fleet = [rendering.admit(d, schemas)
-             for d in rendering.load_documents(repo_root / "examples" / "fleet")]
-    clusters = [d for d in fleet if d.get("kind") == "FleetCluster"]
-    caches = [d for d in fleet if d.get("kind") == "ModelCache"]
+
+def replica_rows(control: ControlPlane) -> list[list[str]]:
+    rows = [["REPLICA", "CLUSTER", "DELIVERY", "PHASE"]]
+    for xr in sorted(control.of_kind("ModelReplica"), key=lambda x: x["spec"]["replica"]):
+        rows.append([str(xr["spec"]["replica"]), xr["spec"]["clusterName"],
+                     xr["spec"]["delivery"], xr.get("status", {}).get("phase", "")])
+    return rows
+
+
+def condition(xr: dict, type_: str) -> dict:
+    return kit.condition_of(xr, type_)
+
+
+# --- the story ------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    converged: bool
+    problems: list[str]
+
+
+def expected_problems(control: ControlPlane, token: str) -> list[str]:
+    """What differs from the story's ending; [] when the fleet converged as it should."""
+    problems = []
+    phases = {x["spec"]["clusterName"]: x.get("status", {}) for x in
+              control.of_kind("ModelCacheHydration")}
+    for name, _ in CLUSTERS:
+        status = phases.get(name, {})
+        want = "Failed" if name == BROKEN_MIRROR_CLUSTER else "Ready"
+        if status.get("phase") != want:
+            problems.append(f"{name}: hydration {status.get('phase')} ({status.get('reason')}), "
+                            f"expected {want}")
+    broken = phases.get(BROKEN_MIRROR_CLUSTER, {})
+    if broken.get("phase") == "Failed" and broken.get("reason") != "DigestMismatch":
+        problems.append(f"{BROKEN_MIRROR_CLUSTER}: failed with {broken.get('reason')}, "
+                        "expected DigestMismatch")
+    caches = control.of_kind("ModelCache")
+    if not caches or condition(caches[0], "Degraded").get("reason") != "HydrationFailed":
+        problems.append("the ModelCache is not Degraded with HydrationFailed")
+    replicas = control.of_kind("ModelReplica")
+    if len(replicas) != REPLICAS:
+        problems.append(f"{len(replicas)} ModelReplicas, expected {REPLICAS}")
+    for replica in replicas:
+        cluster, delivery = replica["spec"]["clusterName"], replica["spec"]["delivery"]
+        want = "Source" if cluster == BROKEN_MIRROR_CLUSTER else "Cache"
+        if delivery != want or replica.get("status", {}).get("phase") != "Ready":
+            problems.append(f"replica {replica['spec']['replica']} on {cluster}: {delivery} "
+                            f"{replica.get('status', {}).get('phase')}, expected {want} Ready")
+    if token in all_text(control.xrs.values()):
+        problems.append("the token appears in a composite's spec or status")
+    return problems
+
+
+def verify_caches(clusters: dict[str, Cluster], commit: str, out: Echo) -> list[str]:
+    """Re-hash every Ready cluster's cache with `fleetcache-agent verify`; all must agree."""
+    digests, problems = {}, []
+    for name, cluster in clusters.items():
+        if name == BROKEN_MIRROR_CLUSTER:
+            continue
+        dest = cluster.volume_dir(NAMESPACE, kit.cache_volume_name("tiny-chat"))
+        result = subprocess.run(
+            [sys.executable, "-c", "from fleetcache.agent.cli import main; main()", "verify",
+             "--dest", str(dest), "--repo", REPO, "--revision", commit,
+             "--termination-log", str(cluster.root / "verify-termination-log")],
+            capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            problems.append(f"{name}: verify exited {result.returncode}: {result.stderr[-300:]}")
+            continue
+        report = json.loads(result.stdout)
+        digests[name] = report.get("manifestDigest")
+        out(f"  {name}: {report.get('files')} files re-hashed, manifest {str(digests[name])[:16]}")
+    if len(set(digests.values())) > 1:
+        problems.append(f"the Ready clusters disagree on the bytes: {digests}")
+    return problems
+
+
+def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
+        on_composite: Callable[[dict], None] | None = None, workdir: Path | None = None) -> int:
+    """Play the fleet until it converges; 0 when it ends as the story says, else 1.
+
+    `on_composite` sees every composite after each of its reconciles (the Argo CD health
+    checks and the printer-column test read those)."""
+    pace = FAST if fast else FULL
+    started = time.monotonic()
+    token = "hf_" + secrets.token_hex(16)
     compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
                     for d in rendering.load_documents(repo_root / "compositions")
                     if d.get("kind") == "Composition"}
-    if len(caches) != 1 or len(clusters) != 3:
-        out(f"examples/fleet must hold 3 FleetClusters and 1 ModelCache "
-            f"(found {len(clusters)} and {len(caches)})")
-        return 1
-    cache = caches[0]
-
-    with rendering.function_process() as address, rendering.channel_to(address) as channel:
+    schemas = rendering.xrd_schemas(rendering.load_documents(repo_root / "apis"))
+    model = make_model(pace.model_bytes, shards=4, seed=7)
+    with tempfile.TemporaryDirectory(prefix="fleetcache-demo-", dir=workdir) as tmp, \
+            TestHub() as hub, TestHub() as broken_mirror, \
+            rendering.function_process() as address, rendering.channel_to(address) as channel:
+        for each in (hub, broken_mirror):
+            each.add_repo(REPO, dict(model), private=True)
+            each.add_token(token, (REPO,))
+        broken_mirror.inject(Fault("corrupt", path="/lfs/*", host="cdn", times=None,
+                                   offset=4096))
         stub = grpcv1.FunctionRunnerServiceStub(channel)
 
-        def pipeline(composite: dict, composition: dict, observed: list[dict] | None = None,
-                     required: list[dict] | None = None) -> rendering.Rendered:
+        def pipeline(composite: dict, composition: dict, observed: list[dict],
+                     required: list[dict]) -> rendering.Rendered:
             rendered = rendering.run_pipeline(stub, composite, composition, observed, required)
-            if on_composite is not None:
-                on_composite(rendered.composite)
+            if on_composite is not None and not rendered.fatal:
+                on_composite(copy.deepcopy(rendered.composite))
             return rendered
 
-        out(f"fleetcache demo: function server on {address}\n")
+        clusters = {name: Cluster(name, Path(tmp) / name,
+                                  broken_mirror.endpoint if name == BROKEN_MIRROR_CLUSTER
+                                  else None)
+                    for name, _ in CLUSTERS}
+        control = ControlPlane(pipeline, compositions, schemas,
+                               Provider(clusters, lambda: control.secrets()))
+        out(f"fleetcache demo: function server {address}, hub {hub.endpoint} "
+            f"({REPO}, {kit.human_bytes(sum(c.size for c in model.values()))}, private), "
+            f"{BROKEN_MIRROR_CLUSTER} behind a broken mirror\n")
+        for cluster in fleet_clusters():
+            control.apply(cluster)
+        control.apply(token_secret(token))
+        control.apply(model_cache(hub.endpoint))
+        out("applied: 5 FleetClusters (us-east: 3, us-west: 2), Secret hf-token, "
+            "ModelCache tiny-chat")
+        try:
+            converged = play(control, clusters, pace, started, token, out)
+            commit = kit.get_path(control.of_kind("ModelCache")[0], "status.resolved.commit", "")
+            report(control, out)
+            out("\nEvery Ready cluster re-verifies its cache (fleetcache-agent verify):")
+            problems = expected_problems(control, token) + verify_caches(clusters, commit, out)
+        finally:
+            for cluster in clusters.values():
+                cluster.stop()
+    elapsed = time.monotonic() - started
+    if converged and not problems:
+        out(f"\ndemo OK in {elapsed:.0f}s: 4 clusters serve identical verified bytes from "
+            f"their caches; {BROKEN_MIRROR_CLUSTER} failed with DigestMismatch and its replica "
+            "serves from the source; the token never appeared in any status")
+        return 0
+    out(f"\ndemo FAILED after {elapsed:.0f}s" + ("" if converged else " (did not converge)"))
+    for problem in problems:
+        out(f"  - {problem}")
+    return 1
 
-        out("Round 1 - FleetClusters compose their ProviderConfigs")
-        fleet_status = []
-        for cluster in sorted(clusters, key=lambda c: c["metadata"]["name"]):
-            rendered = pipeline(cluster, compositions["FleetCluster"])
-            if rendered.fatal:
-                out(f"  {cluster['metadata']['name']}: {rendered.fatal[0]}")
-                return 1
-            summarize(rendered, out)
-            observed = [annotated(observe(r), r["metadata"]["annotations"][
-                rendering.RESOURCE_NAME_ANNOTATION]) for r in rendered.resources]
-            again = pipeline(rendered.composite,
-                                           compositions["FleetCluster"], observed)
-            fleet_status.append(again.composite)
 
-        out("\nRound 2 - the ModelCache resolves once, on the first Ready cluster")
-        rendered = pipeline(cache, compositions["ModelCache"], [], fleet_status)
-        if rendered.fatal:
-            out(f"  {rendered.fatal[0]}")
-            return 1
-        summarize(rendered, out)
+def play(control: ControlPlane, clusters: dict[str, Cluster], pace: Pace, started: float,
+         token: str, out: Echo) -> bool:
+    """Reconcile rounds until the story's ending holds, printing what changed."""
+    deployment_applied = False
+    last_view: list[str] = []
+    round_number = 0
+    while time.monotonic() - started < pace.deadline:
+        round_number += 1
+        control.reconcile_all()
+        now = time.monotonic()
+        for cluster in clusters.values():
+            cluster.tick(now)
+        cache = control.of_kind("ModelCache")[0]
+        if not deployment_applied and kit.get_path(cache, "status.resolved.commit"):
+            control.apply(model_deployment())
+            deployment_applied = True
+            out(f"\nround {round_number}: {condition(cache, 'Resolved').get('message')}; "
+                f"applied ModelDeployment tiny-chat ({REPLICAS} replicas)")
+        view = table(hydration_rows(control))
+        if len(view) == 1:
+            progressing = condition(cache, "Progressing")
+            view = [f"  ModelCache tiny-chat: {progressing.get('reason')}: "
+                    f"{progressing.get('message')}"]
+        if control.of_kind("ModelReplica"):
+            view += [""] + table(replica_rows(control))
+        if view != last_view:
+            out(f"\nround {round_number} ({now - started:.1f}s)")
+            for line in view:
+                out(line)
+            last_view = view
+        for event in control.events[-3:]:
+            out(f"  event: {event.kind} {event.name}: {event.message}")
+        control.events.clear()
+        busy = any(c.running_pods() for c in clusters.values())
+        if deployment_applied and not busy and not expected_problems(control, token):
+            return True
+        time.sleep(pace.pause)
+    return False
 
-        out("\nRound 3 - the resolve Job wrote its result; the commit is latched and every "
-            "cluster gets a hydration")
-        observed = []
-        for res in rendered.resources:
-            key = res["metadata"]["annotations"][rendering.RESOURCE_NAME_ANNOTATION]
-            data = None
-            if kit.get_path(res, "spec.forProvider.manifest.kind") == "ConfigMap":
-                data = {"phase": "Resolved", "commit": DEMO_COMMIT, "bytes": str(DEMO_BYTES),
-                        "files": str(DEMO_FILES), "manifestDigest": DEMO_DIGEST,
-                        "repo": "", "revision": "", "reason": "", "message": ""}
-            observed.append(annotated(observe(res, remote_data=data), key))
-        rendered = pipeline(rendered.composite, compositions["ModelCache"],
-                                          observed, fleet_status)
-        summarize(rendered, out)
-        cache_xr = rendered.composite
-        hydrations = [rendering.admit(h, schemas) for h in rendered.by_kind("ModelCacheHydration")]
 
-        out("\nRound 4 - each cluster's hydration composes its volume, Job and progress")
-        observed_hydrations = []
-        for hydration in hydrations:
-            name = hydration["spec"]["clusterName"]
-            out(f"  {name}:")
-            rendered = reconcile(pipeline, hydration, compositions["ModelCacheHydration"],
-                                 fleet_status, lambda r, n=name: cluster_state(n, r))
-            summarize(rendered, out)
-            key = hydration["metadata"]["annotations"][rendering.RESOURCE_NAME_ANNOTATION]
-            observed_hydrations.append(annotated(with_status(hydration,
-                                                             rendered.composite["status"]), key))
-
-        out("\nRound 5 - the ModelCache rolls the fleet up")
-        final = pipeline(cache_xr, compositions["ModelCache"],
-                                       observed_hydrations, fleet_status)
-
-    status = final.composite.get("status", {})
-    out("\n$ kubectl get modelcachehydrations")
-    rows = [["CLUSTER", "PHASE", "PROGRESS", "REASON"]]
-    rows += [[c["name"], c["phase"],
-              f"{c['bytesDone'] * 100 // c['bytesTotal'] if c['bytesTotal'] else 0}%",
-              c.get("reason", "")] for c in status.get("clusters", [])]
-    print_table(rows, out)
-    out("\n$ kubectl get modelcache " + cache["metadata"]["name"])
-    print_table([["NAME", "READY", "SIZE", "COMMIT", "PROGRESS"],
-                 [cache["metadata"]["name"], status.get("summary", ""),
-                  status.get("sizeHuman", ""), status.get("commitShort", ""),
-                  f"{status.get('progressPercent', 0)}%"]], out)
-    out("\nModelCache status:")
-    out(rendering.dump([{"status": status}]))
-    phases = {c["name"]: c["phase"] for c in status.get("clusters", [])}
-    if phases != EXPECTED_PHASES:
-        out(f"demo FAILED: expected {EXPECTED_PHASES}, got {phases}")
-        return 1
-    out("demo OK: one cluster Ready, one Hydrating at 40%, one Pending")
-    return 0
+def report(control: ControlPlane, out: Echo) -> None:
+    cache = control.of_kind("ModelCache")[0]
+    status = cache.get("status", {})
+    out("\n$ kubectl get modelcache tiny-chat")
+    for line in table([["NAME", "READY", "SIZE", "COMMIT", "PROGRESS"],
+                       ["tiny-chat", status.get("summary", ""), status.get("sizeHuman", ""),
+                        status.get("commitShort", ""), str(status.get("progressPercent", 0))]]):
+        out(line)
+    degraded = condition(cache, "Degraded")
+    out(f"  Degraded={degraded.get('status')} {degraded.get('reason')}: {degraded.get('message')}")
+    deployments = control.of_kind("ModelDeployment")
+    if deployments:
+        replicas = deployments[0].get("status", {}).get("replicas", {})
+        out("\n$ kubectl get modeldeployment tiny-chat")
+        for line in table([["NAME", "READY", "CACHE", "SOURCE", "WAITING"],
+                           ["tiny-chat", deployments[0].get("status", {}).get("summary", ""),
+                            str(replicas.get("cache", 0)), str(replicas.get("source", 0)),
+                            str(replicas.get("waiting", 0))]]):
+            out(line)
+    failed = [x for x in control.of_kind("ModelCacheHydration")
+              if x.get("status", {}).get("phase") == "Failed"]
+    for xr in failed:
+        out(f"\n{xr['spec']['clusterName']}: {xr['status']['reason']}: {xr['status']['message']}")

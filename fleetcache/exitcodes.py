@@ -39,9 +39,9 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         12,
         "DigestMismatch",
         True,
-        "The bytes served did not match the Hub's published digest after 3 attempts; nothing "
-        "unverified was published. Check the mirror or proxy between the cluster and the "
-        "endpoint, then delete the failed hydration's Job to retry.",
+        "The bytes served did not match the Hub's published digest, even after retries; "
+        "nothing unverified was published. Check the mirror or proxy between the cluster and "
+        "the endpoint, then delete the failed hydration's Job to retry.",
     ),
     ExitCode(
         13,

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from fleetcache import demo
+from fleetcache.functions import kit
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGOCD_CM = ROOT / "examples" / "argocd" / "argocd-cm.yaml"
@@ -42,14 +43,17 @@ def health():
 def demo_rounds() -> list[dict]:
     """Every composite as the demo's rounds left it, in order."""
     seen: list[dict] = []
-    assert demo.run(ROOT, out=lambda _: None, on_composite=lambda c: seen.append(copy.deepcopy(c))) == 0
+    assert demo.run(ROOT, fast=True, out=lambda _: None, on_composite=seen.append) == 0
     return seen
 
 
-def last(rounds: list[dict], kind: str, **where) -> dict:
-    matching = [c for c in rounds if c["kind"] == kind and all(
+def states(rounds: list[dict], kind: str, **where) -> list[dict]:
+    return [c for c in rounds if c["kind"] == kind and all(
         c.get("spec", {}).get(k) == v for k, v in where.items())]
-    return matching[-1]
+
+
+def with_phase(rounds: list[dict], kind: str, phase: str) -> dict:
+    return next(c for c in rounds if c["kind"] == kind and c.get("status", {}).get("phase") == phase)
 
 
 def test_argocd_cm_has_a_health_check_for_every_kind():
@@ -59,53 +63,77 @@ def test_argocd_cm_has_a_health_check_for_every_kind():
 
 
 def test_a_ready_fleet_cluster_is_healthy(health, demo_rounds):
-    status, message = health(last(demo_rounds, "FleetCluster"))
+    status, message = health(states(demo_rounds, "FleetCluster")[-1])
     assert status == "Healthy" and "ProviderConfig" in message
 
 
+def test_a_fleet_cluster_waiting_for_its_provider_config_is_progressing(health, demo_rounds):
+    assert health(states(demo_rounds, "FleetCluster")[0])[0] == "Progressing"
+
+
 def test_a_model_cache_that_is_resolving_is_progressing(health, demo_rounds):
-    resolving = next(c for c in demo_rounds if c["kind"] == "ModelCache")
+    resolving = next(c for c in states(demo_rounds, "ModelCache")
+                     if kit.condition_of(c, "Resolved").get("reason") == "Resolving")
     status, message = health(resolving)
     assert status == "Progressing" and "resolving" in message
 
 
-def test_a_model_cache_partway_through_the_fleet_is_progressing_with_its_counts(health,
-                                                                               demo_rounds):
-    status, message = health(last(demo_rounds, "ModelCache"))
-    assert status == "Progressing"
-    assert "1/3 Ready, 1 hydrating, 1 pending" in message
-
-
-@pytest.mark.parametrize("cluster, expected", [("gpu-east-1", "Healthy"),
-                                               ("gpu-east-2", "Progressing"),
-                                               ("gpu-west-1", "Progressing")])
-def test_hydrations_are_healthy_only_when_ready(health, demo_rounds, cluster, expected):
-    hydration = last(demo_rounds, "ModelCacheHydration", clusterName=cluster)
-    status, message = health(hydration)
-    assert status == expected
-    assert message == hydration["status"]["message"]
-
-
-def test_a_failed_hydration_is_degraded_with_its_reason_and_remedy(health, demo_rounds):
-    failed = copy.deepcopy(last(demo_rounds, "ModelCacheHydration", clusterName="gpu-east-2"))
-    failed["status"].update(phase="Failed", reason="DigestMismatch",
-                            message="bytes did not match. Check the mirror.")
-    assert health(failed) == ("Degraded", "DigestMismatch: bytes did not match. Check the mirror.")
-
-
-def test_a_model_cache_with_a_failed_cluster_is_degraded_with_the_degraded_message(
+def test_a_model_cache_partway_through_the_fleet_is_progressing_with_its_counts(
         health, demo_rounds):
-    cache = copy.deepcopy(last(demo_rounds, "ModelCache"))
-    for cond in cache["status"]["conditions"]:
-        if cond["type"] == "Degraded":
-            cond.update(status="True", reason="HydrationFailed",
-                        message="hydration failed on gpu-east-2 (DigestMismatch)")
-    assert health(cache) == ("Degraded", "hydration failed on gpu-east-2 (DigestMismatch)")
+    hydrating = next(c for c in states(demo_rounds, "ModelCache")
+                     if c.get("status", {}).get("hydratingClusters"))
+    status, message = health(hydrating)
+    assert status == "Progressing" and "hydrating" in message
+
+
+def test_the_model_cache_with_a_failed_cluster_ends_degraded_naming_it(health, demo_rounds):
+    status, message = health(states(demo_rounds, "ModelCache")[-1])
+    assert status == "Degraded"
+    assert "gpu-west-2 (DigestMismatch)" in message
+
+
+def test_a_ready_hydration_is_healthy(health, demo_rounds):
+    ready = with_phase(demo_rounds, "ModelCacheHydration", "Ready")
+    assert health(ready) == ("Healthy", ready["status"]["message"])
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Hydrating"])
+def test_a_hydration_on_its_way_is_progressing_with_its_message(health, demo_rounds, phase):
+    hydration = with_phase(demo_rounds, "ModelCacheHydration", phase)
+    assert health(hydration) == ("Progressing", hydration["status"]["message"])
+
+
+def test_the_failed_hydration_is_degraded_with_its_reason_and_remedy(health, demo_rounds):
+    failed = with_phase(demo_rounds, "ModelCacheHydration", "Failed")
+    status, message = health(failed)
+    assert status == "Degraded"
+    assert message.startswith("DigestMismatch: ") and "Check the mirror" in message
+
+
+def test_a_model_deployment_with_every_replica_ready_is_healthy(health, demo_rounds):
+    status, message = health(states(demo_rounds, "ModelDeployment")[-1])
+    assert status == "Healthy"
+    assert message == "6/6 replicas ready (cache 5, source 1)"
+
+
+def test_a_model_deployment_coming_up_is_progressing(health, demo_rounds):
+    assert health(states(demo_rounds, "ModelDeployment")[0])[0] == "Progressing"
+
+
+def test_a_ready_replica_is_healthy_and_a_pending_one_progressing(health, demo_rounds):
+    assert health(with_phase(demo_rounds, "ModelReplica", "Ready"))[0] == "Healthy"
+    assert health(with_phase(demo_rounds, "ModelReplica", "Pending"))[0] == "Progressing"
+
+
+def test_a_failed_replica_is_degraded_with_its_message(health, demo_rounds):
+    failed = copy.deepcopy(with_phase(demo_rounds, "ModelReplica", "Ready"))
+    failed["status"].update(phase="Failed", reason="HydrationFailed", message="no cache here")
+    assert health(failed) == ("Degraded", "no cache here")
 
 
 def test_a_composite_crossplane_cannot_sync_is_degraded_with_crossplanes_message(health,
                                                                                 demo_rounds):
-    cache = copy.deepcopy(last(demo_rounds, "ModelCache"))
+    cache = copy.deepcopy(states(demo_rounds, "ModelCache")[-1])
     cache["status"]["conditions"].append({"type": "Synced", "status": "False",
                                           "reason": "ReconcileError",
                                           "message": "spec.placement: set exactly one"})

@@ -45,7 +45,7 @@ def printer_columns() -> dict[str, list[dict]]:
 def final_state() -> dict[tuple[str, str], dict]:
     """The last state of every composite the demo touched, by (kind, name)."""
     state: dict[tuple[str, str], dict] = {}
-    assert demo.run(ROOT, out=lambda _: None, on_composite=lambda c: state.__setitem__(
+    assert demo.run(ROOT, fast=True, out=lambda _: None, on_composite=lambda c: state.__setitem__(
         (c["kind"], c["metadata"]["name"]), copy.deepcopy(c))) == 0
     return state
 
@@ -57,7 +57,8 @@ def test_the_jsonpath_subset_reads_fields_and_filters():
     assert jsonpath(obj, ".status.missing") is None
 
 
-@pytest.mark.parametrize("kind", ["FleetCluster", "ModelCache", "ModelCacheHydration"])
+@pytest.mark.parametrize("kind", ["FleetCluster", "ModelCache", "ModelCacheHydration",
+                                  "ModelDeployment", "ModelReplica"])
 def test_every_printer_column_shows_a_value_over_the_demos_final_state(final_state, kind):
     objects = [o for (k, _), o in final_state.items() if k == kind]
     assert objects, f"the demo never composed a {kind}"
