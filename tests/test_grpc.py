@@ -10,6 +10,7 @@ import datetime
 
 import grpc
 import pytest
+from click.testing import CliRunner
 from crossplane.function import runtime
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
@@ -106,3 +107,9 @@ def test_an_unknown_kind_is_a_fatal_result_naming_it(insecure_stub):
     rsp = insecure_stub.RunFunction(req, timeout=10)
     assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
     assert "'Bucket'" in rsp.results[0].message
+
+
+def test_fleetcache_function_takes_the_sdks_standard_options():
+    help_text = CliRunner().invoke(server.main, ["--help"]).output
+    for flag in ("--insecure", "--tls-certs-dir", "--address", "--debug"):
+        assert flag in help_text
