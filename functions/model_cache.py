@@ -396,12 +396,11 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         "clusters": [r.as_status() for r in reports],
     }
     resolved = resolution.resolved
-    if resolved:
-        status["resolved"] = resolved
-        status["commitShort"] = resolved["commit"][:8]
-        status["sizeHuman"] = kit.human_bytes(resolved["bytes"])
-    elif request.status.get("resolved"):
-        status["resolved"] = request.status["resolved"]
+    shown = resolved or request.status.get("resolved")  # the old commit while re-resolving
+    if shown and shown.get("commit"):
+        status["resolved"] = shown
+        status["commitShort"] = str(shown["commit"])[:8]
+        status["sizeHuman"] = kit.human_bytes(kit.as_int(shown.get("bytes")))
     outcome.status = status
 
     if resolved:

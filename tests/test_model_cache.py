@@ -265,6 +265,14 @@ def test_a_changed_source_resolves_again_and_keeps_the_existing_hydrations():
     assert all(h["spec"]["commit"] == COMMIT for h in hydrations(outcome).values())
 
 
+def test_while_resolving_again_the_status_still_shows_the_commit_the_fleet_has():
+    xr = with_resolved(model_cache_xr())
+    xr["spec"]["source"]["huggingFace"]["revision"] = "v2"
+    status = compose(xr).status
+    assert status["resolved"]["commit"] == COMMIT
+    assert (status["commitShort"], status["sizeHuman"]) == (COMMIT[:8], "3.0GiB")
+
+
 # --- hydrations -------------------------------------------------------------------------
 
 
