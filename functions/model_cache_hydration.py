@@ -8,7 +8,9 @@ Lifecycle, top to bottom:
 3. compose the Objects that phase needs on the cluster: namespace (create only), PVC,
    progress ConfigMap (Observe/Create/Delete), and until Ready the agent's
    ServiceAccount/Role/RoleBinding, the token Secret and the agent Job;
-4. report phase, progress, reason and remedy, the Hydrated condition and readiness.
+4. report phase, progress, reason and remedy, the Hydrated condition and readiness, and the
+   serving commit: the last commit that reached Ready on the volume, kept while a newer one
+   hydrates or fails, so replicas can keep mounting it.
 
 The token itself is never read here: provider-kubernetes patches it into the remote
 Secret from the XR namespace's Secret (kit.token_secret_object).
@@ -388,14 +390,48 @@ def progress_of(request: kit.Request, spec: HydrationSpec, seen: Seen, phase: Ph
             "filesTotal": count["filesTotal"], "percent": percent}
 
 
+@dataclass(frozen=True)
+class Serving:
+    """The last snapshot that reached Ready on this volume: what engines can mount now."""
+
+    repo: str = ""
+    commit: str = ""
+    manifest_digest: str = ""
+
+    def as_status(self) -> dict:
+        return {"servingRepo": self.repo, "servingCommit": self.commit,
+                "servingManifestDigest": self.manifest_digest}
+
+
+def serving_of(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Serving:
+    """Latched: this commit once Ready; until then whatever the last Ready left behind.
+
+    The agent never deletes an older snapshot (hf-cache layout: snapshots/<commit> and
+    digest-named blobs), so a commit that was Ready stays mountable while a newer one
+    hydrates, and after the newer one fails.
+    """
+    if phase.ready:
+        return Serving(spec.source["huggingFace"]["repo"], spec.commit, spec.manifest_digest)
+    status = request.status
+    commit = status.get("servingCommit")
+    if not isinstance(commit, str) or not COMMIT_SHAPE.match(commit):
+        return Serving()
+    return Serving(str(status.get("servingRepo") or ""), commit,
+                   str(status.get("servingManifestDigest") or ""))
+
+
 def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, phase: Phase,
            outcome: kit.Outcome) -> None:
     progress = progress_of(request, spec, seen, phase)
+    serving = serving_of(request, spec, phase)
     message = phase.message
     if phase.phase == "Hydrating":
         message = f"{progress['percent']}% ({kit.human_bytes(progress['bytesDone'])} of " \
                   f"{kit.human_bytes(progress['bytesTotal'])}, {progress['filesDone']}/" \
                   f"{progress['filesTotal']} files): {message}"
+    if serving.commit and serving.commit != spec.commit:
+        message = f"{message.rstrip('.')}; the volume keeps serving {serving.commit[:10]} " \
+                  f"until {spec.commit[:10]} is Ready"
     outcome.status = {
         "phase": phase.phase,
         "progress": progress,
@@ -404,6 +440,7 @@ def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, 
         "resolved": {"commit": spec.commit, "manifestDigest": spec.manifest_digest,
                      "bytes": spec.bytes},
         "volumeName": names.volume,
+        **serving.as_status(),
     }
     outcome.condition("Hydrated", phase.ready, phase.reason, message)
     outcome.composite_ready = phase.ready

@@ -346,7 +346,8 @@ def test_model_cache_hydration_spec_has_the_designed_fields():
 
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():
     status = status_props("ModelCacheHydration")
-    assert set(status) == {"phase", "progress", "reason", "message", "resolved", "volumeName"}
+    assert set(status) == {"phase", "progress", "reason", "message", "resolved", "volumeName",
+                           "servingRepo", "servingCommit", "servingManifestDigest"}
     assert keys_of(status["progress"]) == \
         {"bytesDone", "bytesTotal", "filesDone", "filesTotal", "percent"}
     assert keys_of(status["resolved"]) == {"commit", "manifestDigest", "bytes"}

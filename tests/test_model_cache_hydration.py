@@ -178,6 +178,64 @@ def test_a_new_commit_replaces_the_old_job_object():
     assert NEW_COMMIT[:10] in new_job["metadata"]["name"]
 
 
+# --- the serving commit -------------------------------------------------------------------
+
+NEW_JOB_KEY = f"job-{NEW_COMMIT[:10]}"
+SERVING = {"servingRepo": "Qwen/Qwen3-0.6B", "servingCommit": COMMIT,
+           "servingManifestDigest": "ab" * 32}
+
+
+def repinned(states: dict, status: dict | None = None) -> kit.Outcome:
+    """A hydration that was Ready on COMMIT, re-pinned to NEW_COMMIT, its new Job in `states`."""
+    xr = with_status(hydration_xr(commit=NEW_COMMIT), **{
+        "phase": "Ready", "resolved": {"commit": COMMIT}, **(status or SERVING)})
+    return compose(hydration_request(xr, observed=observed_after(xr, states=states)))
+
+
+def serving(outcome: kit.Outcome) -> dict:
+    return {k: outcome.status[k] for k in SERVING}
+
+
+def test_ready_latches_the_commit_as_the_serving_commit():
+    outcome = settle(states={JOB_KEY: job_complete(), **BOUND})
+    assert serving(outcome) == SERVING
+
+
+def test_no_serving_commit_before_the_first_ready():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND})
+    assert serving(outcome) == {"servingRepo": "", "servingCommit": "",
+                                "servingManifestDigest": ""}
+
+
+def test_the_serving_commit_is_kept_while_a_new_commit_hydrates():
+    outcome = repinned({NEW_JOB_KEY: job_running(), **BOUND})
+    assert outcome.status["phase"] == "Hydrating"
+    assert outcome.status["resolved"]["commit"] == NEW_COMMIT
+    assert serving(outcome) == SERVING
+    assert f"keeps serving {COMMIT[:10]} until {NEW_COMMIT[:10]}" in outcome.status["message"]
+
+
+def test_the_serving_commit_is_kept_after_the_new_commit_fails():
+    outcome = repinned({NEW_JOB_KEY: job_failed_exit(13), **BOUND},
+                       status={**SERVING, "phase": "Hydrating"})
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Failed",
+                                                                   "InsufficientCapacity")
+    assert serving(outcome) == SERVING
+
+
+def test_the_serving_commit_moves_to_the_new_commit_once_it_is_ready():
+    outcome = repinned({NEW_JOB_KEY: job_complete(), **BOUND})
+    assert outcome.status["phase"] == "Ready"
+    assert serving(outcome)["servingCommit"] == NEW_COMMIT
+    assert "keeps serving" not in outcome.status["message"]
+
+
+def test_a_serving_commit_that_is_not_a_commit_is_dropped():
+    outcome = repinned({NEW_JOB_KEY: job_running(), **BOUND},
+                       status={**SERVING, "servingCommit": "../../etc"})
+    assert serving(outcome)["servingCommit"] == ""
+
+
 @pytest.mark.parametrize("row", exitcodes.EXIT_CODES, ids=lambda r: f"{r.code}-{r.reason}")
 def test_failed_reason_and_remedy_come_from_the_exit_code(row):
     outcome = settle(states={JOB_KEY: job_failed_exit(row.code), **BOUND})
