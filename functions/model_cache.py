@@ -244,10 +244,17 @@ class ClusterReport:
     bytes_total: int = 0
     reason: str = ""
     message: str = ""
+    serving_commit: str = ""  # the last commit Ready on the volume, while another is not
+
+    @property
+    def serving_previous(self) -> bool:
+        """Not Ready on the resolved commit, but an earlier one can be mounted there."""
+        return self.phase != "Ready" and bool(self.serving_commit)
 
     def as_status(self) -> dict:
         return {"name": self.name, "phase": self.phase, "bytesDone": self.bytes_done,
-                "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message}
+                "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message,
+                "servingCommit": self.serving_commit}
 
 
 def hydration_key(cluster: str) -> str:
@@ -288,8 +295,24 @@ def job_spec(policy: kit.JobPolicy) -> dict:
             "ttlSecondsAfterFinished": policy.ttl_seconds_after_finished}
 
 
-def report_of(target: Target, observed: dict | None, resolved_bytes: int) -> ClusterReport:
-    """Where one cluster stands, from its hydration's own status."""
+def serving_commit_of(observed: dict | None, repo: str) -> str:
+    """The hydration's latched servingCommit, if it is a snapshot of the repo served now
+    (a changed repo leaves the old model's snapshot on the volume, but it is another model)."""
+    status = kit.get_path(observed, "status")
+    if not isinstance(status, dict) or status.get("servingRepo") != repo:
+        return ""
+    commit = status.get("servingCommit")
+    return commit if isinstance(commit, str) else ""
+
+
+def report_of(target: Target, observed: dict | None, resolved_bytes: int,
+              commit: str | None, repo: str) -> ClusterReport:
+    """Where one cluster stands on `commit`, from its hydration's own status.
+
+    A hydration still pinned to another commit (queued for a rollout slot, or re-pinned in
+    this very call) is Pending for `commit`: its Ready speaks of a snapshot the replicas of
+    `commit` cannot use. What it can still serve is in serving_commit.
+    """
     report = ClusterReport(target.name, bytes_total=resolved_bytes)
     if target.cluster is None:
         report.reason = "ClusterNotFound"
@@ -297,6 +320,13 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int) -> Clu
                                          "ClusterNotFound")
         return report
     if observed is None:
+        if not target.ready:
+            report.reason = "ClusterNotReady"
+            report.message = kit.with_remedy(f"FleetCluster {target.name} is not Ready",
+                                             "ClusterNotReady")
+        return report
+    report.serving_commit = serving_commit_of(observed, repo)
+    if commit and kit.get_path(observed, "spec.commit") != commit:
         if not target.ready:
             report.reason = "ClusterNotReady"
             report.message = kit.with_remedy(f"FleetCluster {target.name} is not Ready",
@@ -337,25 +367,27 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
                 in_flight += 1
         else:
             waiting.append((target, observed))
-    admitted = set()
+    queued = set()
     for target, observed in waiting:
         if target.ready and in_flight < spec.max_concurrent:
             outcome.compose(hydration_key(target.name),
                             hydration(request, spec, resolved, target.name), ready=False)
-            admitted.add(target.name)
             in_flight += 1
-        elif observed is not None:
+            continue
+        if observed is not None:
             kit.carry_over(request, outcome, [hydration_key(target.name)])
+        if target.ready:
+            queued.add(target.name)
     for target in targets:
         observed = request.observed.get(hydration_key(target.name))
-        if target.name in admitted and kit.get_path(observed, "spec.commit") != resolved["commit"]:
-            observed = None
-        report = report_of(target, observed, resolved["bytes"])
-        if (target.ready and target.name not in admitted
-                and hydration_key(target.name) not in outcome.desired):
+        report = report_of(target, observed, resolved["bytes"], resolved["commit"],
+                           resolved.get("repo") or spec.repo)
+        if target.name in queued:
             report.reason = "RolloutQueued"
             report.message = (f"waiting for a rollout slot: {spec.max_concurrent} clusters "
                               "hydrate at once (spec.rollout.maxConcurrent)")
+            if report.serving_commit:
+                report.message += f"; serving {report.serving_commit[:10]} until then"
         reports.append(report)
     return reports
 
@@ -383,8 +415,11 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     desired = len(reports)
     ready, failed = rollup.count("Ready"), rollup.count("Failed")
     hydrating, pending = rollup.count("Hydrating"), rollup.count("Pending")
+    # A cluster serving the previous commit while the new one hydrates (or failed) still
+    # serves this model warm: a model update is not an outage of the cache.
+    serving = sum(1 for r in reports if r.serving_previous)
     needed = spec.min_ready or desired
-    available = desired > 0 and ready >= needed
+    available = desired > 0 and ready + serving >= needed
     status: dict[str, Any] = {
         "desiredClusters": desired,
         "readyClusters": ready,
@@ -422,12 +457,13 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     else:
         outcome.condition("Progressing", True, resolution.reason, resolution.message)
 
+    counted = f"{ready} of {desired} clusters Ready"
+    if serving:
+        counted += f", {serving} serving the previous commit until the new one is Ready"
     if available:
-        outcome.condition("Available", True, "MinimumClustersReady",
-                          f"{ready} of {desired} clusters Ready (needs {needed})")
+        outcome.condition("Available", True, "MinimumClustersReady", f"{counted} (needs {needed})")
     else:
-        outcome.condition("Available", False, "TooFewClustersReady",
-                          f"{ready} of {desired} clusters Ready (needs {needed})")
+        outcome.condition("Available", False, "TooFewClustersReady", f"{counted} (needs {needed})")
 
     failures = [r for r in reports if r.phase == "Failed"]
     if failures:
@@ -458,7 +494,9 @@ def compose(request: kit.Request) -> kit.Outcome:
     else:
         kit.carry_over(request, outcome,
                        [k for k in request.observed if k.startswith(HYDRATION_PREFIX)])
-        reports = [report_of(t, request.observed.get(hydration_key(t.name)), 0)
+        shown = request.status.get("resolved") or {}  # what the fleet has until then
+        reports = [report_of(t, request.observed.get(hydration_key(t.name)), 0,
+                             shown.get("commit"), shown.get("repo") or spec.repo)
                    for t in targets]
     report(request, spec, resolution, reports, outcome)
     return outcome

@@ -335,7 +335,7 @@ def test_model_cache_status_has_every_field_the_composer_writes():
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest"}
     assert keys_of(status["clusters"]["items"]) == \
-        {"name", "phase", "bytesDone", "bytesTotal", "reason", "message"}
+        {"name", "phase", "bytesDone", "bytesTotal", "reason", "message", "servingCommit"}
 
 
 def test_model_cache_hydration_spec_has_the_designed_fields():

@@ -365,6 +365,108 @@ def test_a_cluster_on_an_older_commit_keeps_its_cache_until_a_slot_frees():
         COMMIT, "0" * 40, "0" * 40]
 
 
+# --- the commit each cluster serves -------------------------------------------------------
+
+OLD_COMMIT = "0" * 40
+
+
+def serving(observed: dict, commit: str = OLD_COMMIT, repo: str = "Qwen/Qwen3-0.6B") -> dict:
+    """An observed hydration whose status latched `commit` of `repo` as its servingCommit."""
+    out = copy.deepcopy(observed)
+    out["status"].update({"servingRepo": repo, "servingCommit": commit,
+                          "servingManifestDigest": "cd" * 32})
+    return out
+
+
+def old_commit_fleet(phase: str = "Ready", **kwargs) -> tuple[list[dict], dict]:
+    """Three clusters whose hydrations are still pinned to OLD_COMMIT, in `phase`."""
+    fleet = [fleet_cluster(f"gpu-{i}") for i in range(3)]
+    old = with_resolved(model_cache_xr(), commit=OLD_COMMIT)
+    return fleet, {k: serving(observed_hydration(r, phase, done=3 * GIB, **kwargs))
+                   for k, (r, _) in compose(old, fleet, {}).desired.items()}
+
+
+def new_commit_xr(**spec) -> dict:
+    return with_resolved(model_cache_xr(rollout={"maxConcurrent": 1}, **spec))
+
+
+def repinned(observed: dict, cluster: str, phase: str, **kwargs) -> None:
+    """The cluster's hydration re-pinned to COMMIT, in `phase`, still serving OLD_COMMIT."""
+    key = f"hydration-{cluster}"
+    spec = copy.deepcopy(observed[key]["spec"])
+    spec["commit"] = COMMIT
+    observed[key] = serving(observed_hydration({**observed[key], "spec": spec}, phase, **kwargs))
+
+
+def test_a_cluster_copies_the_serving_commit_of_its_hydration():
+    xr = with_resolved(model_cache_xr())
+    observed = {k: serving(observed_hydration(r, "Ready", done=3 * GIB), COMMIT)
+                for k, (r, _) in compose(xr).desired.items()}
+    assert {c["servingCommit"] for c in compose(xr, observed=observed).status["clusters"]} \
+        == {COMMIT}
+
+
+def test_a_cluster_never_ready_has_no_serving_commit():
+    assert {c["servingCommit"] for c in three_phase_outcome().status["clusters"]} == {""}
+
+
+def test_a_cluster_hydrating_a_new_commit_keeps_serving_the_old_one():
+    fleet, observed = old_commit_fleet()
+    repinned(observed, "gpu-0", "Hydrating", done=GIB)
+    row = clusters(compose(new_commit_xr(), fleet, observed))["gpu-0"]
+    assert (row["phase"], row["servingCommit"]) == ("Hydrating", OLD_COMMIT)
+
+
+def test_a_cluster_whose_new_commit_failed_keeps_serving_the_old_one():
+    fleet, observed = old_commit_fleet()
+    repinned(observed, "gpu-0", "Failed", reason="DigestMismatch")
+    row = clusters(compose(new_commit_xr(), fleet, observed))["gpu-0"]
+    assert (row["phase"], row["servingCommit"]) == ("Failed", OLD_COMMIT)
+
+
+def test_a_cluster_queued_on_an_older_commit_is_pending_not_ready():
+    """Its Ready is about the old snapshot: replicas of the new commit must not mount it."""
+    fleet, observed = old_commit_fleet()
+    rows = clusters(compose(new_commit_xr(), fleet, observed))
+    assert (rows["gpu-2"]["phase"], rows["gpu-2"]["reason"]) == ("Pending", "RolloutQueued")
+    assert rows["gpu-2"]["servingCommit"] == OLD_COMMIT
+    assert f"serving {OLD_COMMIT[:10]}" in rows["gpu-2"]["message"]
+
+
+def test_a_cluster_re_pinned_in_this_call_is_pending_and_keeps_serving():
+    fleet, observed = old_commit_fleet()
+    row = clusters(compose(new_commit_xr(), fleet, observed))["gpu-0"]
+    assert (row["phase"], row["bytesDone"], row["servingCommit"]) == ("Pending", 0, OLD_COMMIT)
+
+
+def test_a_serving_commit_of_another_repo_is_not_offered():
+    fleet, observed = old_commit_fleet()
+    for key in observed:
+        observed[key] = serving(observed[key], repo="Qwen/Qwen3-8B")
+    rows = compose(new_commit_xr(), fleet, observed).status["clusters"]
+    assert {r["servingCommit"] for r in rows} == {""}
+
+
+def test_while_resolving_again_clusters_speak_of_the_commit_still_shown():
+    fleet, observed = old_commit_fleet()
+    repinned(observed, "gpu-0", "Ready", done=3 * GIB)  # rolled out before the next change
+    xr = new_commit_xr()
+    xr["spec"]["source"]["huggingFace"]["revision"] = "v3"
+    rows = clusters(compose(xr, fleet, observed))
+    assert [rows[c]["phase"] for c in ("gpu-0", "gpu-1", "gpu-2")] == [
+        "Ready", "Pending", "Pending"]
+    assert rows["gpu-1"]["servingCommit"] == OLD_COMMIT
+
+
+def test_clusters_serving_the_previous_commit_keep_the_cache_available():
+    fleet, observed = old_commit_fleet()
+    repinned(observed, "gpu-0", "Hydrating", done=GIB)
+    outcome = compose(new_commit_xr(), fleet, observed)
+    assert outcome.status["readyClusters"] == 0
+    available = condition(outcome, "Available")
+    assert available.status == "True" and "3 serving the previous commit" in available.message
+
+
 # --- status -----------------------------------------------------------------------------
 
 
@@ -395,7 +497,7 @@ def test_progress_is_the_percent_of_the_fleets_bytes():
 def test_clusters_report_name_phase_bytes_reason_and_message():
     east2 = clusters(three_phase_outcome())["gpu-east-2"]
     assert east2 == {"name": "gpu-east-2", "phase": "Hydrating", "bytesDone": int(1.2 * GIB),
-                     "bytesTotal": 3 * GIB, "reason": "", "message": ""}
+                     "bytesTotal": 3 * GIB, "reason": "", "message": "", "servingCommit": ""}
 
 
 def test_available_needs_every_cluster_when_min_ready_is_zero():
