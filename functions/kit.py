@@ -627,6 +627,7 @@ def agent_job_manifest(
     }
 
 
+COMMIT_SHAPE = re.compile(r"^[0-9a-f]{40}$")  # a full git commit: safe in a snapshot path
 REPO_SHAPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")  # the agent writes the volume: never ReadOnlyMany
 

@@ -33,7 +33,7 @@ ACCESS_KEYS = ("service-account", "role", "role-binding")  # kit.progress_access
 TOKEN_KEY = "token-secret"
 JOB_PREFIX = "job-"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-COMMIT_SHAPE = re.compile(r"^[0-9a-f]{40}$")
+COMMIT_SHAPE = kit.COMMIT_SHAPE
 PVC_BOUND_QUERY = "has(object.status) && has(object.status.phase) && object.status.phase == 'Bound'"
 DEFAULT_CONCURRENCY = 8
 

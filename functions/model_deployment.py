@@ -7,10 +7,13 @@ Lifecycle, top to bottom:
    runs now from the observed ModelReplicas;
 2. place: candidates are the Ready FleetClusters matching spec.placement; a replica keeps
    its cluster while that cluster is a candidate (and under maxReplicasPerCluster); new
-   replicas go to the best-ranked candidate (cache Ready, then a cache target not yet
-   Ready, then the rest; ties by fewest replicas of this deployment, then by name);
+   replicas go to the best-ranked candidate (cache Ready, then a cache serving the previous
+   commit, then a cache target not yet Ready, then the rest; ties by fewest replicas of this
+   deployment, then by name);
    scaling down removes the highest index first;
-3. decide delivery per replica by the table of DESIGN.md §3 and spec.delivery;
+3. decide delivery per replica by the table of DESIGN.md §3 and spec.delivery, except that
+   a cluster whose cache is not Ready on the resolved commit but still holds a verified
+   earlier one (its servingCommit) keeps serving that one from the cache;
 4. compose one ModelReplica per placed replica;
 5. report replicas, placements and the ReplicasScheduled / ReplicasReady /
    ModelCacheResolved conditions; ready when every desired replica is ready.
@@ -19,7 +22,6 @@ Lifecycle, top to bottom:
 from __future__ import annotations
 
 import copy
-import functools
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -154,6 +156,7 @@ class ClusterCache:
     bytes_total: int = 0
     reason: str = ""
     message: str = ""
+    serving_commit: str = ""  # an earlier commit still verified on the volume, or ""
 
     def as_hydration(self) -> dict:
         return {"phase": self.phase, "bytesDone": self.bytes_done,
@@ -171,14 +174,12 @@ class Model:
     cache_found: bool = False
     targets: Mapping[str, ClusterCache] = field(default_factory=dict)
 
-    @functools.cached_property
-    def cache_mount(self) -> dict:
-        """A Cache replica's spec.cache: the cache's PVC and the snapshot inside it."""
+    def cache_mount(self, commit: str) -> dict:
+        """A Cache replica's spec.cache: the cache's PVC and one commit's snapshot inside it."""
         mount = kit.CACHE_MOUNT_PATH
         return {"modelCacheName": self.cache_name,
                 "volumeName": kit.cache_volume_name(self.cache_name or ""), "mountPath": mount,
-                "snapshotPath": hf_snapshot_path(mount, self.repo, self.commit),
-                "commit": self.commit}
+                "snapshotPath": hf_snapshot_path(mount, self.repo, commit), "commit": commit}
 
     def as_status(self) -> dict:
         out = {"repo": self.repo, "revision": self.revision, "commit": self.commit}
@@ -207,10 +208,12 @@ def read_model(spec: DeploymentSpec, caches: list[dict], latched: Any) -> Model:
     rows = kit.get_path(cache, "status.clusters")
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, Mapping) and isinstance(row.get("name"), str):
+            serving = row.get("servingCommit")
             targets[row["name"]] = ClusterCache(
                 str(row.get("phase") or "Pending"), kit.as_int(row.get("bytesDone")),
                 kit.as_int(row.get("bytesTotal")), str(row.get("reason") or ""),
-                str(row.get("message") or ""))
+                str(row.get("message") or ""),
+                serving if isinstance(serving, str) and kit.COMMIT_SHAPE.match(serving) else "")
     return Model(str(resolved.get("repo") or hf.get("repo") or ""),
                  str(resolved.get("revision") or hf.get("revision") or "main"),
                  str(resolved.get("commit") or ""), spec.cache_name, True, targets)
@@ -257,11 +260,16 @@ def candidate_clusters(spec: DeploymentSpec, fleet: list[dict]) -> tuple[list[st
 
 
 def cache_tier(model: Model, cluster: str) -> int:
-    """0: the cache is Ready there; 1: a cache target not yet Ready; 2: the rest."""
+    """0: the cache is Ready there; 1: it still serves a previous commit; 2: a cache target
+    not yet Ready; 3: the rest, failed targets included."""
     row = model.targets.get(cluster)
-    if row is None or row.phase == "Failed":
-        return 2
-    return 0 if row.phase == "Ready" and model.commit else 1
+    if row is None:
+        return 3
+    if row.phase == "Ready" and model.commit:
+        return 0
+    if row.serving_commit:
+        return 1
+    return 3 if row.phase == "Failed" else 2
 
 
 def place(spec: DeploymentSpec, candidates: list[str], model: Model,
@@ -295,24 +303,43 @@ def place(spec: DeploymentSpec, candidates: list[str], model: Model,
 # --- 3. decide delivery -------------------------------------------------------------------
 
 
-def decide(model: Model, cluster: str, policy: Policy,
-           before: Previous | None) -> tuple[str, str]:
-    """(delivery, reason) for one replica by DESIGN.md §3's table and spec.delivery."""
+@dataclass(frozen=True)
+class Delivery:
+    delivery: str  # Cache | Source | Wait | Fail
+    reason: str
+    commit: str  # the commit the replica loads ("" for Wait/Fail, or before a resolve)
+
+
+def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
+    """One replica's delivery by DESIGN.md §3's table and spec.delivery, with one addition:
+    a cluster not Ready on the resolved commit that still holds a verified earlier commit
+    (servingCommit) keeps serving that one from the cache, hydrating or failed alike."""
     if model.cache_name is None:
-        return "Source", "NoModelCache"
+        return Delivery("Source", "NoModelCache", model.commit)
     if not model.cache_found:
-        return "Source", "ModelCacheNotFound"
+        return Delivery("Source", "ModelCacheNotFound", model.commit)
     row = model.targets.get(cluster)
     if row is None:
-        return "Source", "NotACacheTarget"
-    if row.phase == "Failed":
-        return ("Fail" if policy.on_hydration_failure == "Fail" else "Source"), "HydrationFailed"
+        return Delivery("Source", "NotACacheTarget", model.commit)
+    # Already loading the resolved commit from the source on this cluster: never sent back
+    # to an older snapshot (a downgrade and a second roll); it follows the table.
+    running_source = before is not None and before.cluster == cluster \
+        and before.delivery == "Source"
     if row.phase == "Ready" and model.commit:
-        if (policy.switch_to_cache == "Never" and before is not None
-                and before.cluster == cluster and before.delivery == "Source"):
-            return "Source", "SwitchToCacheNever"
-        return "Cache", "CacheReady"
-    return ("Wait" if policy.while_hydrating == "Wait" else "Source"), "Hydrating"
+        if policy.switch_to_cache == "Never" and running_source:
+            return Delivery("Source", "SwitchToCacheNever", model.commit)
+        return Delivery("Cache", "CacheReady", model.commit)
+    if row.serving_commit and not running_source:
+        reason = "PreviousCommitHydrationFailed" if row.phase == "Failed" \
+            else "PreviousCommitWhileHydrating"
+        return Delivery("Cache", reason, row.serving_commit)
+    if row.phase == "Failed":
+        if policy.on_hydration_failure == "Fail":
+            return Delivery("Fail", "HydrationFailed", "")
+        return Delivery("Source", "HydrationFailed", model.commit)
+    if policy.while_hydrating == "Wait":
+        return Delivery("Wait", "Hydrating", "")
+    return Delivery("Source", "Hydrating", model.commit)
 
 
 # --- 4. compose ---------------------------------------------------------------------------
@@ -325,10 +352,15 @@ class Placement:
     delivery: str
     reason: str
     ready: bool
+    commit: str = ""
+
+    @property
+    def previous_commit(self) -> bool:
+        return self.reason.startswith("PreviousCommit")
 
     def as_status(self) -> dict:
         return {"replica": self.index, "cluster": self.cluster or "",
-                "delivery": self.delivery, "reason": self.reason}
+                "delivery": self.delivery, "reason": self.reason, "commit": self.commit}
 
 
 def replica_key(index: int) -> str:
@@ -343,11 +375,12 @@ def model_replica(request: kit.Request, engine: dict, model: Model,
         "replica": placement.index,
         "clusterName": cluster,
         "delivery": placement.delivery,
-        "model": {"repo": model.repo, "revision": model.revision, "commit": model.commit},
+        "model": {"repo": model.repo, "revision": model.revision,
+                  "commit": placement.commit if placement.delivery == "Cache" else model.commit},
         "engine": copy.deepcopy(engine),
     }
     if placement.delivery == "Cache":
-        replica_spec["cache"] = dict(model.cache_mount)
+        replica_spec["cache"] = model.cache_mount(placement.commit)
     if placement.delivery in ("Wait", "Fail"):
         replica_spec["hydration"] = model.targets[cluster].as_hydration()
     return {
@@ -374,9 +407,10 @@ def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
             reason = "MaxReplicasPerCluster" if candidates else "NoClusters"
             placements.append(Placement(index, None, "", reason, False))
             continue
-        delivery, reason = decide(model, cluster, spec.policy, before)
+        chosen = decide(model, cluster, spec.policy, before)
         ready = before is not None and before.cluster == cluster and before.ready
-        placement = Placement(index, cluster, delivery, reason, ready)
+        placement = Placement(index, cluster, chosen.delivery, chosen.reason, ready,
+                              chosen.commit)
         outcome.compose(replica_key(index), model_replica(request, engine, model, placement))
         placements.append(placement)
     return placements
@@ -393,11 +427,13 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
         return sum(1 for p in placed if p.delivery == delivery)
 
     ready = sum(1 for p in placed if p.ready)
+    previous = sum(1 for p in placed if p.previous_commit)
     desired = spec.replicas
     outcome.status = {
         "replicas": {"desired": desired, "scheduled": len(placed), "ready": ready,
                      "cache": count("Cache"), "source": count("Source"),
-                     "waiting": count("Wait"), "failed": count("Fail")},
+                     "waiting": count("Wait"), "failed": count("Fail"),
+                     "previousCommit": previous},
         "summary": f"{ready}/{desired}",
         "placements": [p.as_status() for p in placements],
     }
@@ -437,9 +473,11 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
             f"ModelCache {request.namespace}/{model.cache_name} does not exist; every replica "
             "loads from the source", "ModelCacheNotFound"))
     elif model.commit:
+        stale = (f"; {previous} replicas serve a previous commit from their cluster's cache "
+                 f"until this one is Ready there") if previous else ""
         outcome.condition("ModelCacheResolved", True, "Resolved",
                           f"ModelCache {model.cache_name}: {model.repo}@{model.revision} is "
-                          f"commit {model.commit}")
+                          f"commit {model.commit}{stale}")
     else:
         outcome.condition("ModelCacheResolved", False, "Resolving",
                           f"ModelCache {model.cache_name} has not resolved {model.repo}@"

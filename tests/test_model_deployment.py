@@ -116,7 +116,8 @@ def test_delivery_follows_the_table(phase, policy, delivery, reason):
     replica = replicas(outcome)[0]
     assert replica["spec"]["delivery"] == delivery
     assert outcome.status["placements"] == [
-        {"replica": 0, "cluster": "gpu-a", "delivery": delivery, "reason": reason}]
+        {"replica": 0, "cluster": "gpu-a", "delivery": delivery, "reason": reason,
+         "commit": COMMIT if delivery in ("Cache", "Source") else ""}]
     counts = outcome.status["replicas"]
     assert (counts["cache"], counts["source"], counts["waiting"], counts["failed"]) == (
         int(delivery == "Cache"), int(delivery == "Source"), int(delivery == "Wait"),
@@ -173,6 +174,102 @@ def test_a_direct_huggingface_model_is_always_source():
                                             "commit": ""}
     resolved = conditions(outcome)["ModelCacheResolved"]
     assert (resolved.status, resolved.reason) == ("True", "NoModelCache")
+
+
+# --- a new commit hydrating where an older one is verified --------------------------------
+
+OLD_COMMIT = "0" * 40
+OLD_SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{OLD_COMMIT}"
+
+
+def serving_row(phase: str, **extra) -> dict:
+    """gpu-a's row after the ModelCache resolved COMMIT: OLD_COMMIT is still on its volume."""
+    return cache_row("gpu-a", phase, servingCommit=OLD_COMMIT, **extra)
+
+
+ON_GPU_A = {"placement": {"clusterNames": ["gpu-a"]}}
+
+
+def test_a_cluster_hydrating_a_new_commit_keeps_serving_the_old_one_from_the_cache():
+    outcome = compose(deployment(**ON_GPU_A), FLEET, model_cache(serving_row("Hydrating")))
+    spec = replicas(outcome)[0]["spec"]
+    assert spec["delivery"] == "Cache"
+    assert spec["cache"]["commit"] == OLD_COMMIT and spec["cache"]["snapshotPath"] == OLD_SNAPSHOT
+    assert spec["model"]["commit"] == OLD_COMMIT
+    assert outcome.status["placements"] == [
+        {"replica": 0, "cluster": "gpu-a", "delivery": "Cache",
+         "reason": "PreviousCommitWhileHydrating", "commit": OLD_COMMIT}]
+
+
+@pytest.mark.parametrize("policy", [{}, {"whileHydrating": "Wait"}], ids=["source", "wait"])
+def test_serving_the_old_commit_beats_while_hydrating(policy):
+    outcome = compose(deployment(delivery=policy, **ON_GPU_A), FLEET,
+                      model_cache(serving_row("Pending", reason="RolloutQueued")))
+    assert replicas(outcome)[0]["spec"]["delivery"] == "Cache"
+
+
+@pytest.mark.parametrize("policy", [{}, {"onHydrationFailure": "Fail"}], ids=["source", "fail"])
+def test_a_failed_new_commit_keeps_serving_the_old_one_from_the_cache(policy):
+    outcome = compose(deployment(delivery=policy, **ON_GPU_A), FLEET,
+                      model_cache(serving_row("Failed", reason="DigestMismatch")))
+    spec = replicas(outcome)[0]["spec"]
+    assert (spec["delivery"], spec["cache"]["commit"]) == ("Cache", OLD_COMMIT)
+    assert outcome.status["placements"][0]["reason"] == "PreviousCommitHydrationFailed"
+
+
+def test_replicas_move_to_the_new_commit_in_one_change_once_it_is_ready():
+    xr = deployment(**ON_GPU_A)
+    specs, observed = [], {}
+    for row in (cache_row("gpu-a", "Ready", servingCommit=OLD_COMMIT),  # before the update
+                serving_row("Pending", reason="RolloutQueued"), serving_row("Hydrating"),
+                serving_row("Hydrating", bytesDone=GIB), cache_row("gpu-a", "Ready",
+                                                                   servingCommit=COMMIT)):
+        cache = model_cache(row, commit=OLD_COMMIT if not specs else COMMIT)
+        outcome = compose(xr, FLEET, cache, observed)
+        specs.append(replicas(outcome)[0]["spec"])
+        observed = observe(outcome, ready=True)
+    assert all(s == specs[0] for s in specs[:4])  # no roll while the new commit hydrates
+    assert specs[0]["cache"]["snapshotPath"] == OLD_SNAPSHOT
+    assert specs[-1]["delivery"] == "Cache" and specs[-1]["cache"]["commit"] == COMMIT
+    assert outcome.status["placements"][0]["reason"] == "CacheReady"
+
+
+def test_a_replica_already_on_source_is_not_sent_back_to_the_old_commit():
+    xr = deployment(**ON_GPU_A)
+    first = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Hydrating")))
+    assert replicas(first)[0]["spec"]["delivery"] == "Source"
+    outcome = compose(xr, FLEET, model_cache(serving_row("Hydrating")), observe(first))
+    assert (replicas(outcome)[0]["spec"]["delivery"],
+            outcome.status["placements"][0]["reason"]) == ("Source", "Hydrating")
+
+
+@pytest.mark.parametrize("phase,policy,delivery", [row[:3] for row in TABLE if row[0]])
+def test_without_a_serving_commit_the_table_holds(phase, policy, delivery):
+    outcome = compose(deployment(delivery=policy, **ON_GPU_A), FLEET,
+                      model_cache(cache_row("gpu-a", phase, servingCommit="")))
+    assert replicas(outcome)[0]["spec"]["delivery"] == delivery
+    assert outcome.status["replicas"]["previousCommit"] == 0
+
+
+def test_a_serving_commit_that_is_not_a_commit_is_ignored():
+    outcome = compose(deployment(**ON_GPU_A), FLEET,
+                      model_cache(cache_row("gpu-a", "Hydrating", servingCommit="../../etc")))
+    assert replicas(outcome)[0]["spec"]["delivery"] == "Source"
+
+
+def test_status_counts_replicas_on_the_previous_commit_within_cache():
+    cache = model_cache(serving_row("Hydrating"), cache_row("gpu-b", "Ready"))
+    outcome = compose(deployment(replicas=2, maxReplicasPerCluster=1), FLEET, cache)
+    counts = outcome.status["replicas"]
+    assert (counts["cache"], counts["previousCommit"], counts["source"]) == (2, 1, 0)
+    assert "1 replicas serve a previous commit" in conditions(outcome)["ModelCacheResolved"].message
+
+
+def test_new_replicas_rank_a_cluster_serving_the_previous_commit_after_cache_ready():
+    cache = model_cache(cache_row("gpu-a", "Hydrating"), cache_row("gpu-b", "Ready"),
+                        cache_row("gpu-c", "Hydrating", servingCommit=OLD_COMMIT))
+    outcome = compose(deployment(replicas=3, maxReplicasPerCluster=1), FLEET, cache)
+    assert clusters_of(outcome) == {0: "gpu-b", 1: "gpu-c", 2: "gpu-a"}
 
 
 # --- placement ----------------------------------------------------------------------------
@@ -264,7 +361,8 @@ def test_no_candidate_leaves_replicas_unscheduled_with_no_clusters():
     assert (scheduled.status, scheduled.reason) == ("False", "NoClusters")
     assert kit.remedy("NoClusters") in scheduled.message
     assert outcome.status["placements"] == [
-        {"replica": i, "cluster": "", "delivery": "", "reason": "NoClusters"} for i in (0, 1)]
+        {"replica": i, "cluster": "", "delivery": "", "reason": "NoClusters", "commit": ""}
+        for i in (0, 1)]
     assert outcome.status["replicas"]["scheduled"] == 0 and outcome.composite_ready is False
 
 
