@@ -2,11 +2,11 @@
 
 Each blob is an `Assembly`: a partial file written with pwrite at the part's offset, a
 journal of written spans (so a crash resumes without refetching), and a running digest
-that follows the contiguous written prefix, fed by whichever worker extends it. Bytes
-are read back from the page cache for hashing, so parts can arrive out of order with
-bounded memory. When the last part lands the digest is compared; only a match is
-fsynced and renamed into place, then linked. A mismatch discards the file and fetches
-it again, up to MISMATCH_RETRIES times.
+that follows the contiguous written prefix, fed by whichever worker extends it: from its
+buffer when the block extends the prefix, else read back from the page cache once the
+gap closes, so parts arrive in any order with bounded memory. When the last part lands
+the digest is compared; only a match is fsynced and renamed into place, then linked. A
+mismatch discards the file and fetches it again, up to MISMATCH_RETRIES times.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import os
 import queue
 import shutil
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import urllib3
@@ -145,16 +144,12 @@ class Assembly:
         os.close(self.journal)
 
 
-@dataclass
-class FetchResult:
-    record: dict
-    plan: FetchPlan
-
-
 class Fetcher:
-    def __init__(self, client: HubClient, layout: Layout, listing: Listing, entries: tuple[Entry, ...],
-                 progress: Progress, concurrency: int, bandwidth: Bandwidth | None, policy: RetryPolicy):
-        self.client, self.layout, self.listing, self.entries = client, layout, listing, entries
+    """Worker threads taking ranged parts from one queue; the first permanent failure stops them all."""
+
+    def __init__(self, client: HubClient, layout: Layout, listing: Listing, progress: Progress, concurrency: int,
+                 bandwidth: Bandwidth | None, policy: RetryPolicy):
+        self.client, self.layout, self.listing = client, layout, listing
         self.progress, self.concurrency, self.bandwidth, self.policy = progress, concurrency, bandwidth, policy
         self.jobs: queue.Queue = queue.Queue()
         self.abort = threading.Event()
@@ -321,7 +316,7 @@ def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[En
         check_space(layout.dest, plan.bytes_missing)
         progress.phase("Hydrating", commit=listing.commit, manifestDigest=digest, bytesTotal=plan.bytes_total,
                        bytesDone=plan.bytes_present, filesTotal=plan.files_total, filesDone=plan.files_present)
-        Fetcher(client, layout, listing, entries, progress, concurrency, bandwidth, policy).run(plan)
+        Fetcher(client, layout, listing, progress, concurrency, bandwidth, policy).run(plan)
         progress.phase("Verifying")
         layout.finish(listing, entries, digest)
     progress.phase("Ready", bytesDone=plan.bytes_total, filesDone=plan.files_total)

@@ -4,7 +4,8 @@ A 2 GiB repository (four safetensors shards plus small JSON files) on the local 
 over loopback:
   (a) `fleetcache-agent fetch` (verifies every byte, fsyncs, publishes atomically),
   (b) huggingface_hub `snapshot_download` into a fresh directory (what `hf download` does),
-  (c) the floor: one plain sequential GET per file into a file, no hashing, no fsync.
+  (c) the floor: one plain sequential GET per file into a file, no hashing, no fsync;
+      also reported with an fsync per file, to show what durability alone costs.
 Then a warm rerun of (a) and `fleetcache-agent verify`. Each runs as a child process, so
 wall time, CPU time and peak RSS (wait4 rusage) are its own. The machine is shared and
 noisy: compare ratios within a run, not absolute figures across runs.
@@ -49,6 +50,9 @@ for sibling in info["siblings"]:
     with open(path, "wb") as f:
         while n := resp.readinto(buffer):
             f.write(buffer[:n])
+        if len(sys.argv) > 4:  # the "floor + fsync" variant: the same bytes, made durable
+            f.flush()
+            os.fsync(f.fileno())
     resp.release_conn()
 """
 
@@ -113,6 +117,9 @@ def main() -> None:
             row = {}
             row["floor"] = run([sys.executable, "-c", SEQUENTIAL_READ, hub.endpoint, REPO, str(floor_dir)], prime)
             drop_tree(floor_dir)
+            row["floor_fsync"] = run([sys.executable, "-c", SEQUENTIAL_READ, hub.endpoint, REPO, str(floor_dir),
+                                      "fsync"], prime)
+            drop_tree(floor_dir)
             row["agent"] = run(agent + ["--dest", str(agent_dir)], prime)
             row["agent_warm"] = run(agent + ["--dest", str(agent_dir)])
             row["verify"] = run([str(BIN / "fleetcache-agent"), "verify", "--dest", str(agent_dir), "--repo", REPO])
@@ -122,6 +129,7 @@ def main() -> None:
             row["ratios"] = {
                 "hf_over_agent": round(row["hf"]["wall_s"] / row["agent"]["wall_s"], 2),
                 "agent_over_floor": round(row["agent"]["wall_s"] / row["floor"]["wall_s"], 2),
+                "agent_over_floor_fsync": round(row["agent"]["wall_s"] / row["floor_fsync"]["wall_s"], 2),
                 "verify_gb_per_s": round(total / row["verify"]["wall_s"] / 1e9, 2),
                 "agent_gb_per_s": round(total / row["agent"]["wall_s"] / 1e9, 2),
             }
