@@ -1,0 +1,188 @@
+"""A model update, end to end: the revision moves to a new commit and every replica keeps
+serving its cluster's verified snapshot until the new one is Ready there.
+
+Real function server, real agents against the test hub, fleetcache.simulation for
+Crossplane and the clusters. Its Deployments are Available only while the snapshot the
+engine's environment names exists on the volume, so a replica mounting a commit its
+cluster does not hold (or one the agent deleted) shows up as unavailable.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache import render as rendering
+from fleetcache.functions import kit
+from fleetcache.simulation import Cluster, ControlPlane, Provider
+from fleetcache.testhub.content import make_model
+from fleetcache.testhub.server import TestHub
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACE = "ml"
+REPO = "fleetcache-test/update"
+CLUSTERS = ("gpu-a", "gpu-b")
+DEADLINE = 60.0
+
+
+def model_cache(endpoint: str, revision: str) -> dict:
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+            "metadata": {"name": "chat", "namespace": NAMESPACE},
+            "spec": {"source": {"huggingFace": {"repo": REPO, "revision": revision,
+                                                "endpoint": endpoint}},
+                     "placement": {"clusterNames": list(CLUSTERS)},
+                     "rollout": {"maxConcurrent": 1}}}
+
+
+def model_deployment() -> dict:
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
+            "metadata": {"name": "chat", "namespace": NAMESPACE},
+            "spec": {"modelCacheRef": {"name": "chat"}, "replicas": 2,
+                     "maxReplicasPerCluster": 1,
+                     "placement": {"clusterNames": list(CLUSTERS)},
+                     "engine": {"image": "vllm/vllm-openai:v0.11.0",
+                                "args": ["--model=$(FLEETCACHE_MODEL)"]}}}
+
+
+def fleet_cluster(name: str) -> dict:
+    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
+            "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
+                                             "name": f"{name}-kubeconfig"}}}
+
+
+class Fleet:
+    def __init__(self, control: ControlPlane, clusters: dict[str, Cluster]):
+        self.control, self.clusters = control, clusters
+
+    def round(self) -> None:
+        self.control.reconcile_all()
+        now = time.monotonic()
+        for cluster in self.clusters.values():
+            cluster.tick(now)
+        time.sleep(0.05)
+
+    def until(self, done, what: str) -> None:
+        started = time.monotonic()
+        while not done():
+            assert time.monotonic() - started < DEADLINE, f"timed out waiting for {what}"
+            self.round()
+
+    def kind(self, kind: str) -> list[dict]:
+        return self.control.of_kind(kind)
+
+    def hydrated(self, commit: str) -> bool:
+        hydrations = self.kind("ModelCacheHydration")
+        return len(hydrations) == len(CLUSTERS) and all(
+            h["spec"]["commit"] == commit and h.get("status", {}).get("phase") == "Ready"
+            for h in hydrations)
+
+    def replicas(self) -> list[dict]:
+        return self.kind("ModelReplica")
+
+    def serving(self) -> dict[str, str]:
+        """cluster -> the commit its replica mounts from the cache ("" if not on Cache)."""
+        return {r["spec"]["clusterName"]: kit.get_path(r, "spec.cache.commit", "")
+                for r in self.replicas()}
+
+    def unavailable(self) -> list[str]:
+        """Replicas whose engine could not start on their cluster right now."""
+        out = []
+        for replica in self.replicas():
+            cluster = self.clusters[replica["spec"]["clusterName"]]
+            for key, obj in cluster.objects.items():
+                if key[0] == "Deployment" and not kit.is_true(obj, "Available"):
+                    out.append(f"{cluster.name}/{key[2]}")
+        return sorted(set(out))
+
+
+@pytest.fixture(scope="module")
+def update(tmp_path_factory):
+    """Play v1 to Ready with replicas on Cache, then move the revision to v2 and record
+    every round until the fleet serves v2."""
+    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
+                    for d in rendering.load_documents(ROOT / "compositions")
+                    if d.get("kind") == "Composition"}
+    schemas = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
+    root = tmp_path_factory.mktemp("model-update")
+    with TestHub() as hub, rendering.function_process() as address, \
+            rendering.channel_to(address) as channel:
+        v1 = hub.add_repo(REPO, make_model(4 * 2**20, shards=2, seed=1), revision="v1")
+        v2 = hub.add_repo(REPO, make_model(4 * 2**20, shards=2, seed=2), revision="v2")
+        stub = grpcv1.FunctionRunnerServiceStub(channel)
+
+        def pipeline(composite, composition, observed, required):
+            return rendering.run_pipeline(stub, composite, composition, observed, required)
+
+        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
+        control = ControlPlane(pipeline, compositions, schemas,
+                               Provider(clusters, lambda: control.secrets()))
+        fleet = Fleet(control, clusters)
+        try:
+            for name in CLUSTERS:
+                control.apply(fleet_cluster(name))
+            control.apply(model_cache(hub.endpoint, "v1"))
+            fleet.until(lambda: fleet.hydrated(v1), "v1 to hydrate everywhere")
+            control.apply(model_deployment())
+            fleet.until(lambda: fleet.serving() == {c: v1 for c in CLUSTERS}
+                        and not fleet.unavailable() and len(fleet.replicas()) == 2,
+                        "replicas on the v1 cache")
+
+            control.apply(model_cache(hub.endpoint, "v2"))
+            rounds = []
+            started = time.monotonic()
+            while not (fleet.hydrated(v2) and fleet.serving() == {c: v2 for c in CLUSTERS}):
+                assert time.monotonic() - started < DEADLINE, "timed out waiting for v2"
+                fleet.round()
+                deployment = fleet.kind("ModelDeployment")[0]
+                rounds.append({"serving": fleet.serving(), "unavailable": fleet.unavailable(),
+                               "deliveries": {r["spec"]["delivery"] for r in fleet.replicas()},
+                               "replicas": dict(deployment["status"]["replicas"]),
+                               "cache": dict(fleet.kind("ModelCache")[0]["status"])})
+            fleet.round()  # the last replica change reaches its cluster
+            volumes = {name: cluster.volume_dir(NAMESPACE, kit.cache_volume_name("chat"))
+                       for name, cluster in clusters.items()}
+            yield {"v1": v1, "v2": v2, "rounds": rounds, "volumes": volumes,
+                   "unavailable_after": fleet.unavailable()}
+        finally:
+            for cluster in clusters.values():
+                cluster.stop()
+
+
+def test_no_replica_leaves_the_cache_during_the_update(update):
+    assert all(r["deliveries"] == {"Cache"} for r in update["rounds"])
+
+
+def test_every_replica_stays_available_through_the_update(update):
+    assert [r["unavailable"] for r in update["rounds"] if r["unavailable"]] == []
+    assert update["unavailable_after"] == []
+
+
+def test_a_cluster_serves_v1_while_the_other_already_serves_v2(update):
+    v1, v2 = update["v1"], update["v2"]
+    assert any(sorted(r["serving"].values()) == sorted([v1, v2]) for r in update["rounds"])
+
+
+def test_the_deployment_counts_replicas_still_on_the_previous_commit(update):
+    assert max(r["replicas"]["previousCommit"] for r in update["rounds"]) >= 1
+    assert all(r["replicas"]["cache"] == 2 for r in update["rounds"])
+
+
+def test_clusters_not_ready_on_v2_report_v1_as_their_serving_commit(update):
+    rows = [row for r in update["rounds"] for row in r["cache"]["clusters"]]
+    assert any(row["phase"] == "Hydrating" for row in rows)
+    assert all(row["servingCommit"] == update["v1"] for row in rows if row["phase"] != "Ready")
+
+
+def test_the_model_cache_stays_available_while_it_rolls_out(update):
+    assert {kit.condition_of({"status": r["cache"]}, "Available").get("status")
+            for r in update["rounds"]} == {"True"}
+
+
+def test_the_old_snapshot_is_still_on_every_volume(update):
+    for volume in update["volumes"].values():
+        snapshots = volume / f"models--{REPO.replace('/', '--')}" / "snapshots"
+        assert (snapshots / update["v1"] / "config.json").is_file()
+        assert (snapshots / update["v2"] / "config.json").is_file()
