@@ -231,12 +231,24 @@ def verify(dest, repo, revision, termination_log) -> None:
     click.echo(json.dumps(run_verify(Path(dest), repo, revision), sort_keys=True))
 
 
-def _report(err: AgentError) -> int:
+def _report(reason: str, message: str, code: int) -> int:
+    """The end of every failure: a final Failed record to every sink and the termination message."""
     progress: Progress | None = _context["progress"]
-    record = progress.fail(err) if progress else {"phase": "Failed", "reason": err.reason, "message": err.message}
-    log.error("%s (exit %d): %s", err.reason, err.code, err.message)
+    record = progress.fail(reason, message) if progress else {"phase": "Failed", "reason": reason,
+                                                               "message": message}
     write_termination(_context["termination"], record)
-    return err.code
+    return code
+
+
+def _report_error(err: AgentError) -> int:
+    log.error("%s (exit %d): %s", err.reason, err.code, err.message)
+    return _report(err.reason, err.message, err.code)
+
+
+def _report_unexpected(err: Exception) -> int:
+    """A bug is not a row of the table: exit 1 with an empty reason, which composers treat as transient."""
+    log.exception("unexpected failure")
+    return _report("", f"unexpected {type(err).__name__}; see the agent's log", 1)
 
 
 def main(argv: list[str] | None = None, configmap_api=None) -> int:
@@ -252,14 +264,14 @@ def main(argv: list[str] | None = None, configmap_api=None) -> int:
     try:
         main_group.main(args=args, prog_name="fleetcache-agent", standalone_mode=False)
     except click.UsageError as err:
-        code = _report(_usage_error(args, err))
+        code = _report_error(_usage_error(args, err))
     except AgentError as err:
-        code = _report(err)
+        code = _report_error(err)
     except OSError as err:
         mapped = from_os_error(err, "under --dest")
-        if mapped is None:
-            raise
-        code = _report(mapped)
+        code = _report_error(mapped) if mapped else _report_unexpected(err)
+    except Exception as err:  # noqa: BLE001 - a bug still ends with a Failed record
+        code = _report_unexpected(err)
     finally:
         if _context["progress"] is not None:
             _context["progress"].close()

@@ -153,7 +153,7 @@ class Fetcher:
         self.progress, self.concurrency, self.bandwidth, self.policy = progress, concurrency, bandwidth, policy
         self.jobs: queue.Queue = queue.Queue()
         self.abort = threading.Event()
-        self.failure: AgentError | None = None
+        self.failure: Exception | None = None
         self.pending = 0
         self.pending_lock = threading.Lock()
 
@@ -188,7 +188,8 @@ class Fetcher:
                 if job is not None:
                     self.jobs.put(job)
 
-    def _fail(self, err: AgentError) -> None:
+    def _fail(self, err: Exception) -> None:
+        """Stop every worker; `run` raises the first failure (an unexpected one too, so nothing hangs)."""
         if not self.abort.is_set():
             self.failure = err
             self.abort.set()
@@ -216,8 +217,9 @@ class Fetcher:
             except AgentError as err:
                 self._fail(err)
             except OSError as err:
-                self._fail(from_os_error(err, str(self.layout.part_path(asm.entry))) or AgentError(
-                    "SourceUnreachable", f"unexpected I/O error {type(err).__name__} on the volume"))
+                self._fail(from_os_error(err, str(self.layout.part_path(asm.entry))) or err)
+            except Exception as err:  # noqa: BLE001 - a bug must end the run, not leave workers waiting
+                self._fail(err)
 
     # -- one part -------------------------------------------------------------------------
     def _download(self, asm: Assembly, span: tuple[int, int], buffer: bytearray) -> None:

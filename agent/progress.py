@@ -147,8 +147,8 @@ class Progress:
             if stepped or self.clock() - self._last_emit >= MIN_INTERVAL:
                 self._emit_locked()
 
-    def fail(self, err: AgentError) -> dict:
-        self.phase("Failed", reason=err.reason, message=err.message)
+    def fail(self, reason: str, message: str) -> dict:
+        self.phase("Failed", reason=reason, message=message)
         return dict(self.record)
 
     def close(self) -> None:

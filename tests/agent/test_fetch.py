@@ -220,3 +220,17 @@ def test_running_out_of_space_mid_write_exits_13(hub, tiny, tmp_path, monkeypatc
     record = json.loads(progress.read_text())
     assert record["phase"] == "Failed" and record["reason"] == "InsufficientCapacity"
     published_files_verify(tmp_path / "d", hub)
+
+
+def test_a_bug_in_a_worker_ends_the_run_with_exit_1_and_a_failed_record_instead_of_hanging(
+        hub, tiny, tmp_path, monkeypatch):
+    from fleetcache.agent import cli, fetch
+
+    def broken(self, start, end, data):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(fetch.Assembly, "written", broken)
+    progress = tmp_path / "p.json"
+    assert cli.main(fetch_args(hub, tmp_path / "d", "--progress-file", str(progress))) == 1
+    record = json.loads(progress.read_text())
+    assert record["phase"] == "Failed" and record["reason"] == "" and "RuntimeError" in record["message"]

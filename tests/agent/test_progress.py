@@ -68,7 +68,8 @@ def test_two_seconds_emit_even_a_small_step():
 
 def test_a_failure_record_carries_reason_and_message_with_remedy():
     progress, sink = started()
-    progress.fail(AgentError("SourceNotFound", "GET /api/models/x: HTTP 404"))
+    err = AgentError("SourceNotFound", "GET /api/models/x: HTTP 404")
+    progress.fail(err.reason, err.message)
     record = sink.records[-1]
     assert record["phase"] == "Failed" and record["reason"] == "SourceNotFound"
     assert record["message"].startswith("GET /api/models/x: HTTP 404. Check spec.source")
