@@ -305,13 +305,20 @@ def serving_commit_of(observed: dict | None, repo: str) -> str:
     return commit if isinstance(commit, str) else ""
 
 
-def report_of(target: Target, observed: dict | None, resolved_bytes: int,
-              commit: str | None, repo: str) -> ClusterReport:
-    """Where one cluster stands on `commit`, from its hydration's own status.
+def pinned_to(observed: dict | None, resolved: dict) -> bool:
+    """The hydration fetches exactly the resolved content: the commit and the manifest
+    (the same commit with other patterns is other content)."""
+    return (kit.get_path(observed, "spec.commit") == resolved.get("commit")
+            and kit.get_path(observed, "spec.manifestDigest") == resolved.get("manifestDigest"))
 
-    A hydration still pinned to another commit (queued for a rollout slot, or re-pinned in
-    this very call) is Pending for `commit`: its Ready speaks of a snapshot the replicas of
-    `commit` cannot use. What it can still serve is in serving_commit.
+
+def report_of(target: Target, observed: dict | None, resolved_bytes: int,
+              resolved: dict, repo: str) -> ClusterReport:
+    """Where one cluster stands on the `resolved` content, from its hydration's own status.
+
+    A hydration still pinned to other content (queued for a rollout slot, or re-pinned in
+    this very call) is Pending: its Ready speaks of a snapshot the replicas of the
+    resolved commit cannot use. What it can still serve is in serving_commit.
     """
     report = ClusterReport(target.name, bytes_total=resolved_bytes)
     if target.cluster is None:
@@ -326,7 +333,7 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
                                              "ClusterNotReady")
         return report
     report.serving_commit = serving_commit_of(observed, repo)
-    if commit and kit.get_path(observed, "spec.commit") != commit:
+    if resolved.get("commit") and not pinned_to(observed, resolved):
         if not target.ready:
             report.reason = "ClusterNotReady"
             report.message = kit.with_remedy(f"FleetCluster {target.name} is not Ready",
@@ -357,9 +364,7 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
     waiting: list[tuple[Target, dict | None]] = []
     for target in targets:
         observed = request.observed.get(hydration_key(target.name))
-        current = observed is not None and \
-            kit.get_path(observed, "spec.commit") == resolved["commit"]
-        if current:
+        if observed is not None and pinned_to(observed, resolved):
             outcome.compose(hydration_key(target.name),
                             hydration(request, spec, resolved, target.name),
                             ready=kit.get_path(observed, "status.phase") == "Ready")
@@ -380,7 +385,7 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
             queued.add(target.name)
     for target in targets:
         observed = request.observed.get(hydration_key(target.name))
-        report = report_of(target, observed, resolved["bytes"], resolved["commit"],
+        report = report_of(target, observed, resolved["bytes"], resolved,
                            resolved.get("repo") or spec.repo)
         if target.name in queued:
             report.reason = "RolloutQueued"
@@ -496,7 +501,7 @@ def compose(request: kit.Request) -> kit.Outcome:
                        [k for k in request.observed if k.startswith(HYDRATION_PREFIX)])
         shown = request.status.get("resolved") or {}  # what the fleet has until then
         reports = [report_of(t, request.observed.get(hydration_key(t.name)), 0,
-                             shown.get("commit"), shown.get("repo") or spec.repo)
+                             shown, shown.get("repo") or spec.repo)
                    for t in targets]
     report(request, spec, resolution, reports, outcome)
     return outcome

@@ -174,6 +174,14 @@ def look_up_cluster(request: kit.Request, name: str) -> ClusterLookup:
 # --- 2. phase -----------------------------------------------------------------------------
 
 
+def content_id(commit: str, manifest_digest: str) -> str:
+    return f"{commit[:10]}-{manifest_digest[:6]}" if manifest_digest else commit[:10]
+
+
+def job_key(commit: str, manifest_digest: str) -> str:
+    return f"{JOB_PREFIX}{content_id(commit, manifest_digest)}"
+
+
 @dataclass(frozen=True)
 class Names:
     """Control-plane Object names and keys, and the remote names (design/api.md)."""
@@ -181,6 +189,7 @@ class Names:
     hydration: str
     cache: str
     commit: str
+    manifest_digest: str
 
     def object(self, what: str) -> str:
         return kit.child_name(self.hydration, what)
@@ -202,12 +211,19 @@ class Names:
         return kit.child_name(self.cache, "token")
 
     @property
+    def content(self) -> str:
+        """What this Job fetches: the commit and the filtered manifest. A Job's template is
+        immutable, so new content (a new commit, or new patterns on the same commit) needs
+        a new Job, named apart from the old."""
+        return content_id(self.commit, self.manifest_digest)
+
+    @property
     def job(self) -> str:
-        return kit.child_name(self.cache, "hydrate", self.commit[:10])
+        return kit.child_name(self.cache, "hydrate", self.content)
 
     @property
     def job_key(self) -> str:
-        return f"{JOB_PREFIX}{self.commit[:10]}"
+        return job_key(self.commit, self.manifest_digest)
 
 
 @dataclass(frozen=True)
@@ -233,7 +249,8 @@ def exists(request: kit.Request, key: str) -> bool:
 def observe(request: kit.Request, spec: HydrationSpec, names: Names) -> Seen:
     status = request.status
     latched = status.get("phase") == "Ready" and \
-        kit.get_path(status, "resolved.commit") == spec.commit
+        kit.get_path(status, "resolved.commit") == spec.commit and \
+        kit.get_path(status, "resolved.manifestDigest") in (None, spec.manifest_digest)
     job = kit.remote_manifest(request.observed.get(names.job_key))
     record = kit.remote_manifest(request.observed.get(PROGRESS_KEY)).get("data")
     record = record if isinstance(record, dict) else {}
@@ -362,7 +379,7 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
             names.object("token"), names.token, namespace, cluster.provider_config,
             spec.token_ref, labels), exists(request, TOKEN_KEY))
     if seen.job_exists or not seen.missing:  # gate creation, never deletion
-        remote(names.job_key, f"job-{spec.commit[:10]}", kit.agent_job_manifest(
+        remote(names.job_key, names.job_key, kit.agent_job_manifest(
             name=names.job, namespace=namespace, image=cluster.agent_image,
             args=fetch_args(spec, names, namespace), service_account=names.agent,
             labels=labels, policy=spec.policy,
@@ -451,7 +468,7 @@ def compose(request: kit.Request) -> kit.Outcome:
     spec = read_spec(request)
     outcome.require(FLEET_CLUSTER_KEY, kit.fleet_cluster_requirement(spec.cluster))
     cluster = look_up_cluster(request, spec.cluster)
-    names = Names(request.name, spec.cache, spec.commit)
+    names = Names(request.name, spec.cache, spec.commit, spec.manifest_digest)
     seen = observe(request, spec, names)
     phase = decide(spec, names, seen, cluster)
     if cluster.view is None or cluster.reason:

@@ -467,6 +467,23 @@ def test_clusters_serving_the_previous_commit_keep_the_cache_available():
     assert available.status == "True" and "3 serving the previous commit" in available.message
 
 
+def test_new_patterns_on_the_same_commit_roll_out_as_new_content():
+    old = with_resolved(model_cache_xr(rollout={"maxConcurrent": 1}))
+    observed = {k: observed_hydration(r, "Ready", done=3 * GIB)
+                for k, (r, _) in compose(old).desired.items()}
+    for key in ("hydration-gpu-east-2", "hydration-gpu-west-1"):
+        observed[key] = observed_hydration(model_cache.hydration(
+            kit.Request(composite=old), model_cache.read_spec(old["spec"]),
+            old["status"]["resolved"], key.removeprefix("hydration-")), "Ready", done=3 * GIB)
+    new = model_cache_xr(rollout={"maxConcurrent": 1})
+    new["spec"]["source"]["allowPatterns"] = ["*.safetensors", "*.json", "*.txt"]
+    new["status"] = {"resolved": {**resolved_status(new), "manifestDigest": "cd" * 32}}
+    made = hydrations(compose(new, observed=observed))
+    assert [made[c]["spec"]["manifestDigest"] for c in ("gpu-east-1", "gpu-east-2",
+                                                        "gpu-west-1")] == ["cd" * 32,
+                                                                           "ab" * 32, "ab" * 32]
+
+
 # --- status -----------------------------------------------------------------------------
 
 

@@ -9,15 +9,15 @@ import pytest
 
 from fleetcache import exitcodes
 from fleetcache.functions import kit
-from fleetcache.functions.model_cache_hydration import compose
+from fleetcache.functions.model_cache_hydration import compose, content_id, job_key
 from tests.support.builders import (
-    CACHE, CLUSTER, COMMIT, GIB, NAMESPACE, fleet_cluster, hydration_request, hydration_xr,
+    CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, fleet_cluster, hydration_request, hydration_xr,
     job_complete, job_failed, job_failed_exit, job_running, observe, pvc, with_status,
 )
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.xrd import assert_valid
 
-JOB_KEY = f"job-{COMMIT[:10]}"
+JOB_KEY = job_key(COMMIT, DIGEST)
 NEW_COMMIT = "0" * 39 + "1"
 BOUND = {"volume": pvc("Bound")}
 TOKEN_BYTES = "hf_SECRETsecretSECRET"
@@ -165,8 +165,20 @@ def test_latch_does_not_hold_for_a_new_commit():
     observed = observe(compose(hydration_request(xr)))
     outcome = compose(hydration_request(xr, observed=observed))
     assert outcome.status["phase"] == "Pending"
-    assert f"job-{NEW_COMMIT[:10]}" in outcome.desired
+    assert job_key(NEW_COMMIT, DIGEST) in outcome.desired
     assert outcome.status["resolved"]["commit"] == NEW_COMMIT
+
+
+def test_new_patterns_on_the_same_commit_hydrate_again_with_a_new_job():
+    ready = with_status(hydration_xr(), phase="Ready",
+                        resolved={"commit": COMMIT, "manifestDigest": DIGEST})
+    xr = copy.deepcopy(ready)
+    xr["spec"]["manifestDigest"] = "cd" * 32
+    observed = observe(compose(hydration_request(xr)))
+    outcome = compose(hydration_request(xr, observed=observed))
+    assert outcome.status["phase"] != "Ready"
+    assert job_key(COMMIT, "cd" * 32) in outcome.desired
+    assert JOB_KEY not in outcome.desired
 
 
 def test_a_new_commit_replaces_the_old_job_object():
@@ -174,13 +186,13 @@ def test_a_new_commit_replaces_the_old_job_object():
     xr = hydration_xr(commit=NEW_COMMIT)
     outcome = compose(hydration_request(xr, observed=observed))
     assert JOB_KEY not in outcome.desired
-    new_job = remote(outcome, f"job-{NEW_COMMIT[:10]}")
+    new_job = remote(outcome, job_key(NEW_COMMIT, DIGEST))
     assert NEW_COMMIT[:10] in new_job["metadata"]["name"]
 
 
 # --- the serving commit -------------------------------------------------------------------
 
-NEW_JOB_KEY = f"job-{NEW_COMMIT[:10]}"
+NEW_JOB_KEY = job_key(NEW_COMMIT, DIGEST)
 SERVING = {"servingRepo": "Qwen/Qwen3-0.6B", "servingCommit": COMMIT,
            "servingManifestDigest": "ab" * 32}
 
@@ -340,7 +352,7 @@ def test_remote_names_follow_the_contract():
         assert remote(outcome, key)["metadata"]["name"] == kit.child_name(CACHE, "agent")
     assert remote(outcome, "token-secret")["metadata"]["name"] == kit.child_name(CACHE, "token")
     assert remote(outcome, JOB_KEY)["metadata"]["name"] == \
-        kit.child_name(CACHE, "hydrate", COMMIT[:10])
+        kit.child_name(CACHE, "hydrate", content_id(COMMIT, DIGEST))
     assert {m["metadata"].get("namespace", m["metadata"]["name"])
             for _, m in iter_remote_manifests(outcome)} == {NAMESPACE}
     assert outcome.status["volumeName"] == kit.cache_volume_name(CACHE)
