@@ -89,9 +89,11 @@ class Assembly:
                 return
             part = self.layout.part_path(self.entry)
             part.parent.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(part, os.O_RDWR | os.O_CREAT, 0o644)
+            # Starting from nothing, old journal lines (a part file lost since) must not count.
+            fresh = 0 if self.task.done else os.O_TRUNC
+            self.fd = os.open(part, os.O_RDWR | os.O_CREAT | fresh, 0o644)
             self.journal = os.open(self.layout.journal_path(self.entry),
-                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND | fresh, 0o644)
 
     def written(self, start: int, end: int, data: memoryview) -> None:
         """Journal the span, then hash: straight from `data` when it extends the hashed prefix."""

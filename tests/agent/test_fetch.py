@@ -234,3 +234,20 @@ def test_a_bug_in_a_worker_ends_the_run_with_exit_1_and_a_failed_record_instead_
     assert cli.main(fetch_args(hub, tmp_path / "d", "--progress-file", str(progress))) == 1
     record = json.loads(progress.read_text())
     assert record["phase"] == "Failed" and record["reason"] == "" and "RuntimeError" in record["message"]
+
+
+def test_a_journal_left_without_its_partial_file_is_not_trusted(hub, tmp_path):
+    commit = hub.add_repo(REPO, {"w.safetensors": PatternContent(3 << 20, 8)})
+    sha = hub.repos[REPO].commits[commit]["w.safetensors"].sha256
+    blobs = tmp_path / "models--acme--tiny" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f".{sha}.fleetcache-journal").write_text(f"0 {2 << 20}\n")  # claims 2 MiB that are not there
+    hub.inject(Fault("reset", host="cdn", after_bytes=1 << 20, times=1))
+    hub.inject(Fault("status", host="cdn", status=503, times=None))
+    assert run_agent(*fetch_args(hub, tmp_path)).code == 17  # 1 MiB written, then the CDN went away
+    hub.faults.clear()
+    rerun = run_agent(*fetch_args(hub, tmp_path))
+    assert rerun.code == 0 and "digest mismatch" not in rerun.stderr
+    file_bytes = sum(r.bytes_sent for r in hub.requests("cdn") if r.status == 206)
+    assert file_bytes == 3 << 20  # the 1 MiB written before was kept, nothing refetched
+    published_files_verify(tmp_path, hub)
