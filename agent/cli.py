@@ -34,7 +34,7 @@ _SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 # Where a failure is reported; set as soon as the flags that name the sinks are parsed.
-_context: dict = {"termination": Path(DEFAULT_TERMINATION_LOG), "progress": None}
+_context: dict = {"termination": Path(DEFAULT_TERMINATION_LOG), "progress": None, "token": None}
 
 
 def _bad(flag: str, why: str) -> AgentError:
@@ -79,6 +79,8 @@ def read_token(path: str | None) -> str | None:
         raise _bad("--token-file", f"cannot read it ({type(err).__name__})") from None
     if not token or any(c.isspace() for c in token):
         raise _bad("--token-file", "is empty or not a single token")
+    _context["token"] = token
+    _setup_logging(token)
     return token
 
 
@@ -176,7 +178,6 @@ def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, 
     _context["termination"] = Path(termination_log)
     progress = _progress(RESOLVE_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
-    _setup_logging(token)
     progress.phase("Resolving", repo=check_repo(repo), revision=check_revision(revision))
     listing, entries = _listing(_client(endpoint, token), repo, revision, allow, ignore)
     record = resolved_record(listing, entries)
@@ -199,7 +200,6 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     _context["termination"] = Path(termination_log)
     progress = _progress(FETCH_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
-    _setup_logging(token)
     check_repo(repo)
     check_revision(revision)
     if not concurrency.isdigit() or not 1 <= int(concurrency) <= 64:
@@ -226,13 +226,16 @@ def verify(dest, repo, revision, termination_log) -> None:
     from .verify import verify as run_verify
 
     _context["termination"] = Path(termination_log)
-    _setup_logging(None)
     check_repo(repo)
     click.echo(json.dumps(run_verify(Path(dest), repo, revision), sort_keys=True))
 
 
 def _report(reason: str, message: str, code: int) -> int:
-    """The end of every failure: a final Failed record to every sink and the termination message."""
+    """The end of every failure: a final Failed record to every sink and the termination message.
+
+    The message is scrubbed of the token too, in case a server ever echoed it back."""
+    if _context["token"]:
+        message = message.replace(_context["token"], "[redacted]")
     progress: Progress | None = _context["progress"]
     record = progress.fail(reason, message) if progress else {"phase": "Failed", "reason": reason,
                                                                "message": message}
@@ -255,10 +258,9 @@ def main(argv: list[str] | None = None, configmap_api=None) -> int:
     """Entry point; `configmap_api` lets tests inject a CoreV1Api stand-in."""
     from .progress import incluster_core_api
 
-    _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None,
+    _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None, token=None,
                     configmap_api=configmap_api or incluster_core_api)
-    if not log.handlers:
-        _setup_logging(None)
+    _setup_logging(None)
     code = 0
     args = sys.argv[1:] if argv is None else argv
     try:
