@@ -18,11 +18,13 @@ from urllib.parse import urlsplit
 import click
 
 from .errors import AgentError, from_os_error
+from .fetch import fetch as run_fetch
 from .hub import Bandwidth, HubClient, RetryPolicy
 from .layout import LAYOUTS, open_layout
 from .plan import parse_listing, resolved_record, select
 from .progress import (FETCH_FIELDS, RESOLVE_FIELDS, ConfigMapSink, FileSink, Progress, parse_configmap_ref,
-                       write_termination)
+                       incluster_core_api, write_termination)
+from .verify import verify as run_verify
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -195,8 +197,6 @@ def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, 
 def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
           termination_log, dest, concurrency, bandwidth, layout_name, wait) -> None:
     """Download REPO at REVISION into DEST, verifying every byte while it streams."""
-    from .fetch import fetch as run_fetch
-
     _context["termination"] = Path(termination_log)
     progress = _progress(FETCH_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
@@ -223,8 +223,6 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
 def verify(dest, repo, revision, termination_log) -> None:
     """Re-hash every file of the snapshot against its manifest; exit 12 naming the bad files."""
-    from .verify import verify as run_verify
-
     _context["termination"] = Path(termination_log)
     check_repo(repo)
     click.echo(json.dumps(run_verify(Path(dest), repo, revision), sort_keys=True))
@@ -256,8 +254,6 @@ def _report_unexpected(err: Exception) -> int:
 
 def main(argv: list[str] | None = None, configmap_api=None) -> int:
     """Entry point; `configmap_api` lets tests inject a CoreV1Api stand-in."""
-    from .progress import incluster_core_api
-
     _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None, token=None,
                     configmap_api=configmap_api or incluster_core_api)
     _setup_logging(None)
