@@ -10,7 +10,10 @@ Then a warm rerun of (a) and `fleetcache-agent verify`. Each runs as a child pro
 wall time, CPU time and peak RSS (wait4 rusage) are its own. The machine is shared and
 noisy: compare ratios within a run, not absolute figures across runs.
 
-    .venv/bin/python bench/agent_throughput.py [--size-gib 2] [--rounds 1] [--json out.json]
+    .venv/bin/python bench/agent_throughput.py [--size-gib 2] [--rounds 1] [--stream-rate B/s] [--json out.json]
+
+--stream-rate caps every connection, as a CDN edge or a long round trip does; then
+parallel ranged streams, not CPU, decide the wall time.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fleetcache.testhub import TestHub, make_model
+from fleetcache.testhub import Fault, TestHub, make_model
 
 REPO = "bench/model"
 BIN = Path(sys.executable).parent
@@ -98,6 +101,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--workdir", default=None, help="on the disk to measure (default: a temp dir)")
+    parser.add_argument("--stream-rate", type=float, default=0,
+                        help="cap each connection at this many bytes/s, like a real CDN (default: none)")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     size = int(args.size_gib * (1 << 30))
@@ -105,6 +110,8 @@ def main() -> None:
     results: dict = {"bytes": 0, "rounds": []}
     with TestHub() as hub:
         hub.add_repo(REPO, make_model(size, shards=4))
+        if args.stream_rate:
+            hub.inject(Fault("slow", rate=args.stream_rate, times=None))
         files = hub.repos[REPO].commits[hub.repos[REPO].refs["main"]]
         results["bytes"] = total = sum(f.content.size for f in files.values())
         for f in files.values():
