@@ -45,16 +45,22 @@ def tmp_name(final: Path) -> Path:
     return final.with_name(f".{final.name}{TMP_MARK}{os.getpid()}")
 
 
-def write_atomic(final: Path, data: bytes) -> None:
-    """Temp name in the same directory, fsync, rename, fsync the directory."""
+def write_atomic(final: Path, data: bytes, durable: bool = True) -> None:
+    """Temp name in the same directory, rename; with `durable`, fsync the file and the directory.
+
+    Records rewritten every few seconds (lease, progress) skip the fsyncs: a reader must
+    never see them torn, but losing the latest one to a power cut costs nothing.
+    """
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(final)
     with open(tmp, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, final)
-    fsync_dir(final.parent)
+    if durable:
+        fsync_dir(final.parent)
 
 
 def read_journal(path: Path) -> list[Span]:

@@ -64,7 +64,7 @@ class DestinationLock:
     def _write_lease(self) -> None:
         lease = {"holder": self.holder, "host": socket.gethostname(), "pid": os.getpid(),
                  "heartbeat": self.clock(), "ttlSeconds": LEASE_TTL}
-        write_atomic(self.lease_path, json.dumps(lease).encode())
+        write_atomic(self.lease_path, json.dumps(lease).encode(), durable=False)
 
     def try_acquire(self) -> bool:
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ class FileSink:
         self.path = path
 
     def emit(self, record: dict) -> None:
-        write_atomic(self.path, (json.dumps(record, sort_keys=True) + "\n").encode())
+        write_atomic(self.path, (json.dumps(record, sort_keys=True) + "\n").encode(), durable=False)
 
     def close(self) -> None:
         pass

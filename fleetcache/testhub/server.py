@@ -399,10 +399,12 @@ class TestHub:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         if body and handler.command != "HEAD":
-            handler.wfile.write(body)
             self._count(record, len(body))
+            handler.wfile.write(body)
 
     def _count(self, record: RequestRecord, n: int) -> None:
+        """Counted before the send, so a client that has its bytes always sees them counted
+        (a send a killed client never reads is counted too: measurements err high)."""
         with self._lock:
             record.bytes_sent += n
 
@@ -445,11 +447,11 @@ class TestHub:
                 chunk[corrupt.offset - offset] ^= 0xFF
             if breaker and sent + len(chunk) >= breaker.after_bytes:
                 head = memoryview(chunk)[: max(0, breaker.after_bytes - sent)]
-                sock.sendall(head)
                 self._count(record, len(head))
+                sock.sendall(head)
                 self._break(sock, breaker.kind)
-            sock.sendall(chunk)
             self._count(record, len(chunk))
+            sock.sendall(chunk)
             sent += len(chunk)
             offset += len(chunk)
             if slow:

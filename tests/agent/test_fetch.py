@@ -242,7 +242,7 @@ def test_a_journal_left_without_its_partial_file_is_not_trusted(hub, tmp_path):
     blobs = tmp_path / "models--acme--tiny" / "blobs"
     blobs.mkdir(parents=True)
     (blobs / f".{sha}.fleetcache-journal").write_text(f"0 {2 << 20}\n")  # claims 2 MiB that are not there
-    hub.inject(Fault("reset", host="cdn", after_bytes=1 << 20, times=1))
+    hub.inject(Fault("truncate", host="cdn", after_bytes=1 << 20, times=1))  # FIN: all 1 MiB arrives
     hub.inject(Fault("status", host="cdn", status=503, times=None))
     assert run_agent(*fetch_args(hub, tmp_path)).code == 17  # 1 MiB written, then the CDN went away
     hub.faults.clear()
