@@ -325,14 +325,25 @@ def labels_for(spec: HydrationSpec) -> dict[str, str]:
 
 
 def volume_manifest(spec: HydrationSpec, cluster: kit.FleetClusterView, names: Names,
-                    namespace: str) -> dict:
-    """The cache PVC: class and access mode from the hydration, else the cluster defaults."""
+                    namespace: str, existing: dict) -> dict:
+    """The cache PVC: class and access mode from the hydration, else the cluster defaults.
+
+    Once the PVC exists its class and access modes are immutable and it can only grow, so
+    those are kept as they are and a smaller size (a smaller new commit) never shrinks it.
+    """
+    size = spec.size
+    existing_size = kit.get_path(existing, "spec.resources.requests.storage")
+    if existing_size and kit.quantity_bytes(existing_size, "the PVC's size") > \
+            kit.quantity_bytes(size, "spec.storage.size"):
+        size = existing_size
     pvc_spec: dict = {
-        "accessModes": [spec.access_mode or cluster.access_mode],
-        "resources": {"requests": {"storage": spec.size}},
+        "accessModes": kit.get_path(existing, "spec.accessModes")
+        or [spec.access_mode or cluster.access_mode],
+        "resources": {"requests": {"storage": size}},
         "volumeMode": "Filesystem",
     }
-    storage_class = spec.storage_class or cluster.storage_class
+    storage_class = kit.get_path(existing, "spec.storageClassName") \
+        or spec.storage_class or cluster.storage_class
     if storage_class:
         pvc_spec["storageClassName"] = storage_class
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -364,7 +375,9 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
     # Lives on: the namespace (never deleted), the volume and the progress record.
     remote(NAMESPACE_KEY, "namespace", kit.namespace_manifest(namespace),
            exists(request, NAMESPACE_KEY), management_policies=kit.CREATE_ONLY)
-    remote(VOLUME_KEY, "volume", volume_manifest(spec, cluster, names, namespace),
+    existing_volume = kit.remote_manifest(request.observed.get(VOLUME_KEY))
+    remote(VOLUME_KEY, "volume", volume_manifest(spec, cluster, names, namespace,
+                                                 existing_volume),
            seen.volume_bound, readiness_query=PVC_BOUND_QUERY)
     remote(PROGRESS_KEY, "progress",
            kit.progress_configmap_manifest(names.progress, namespace, labels),

@@ -410,6 +410,25 @@ def test_volume_size_class_and_mode_come_from_the_hydration():
     assert spec["accessModes"] == ["ReadWriteOnce"]
 
 
+def test_an_existing_volume_keeps_its_class_and_access_mode_and_never_shrinks():
+    first = compose(hydration_request(hydration_xr(storage={"size": "8Gi"})))
+    observed = observe(first, states=BOUND)
+    observed["volume"]["status"]["atProvider"]["manifest"]["spec"].update(
+        storageClassName="old-class", accessModes=["ReadWriteOnce"])
+    smaller = hydration_xr(commit=NEW_COMMIT, storage={"size": "4Gi", "storageClassName": "new"})
+    spec = remote(compose(hydration_request(smaller, observed=observed)), "volume")["spec"]
+    assert spec["resources"]["requests"]["storage"] == "8Gi"
+    assert (spec["storageClassName"], spec["accessModes"]) == ("old-class", ["ReadWriteOnce"])
+
+
+def test_an_existing_volume_grows_with_a_larger_commit():
+    observed = observe(compose(hydration_request(hydration_xr(storage={"size": "4Gi"}))),
+                       states=BOUND)
+    bigger = hydration_xr(commit=NEW_COMMIT, storage={"size": "9Gi"})
+    spec = remote(compose(hydration_request(bigger, observed=observed)), "volume")["spec"]
+    assert spec["resources"]["requests"]["storage"] == "9Gi"
+
+
 def test_volume_falls_back_to_the_clusters_cache_defaults():
     cluster = fleet_cluster(CLUSTER, cache={"storageClassName": "slow-rwx",
                                             "accessMode": "ReadWriteOnce"})
