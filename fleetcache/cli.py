@@ -22,15 +22,15 @@ def main() -> None:
 @click.option("--observed", type=click.Path(exists=True),
               help="File or directory of observed composed resources (each annotated with "
                    "crossplane.io/composition-resource-name).")
-@click.option("--required", type=click.Path(exists=True),
+@click.option("--required", type=click.Path(exists=True), multiple=True,
               help="File or directory of resources to answer the function's requirements "
-                   "from (FleetClusters, Secrets, ModelCaches).")
+                   "from (FleetClusters, Secrets, ModelCaches); repeatable.")
 @click.option("--xrd", type=click.Path(exists=True),
               help="XRD file or directory: default the XR and required resources from their "
                    "schemas, as the API server would.")
 @click.option("--include-context", is_flag=True, help="Print the pipeline context too.")
 @click.option("--address", help="Use a running function server instead of starting one.")
-def render(xr: str, composition: str, observed: str | None, required: str | None,
+def render(xr: str, composition: str, observed: str | None, required: tuple[str, ...],
            xrd: str | None, include_context: bool, address: str | None) -> None:
     """Run XR's Composition pipeline against the real function server; print YAML."""
     composites = rendering.load_documents(xr)
@@ -46,8 +46,8 @@ def render(xr: str, composition: str, observed: str | None, required: str | None
         rendering.admit(composites[0], schemas), compositions[0],
         [rendering.admit(d, schemas) for d in rendering.load_documents(observed)]
         if observed else [],
-        [rendering.admit(d, schemas) for d in rendering.load_documents(required)]
-        if required else [],
+        [rendering.admit(d, schemas) for path in required
+         for d in rendering.load_documents(path)],
         address=address,
     )
     click.echo(rendering.dump(result.documents(include_context)), nl=False)

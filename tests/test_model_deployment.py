@@ -13,7 +13,9 @@ import json
 import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from fleetcache import render
 from fleetcache.functions import kit, model_replica, server
 from fleetcache.functions import model_deployment as composer
 from tests.support import xrd
@@ -616,9 +618,6 @@ def test_a_thousand_replicas_over_five_hundred_clusters():
 def test_render_of_the_example_gives_cache_source_and_source():
     """The issue's done-when: a cache Ready on one cluster, Hydrating on another and absent
     on a third gives Cache, Source (Waiting under Wait) and Source, each with its env."""
-    render = pytest.importorskip("fleetcache.render")
-    from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
-
     fleet = [fleet_cluster(n, labels=doc["metadata"]["labels"])
              for doc in xrd.load_yaml_docs(xrd.EXAMPLES / "fleet" / "fleetclusters.yaml")
              for n in [doc["metadata"]["name"]]]

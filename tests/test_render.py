@@ -112,3 +112,18 @@ def test_xrd_defaults_are_applied_as_the_api_server_would():
     admitted = render.admit(cache, schemas)
     assert admitted["spec"]["rollout"]["maxConcurrent"] == 10
     assert admitted["spec"]["source"]["huggingFace"]["endpoint"] == "https://huggingface.co"
+
+
+def test_the_example_deployment_renders_cache_source_source_from_repeated_required_dirs():
+    code, docs, err = run_cli(
+        str(ROOT / "examples/modeldeployment-cached.yaml"),
+        "--composition", str(ROOT / "compositions/modeldeployments.yaml"),
+        "--xrd", str(ROOT / "apis"),
+        "--required", str(FIXTURES / "required"),
+        "--required", str(FIXTURES / "modelcache-partly-warm"))
+    assert code == 0, err
+    deliveries = {d["spec"]["clusterName"]: d["spec"]["delivery"]
+                  for d in docs if d["kind"] == "ModelReplica"}
+    assert deliveries == {"gpu-east-1": "Cache", "gpu-east-2": "Source", "gpu-west-1": "Source"}
+    assert {d["spec"]["model"]["commit"] for d in docs if d["kind"] == "ModelReplica"} == {
+        PINNED}
