@@ -30,6 +30,8 @@ WHERE = {
     "AwaitingPrerequisites": "ModelCacheHydration REASON; `kubectl get objects -n <namespace>`",
     "JobNotStarted": "ModelCacheHydration REASON; `kubectl describe job` on the cluster",
     "VolumeNotBound": "ModelCacheHydration REASON; `kubectl describe pvc` on the cluster",
+    "ModelCacheNotFound": "ModelDeployment `ModelCacheResolved` condition",
+    "MaxReplicasPerCluster": "ModelDeployment `ReplicasScheduled` condition",
 }
 
 

@@ -226,6 +226,10 @@ REASONS: dict[str, Reason] = {
         Reason("BackoffLimitExceeded", "The agent Job failed more often than "
                "spec.job.backoffLimit; read the last progress record and the Job's pod logs."),
         Reason("InvalidSpec", "Fix the field named in the message."),
+        Reason("ModelCacheNotFound", "Create the ModelCache named by spec.modelCacheRef.name "
+               "in this namespace, or fix the name."),
+        Reason("MaxReplicasPerCluster", "Raise spec.maxReplicasPerCluster, lower "
+               "spec.replicas, or widen spec.placement to more Ready clusters."),
         Reason("AwaitingPrerequisites", "If this persists, check the Synced condition of "
                "those Objects (kubectl get objects -n <namespace>); a token Secret that never "
                "appears usually means the Secret named by tokenSecretRef is missing in this "

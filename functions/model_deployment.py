@@ -37,21 +37,6 @@ WHILE_HYDRATING = ("Source", "Wait")
 ON_HYDRATION_FAILURE = ("Source", "Fail")
 SWITCH_TO_CACHE = ("OnReady", "Never")
 
-# Reasons this composer says that the kit does not (yet) know; kit reasons win.
-REMEDIES = {
-    "ModelCacheNotFound": "Create the ModelCache named by spec.modelCacheRef.name in this "
-                          "namespace, or fix the name.",
-    "MaxReplicasPerCluster": "Raise spec.maxReplicasPerCluster, lower spec.replicas, or "
-                             "widen spec.placement to more Ready clusters.",
-}
-
-
-def with_remedy(message: str, reason: str) -> str:
-    if kit.remedy(reason) or reason not in REMEDIES:
-        return kit.with_remedy(message, reason)
-    return f"{message.rstrip('.')}. {REMEDIES[reason]}"
-
-
 # --- 1. inputs ----------------------------------------------------------------------------
 
 
@@ -446,10 +431,10 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
                           f"{desired} replicas on {len({p.cluster for p in placed})} "
                           f"clusters{gone}")
     elif not candidates:
-        outcome.condition("ReplicasScheduled", False, "NoClusters", with_remedy(
+        outcome.condition("ReplicasScheduled", False, "NoClusters", kit.with_remedy(
             f"no Ready FleetCluster matches spec.placement{gone}", "NoClusters"))
     else:
-        outcome.condition("ReplicasScheduled", False, "MaxReplicasPerCluster", with_remedy(
+        outcome.condition("ReplicasScheduled", False, "MaxReplicasPerCluster", kit.with_remedy(
             f"{len(placed)} of {desired} replicas scheduled: {len(candidates)} Ready clusters "
             f"x maxReplicasPerCluster {spec.max_per_cluster}{gone}", "MaxReplicasPerCluster"))
 
@@ -469,7 +454,7 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
                           f"spec.model.huggingFace: every replica loads {model.repo}@"
                           f"{model.revision} from the source")
     elif not model.cache_found:
-        outcome.condition("ModelCacheResolved", False, "ModelCacheNotFound", with_remedy(
+        outcome.condition("ModelCacheResolved", False, "ModelCacheNotFound", kit.with_remedy(
             f"ModelCache {request.namespace}/{model.cache_name} does not exist; every replica "
             "loads from the source", "ModelCacheNotFound"))
     elif model.commit:
