@@ -24,14 +24,19 @@ def run_cli(*args: str) -> tuple[int, list[dict], str]:
     return result.exit_code, docs, result.stderr
 
 
+def render_example(example: str, plural: str, *state: str) -> tuple[int, list[dict], str]:
+    """`fleetcache render` of an example through its kind's Composition, defaulted by the
+    XRDs, with `state` ("--required"/"--observed" and a fixture directory, repeated)."""
+    flags = [f if f.startswith("--") else str(FIXTURES / f) for f in state]
+    return run_cli(str(ROOT / "examples" / example),
+                   "--composition", str(ROOT / "compositions" / f"{plural}.yaml"),
+                   "--xrd", str(ROOT / "apis"), *flags)
+
+
 @pytest.fixture(scope="module")
 def resolved_render() -> list[dict]:
-    code, docs, err = run_cli(
-        str(ROOT / "examples/fleet/modelcache.yaml"),
-        "--composition", str(ROOT / "compositions/modelcaches.yaml"),
-        "--xrd", str(ROOT / "apis"),
-        "--required", str(FIXTURES / "required"),
-        "--observed", str(FIXTURES / "observed"))
+    code, docs, err = render_example("fleet/modelcache.yaml", "modelcaches",
+                                     "--required", "required", "--observed", "observed")
     assert code == 0, err
     return docs
 
@@ -65,10 +70,8 @@ def test_rendered_hydrations_are_valid_against_their_xrd(resolved_render):
 
 
 def test_without_a_resolution_the_example_renders_the_resolve_step():
-    code, docs, err = run_cli(
-        str(ROOT / "examples/fleet/modelcache.yaml"),
-        "--composition", str(ROOT / "compositions/modelcaches.yaml"),
-        "--xrd", str(ROOT / "apis"), "--required", str(FIXTURES / "required"))
+    code, docs, err = render_example("fleet/modelcache.yaml", "modelcaches",
+                                     "--required", "required")
     assert code == 0, err
     manifests = [d["spec"]["forProvider"]["manifest"] for d in docs if d["kind"] == "Object"]
     assert "Job" in [m["kind"] for m in manifests]
@@ -76,12 +79,9 @@ def test_without_a_resolution_the_example_renders_the_resolve_step():
         assert_valid_k8s(manifest)
 
 
-def test_include_context_prints_the_pipeline_context(resolved_render):
-    code, docs, _ = run_cli(
-        str(ROOT / "examples/fleet/modelcache.yaml"),
-        "--composition", str(ROOT / "compositions/modelcaches.yaml"),
-        "--xrd", str(ROOT / "apis"), "--required", str(FIXTURES / "required"),
-        "--include-context")
+def test_include_context_prints_the_pipeline_context():
+    code, docs, _ = render_example("fleet/modelcache.yaml", "modelcaches",
+                                   "--required", "required", "--include-context")
     assert code == 0
     assert docs[-1]["kind"] == "Context"
 
@@ -115,12 +115,9 @@ def test_xrd_defaults_are_applied_as_the_api_server_would():
 
 
 def test_the_example_deployment_renders_cache_source_source_from_repeated_required_dirs():
-    code, docs, err = run_cli(
-        str(ROOT / "examples/modeldeployment-cached.yaml"),
-        "--composition", str(ROOT / "compositions/modeldeployments.yaml"),
-        "--xrd", str(ROOT / "apis"),
-        "--required", str(FIXTURES / "required"),
-        "--required", str(FIXTURES / "modelcache-partly-warm"))
+    code, docs, err = render_example("modeldeployment-cached.yaml", "modeldeployments",
+                                     "--required", "required",
+                                     "--required", "modelcache-partly-warm")
     assert code == 0, err
     deliveries = {d["spec"]["clusterName"]: d["spec"]["delivery"]
                   for d in docs if d["kind"] == "ModelReplica"}
