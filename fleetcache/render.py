@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import grpc
 import yaml
@@ -291,20 +291,27 @@ def composed(composite: dict, key: str, desired: fnv1.Resource) -> dict:
 # --- API server defaulting -------------------------------------------------------------------
 
 
-def with_defaults(obj: Any, schema: dict) -> Any:
-    """Fill in OpenAPI defaults the way the API server does on admission: a missing field
-    with a default gets it; present objects and arrays are defaulted inside."""
-    if isinstance(obj, dict) and schema.get("type") == "object":
+def with_defaults(obj: Any, schema: Mapping) -> Any:
+    """A copy of `obj` with OpenAPI defaults filled in the way the API server does on
+    admission, top down: a missing field with a default gets it, and present (or just
+    defaulted) objects, maps and arrays are defaulted inside."""
+    if isinstance(obj, dict):
+        props = schema.get("properties") or {}
         out = dict(obj)
-        for name, prop in (schema.get("properties") or {}).items():
+        for name, prop in props.items():
             if name not in out and "default" in prop:
                 out[name] = copy.deepcopy(prop["default"])
             if name in out:
                 out[name] = with_defaults(out[name], prop)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            for key in out:
+                if key not in props:
+                    out[key] = with_defaults(out[key], extra)
         return out
-    if isinstance(obj, list) and isinstance(schema.get("items"), dict):
+    if isinstance(obj, list) and isinstance(schema.get("items"), Mapping):
         return [with_defaults(item, schema["items"]) for item in obj]
-    return obj
+    return copy.deepcopy(obj)
 
 
 def xrd_schemas(xrds: list[dict]) -> dict[tuple[str, str], dict]:

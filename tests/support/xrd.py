@@ -30,6 +30,8 @@ import celpy
 import jsonschema
 import yaml
 
+from fleetcache import render
+
 REPO = Path(__file__).resolve().parents[2]
 APIS = REPO / "apis"
 COMPOSITIONS = REPO / "compositions"
@@ -249,28 +251,9 @@ def schema_at(schema: Mapping, json_path: str) -> Mapping | None:
 
 
 def apply_defaults(schema: Mapping, value: Any) -> Any:
-    """A copy of `value` with the schema's defaults filled in, top-down: a defaulted
-    object gets its own properties' defaults too, as with the API server."""
-    value = copy.deepcopy(value)
-    return _default(schema, value)
-
-
-def _default(schema: Mapping, value: Any) -> Any:
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for name, sub in props.items():
-            if name not in value and "default" in sub:
-                value[name] = copy.deepcopy(sub["default"])
-            if name in value:
-                value[name] = _default(sub, value[name])
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, Mapping):
-            for key in list(value):
-                if key not in props:
-                    value[key] = _default(extra, value[key])
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        return [_default(schema["items"], item) for item in value]
-    return value
+    """A copy of `value` with the schema's defaults filled in, as the API server does;
+    the same defaulting `fleetcache render --xrd` applies."""
+    return render.with_defaults(value, schema)
 
 
 # --- OpenAPI (Kubernetes dialect) to JSON Schema --------------------------------------
