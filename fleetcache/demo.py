@@ -128,17 +128,7 @@ def replica_rows(control: ControlPlane) -> list[list[str]]:
     return rows
 
 
-def condition(xr: dict, type_: str) -> dict:
-    return kit.condition_of(xr, type_)
-
-
 # --- the story ------------------------------------------------------------------------------
-
-
-@dataclass
-class Outcome:
-    converged: bool
-    problems: list[str]
 
 
 def expected_problems(control: ControlPlane, token: str) -> list[str]:
@@ -157,7 +147,7 @@ def expected_problems(control: ControlPlane, token: str) -> list[str]:
         problems.append(f"{BROKEN_MIRROR_CLUSTER}: failed with {broken.get('reason')}, "
                         "expected DigestMismatch")
     caches = control.of_kind("ModelCache")
-    if not caches or condition(caches[0], "Degraded").get("reason") != "HydrationFailed":
+    if not caches or kit.condition_of(caches[0], "Degraded").get("reason") != "HydrationFailed":
         problems.append("the ModelCache is not Degraded with HydrationFailed")
     replicas = control.of_kind("ModelReplica")
     if len(replicas) != REPLICAS:
@@ -279,11 +269,11 @@ def play(control: ControlPlane, clusters: dict[str, Cluster], pace: Pace, starte
         if not deployment_applied and kit.get_path(cache, "status.resolved.commit"):
             control.apply(model_deployment())
             deployment_applied = True
-            out(f"\nround {round_number}: {condition(cache, 'Resolved').get('message')}; "
+            out(f"\nround {round_number}: {kit.condition_of(cache, 'Resolved').get('message')}; "
                 f"applied ModelDeployment tiny-chat ({REPLICAS} replicas)")
         view = table(hydration_rows(control))
         if len(view) == 1:
-            progressing = condition(cache, "Progressing")
+            progressing = kit.condition_of(cache, "Progressing")
             view = [f"  ModelCache tiny-chat: {progressing.get('reason')}: "
                     f"{progressing.get('message')}"]
         if control.of_kind("ModelReplica"):
@@ -311,7 +301,7 @@ def report(control: ControlPlane, out: Echo) -> None:
                        ["tiny-chat", status.get("summary", ""), status.get("sizeHuman", ""),
                         status.get("commitShort", ""), str(status.get("progressPercent", 0))]]):
         out(line)
-    degraded = condition(cache, "Degraded")
+    degraded = kit.condition_of(cache, "Degraded")
     out(f"  Degraded={degraded.get('status')} {degraded.get('reason')}: {degraded.get('message')}")
     deployments = control.of_kind("ModelDeployment")
     if deployments:

@@ -326,14 +326,9 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
         report.message = kit.with_remedy(f"FleetCluster {target.name} does not exist",
                                          "ClusterNotFound")
         return report
-    if observed is None:
-        if not target.ready:
-            report.reason = "ClusterNotReady"
-            report.message = kit.with_remedy(f"FleetCluster {target.name} is not Ready",
-                                             "ClusterNotReady")
-        return report
-    report.serving_commit = serving_commit_of(observed, repo)
-    if resolved.get("commit") and not pinned_to(observed, resolved):
+    if observed is not None:
+        report.serving_commit = serving_commit_of(observed, repo)
+    if observed is None or (resolved.get("commit") and not pinned_to(observed, resolved)):
         if not target.ready:
             report.reason = "ClusterNotReady"
             report.message = kit.with_remedy(f"FleetCluster {target.name} is not Ready",
