@@ -190,13 +190,15 @@ class Cluster:
                       ) -> dict[str, str]:
         """mountPath -> host directory: emptyDirs per pod, PVCs per cluster, Secrets as files."""
         volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
-        mounts = {}
+        mounts = self.claim_mounts(namespace, pod_spec, container)
+        for host in mounts.values():
+            Path(host).mkdir(parents=True, exist_ok=True)
         for mount in container.get("volumeMounts", []):
+            if mount["mountPath"] in mounts:
+                continue
             volume = volumes[mount["name"]]
             host = pod_dir / "volumes" / mount["name"]
-            if "persistentVolumeClaim" in volume:
-                host = self.volume_dir(namespace, volume["persistentVolumeClaim"]["claimName"])
-            elif "secret" in volume:
+            if "secret" in volume:
                 secret = self.objects.get(("Secret", namespace, volume["secret"]["secretName"]))
                 host.mkdir(parents=True, exist_ok=True)
                 for item in volume["secret"].get("items", []):
@@ -205,6 +207,14 @@ class Cluster:
             host.mkdir(parents=True, exist_ok=True)
             mounts[mount["mountPath"]] = str(host)
         return mounts
+
+    def claim_mounts(self, namespace: str, pod_spec: dict, container: dict) -> dict[str, str]:
+        """mountPath -> the directory standing in for each mounted PVC."""
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        return {mount["mountPath"]: str(self.volume_dir(
+                    namespace, volumes[mount["name"]]["persistentVolumeClaim"]["claimName"]))
+                for mount in container.get("volumeMounts", [])
+                if "persistentVolumeClaim" in volumes[mount["name"]]}
 
     def progress_to_file(self, args: list[str], namespace: str, pod_dir: Path
                          ) -> tuple[list[str], Path | None, Key | None]:
@@ -239,13 +249,7 @@ class Cluster:
         env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
         replicas = deployment["spec"].get("replicas", 1)
         if env.get("FLEETCACHE_DELIVERY") == "cache":
-            mounts = {}
-            volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
-            for mount in container.get("volumeMounts", []):
-                claim = volumes[mount["name"]].get("persistentVolumeClaim")
-                if claim:
-                    mounts[mount["mountPath"]] = str(self.volume_dir(
-                        deployment["metadata"]["namespace"], claim["claimName"]))
+            mounts = self.claim_mounts(deployment["metadata"]["namespace"], pod_spec, container)
             model_dir = Path(translate(env.get("FLEETCACHE_MODEL", ""), mounts))
             if not (model_dir / "config.json").is_file():
                 return {"replicas": replicas, "unavailableReplicas": replicas, "conditions": [
