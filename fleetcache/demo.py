@@ -34,7 +34,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider, all_text
+from fleetcache.simulation import Cluster, ControlPlane, Provider, all_text, step
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import Fault, TestHub
 
@@ -261,10 +261,7 @@ def play(control: ControlPlane, clusters: dict[str, Cluster], pace: Pace, starte
     round_number = 0
     while time.monotonic() - started < pace.deadline:
         round_number += 1
-        control.reconcile_all()
-        now = time.monotonic()
-        for cluster in clusters.values():
-            cluster.tick(now)
+        now = step(control, clusters.values())
         cache = control.of_kind("ModelCache")[0]
         if not deployment_applied and kit.get_path(cache, "status.resolved.commit"):
             control.apply(model_deployment())

@@ -472,5 +472,15 @@ class ControlPlane:
         return [xr for (k, _, _), xr in sorted(self.xrs.items()) if k == kind]
 
 
+def step(control: ControlPlane, clusters: Iterable[Cluster]) -> float:
+    """One round: every composite reconciles, then every cluster's controllers act.
+    Returns the monotonic time the clusters acted at."""
+    control.reconcile_all()
+    now = time.monotonic()
+    for cluster in clusters:
+        cluster.tick(now)
+    return now
+
+
 def all_text(resources: Iterable[dict]) -> str:
     return json.dumps(list(resources), sort_keys=True)

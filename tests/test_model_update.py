@@ -17,7 +17,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider
+from fleetcache.simulation import Cluster, ControlPlane, Provider, step
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import TestHub
 
@@ -58,10 +58,7 @@ class Fleet:
         self.control, self.clusters = control, clusters
 
     def round(self) -> None:
-        self.control.reconcile_all()
-        now = time.monotonic()
-        for cluster in self.clusters.values():
-            cluster.tick(now)
+        step(self.control, self.clusters.values())
         time.sleep(0.05)
 
     def until(self, done, what: str) -> None:
