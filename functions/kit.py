@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from crossplane.function.resource import child_name as sdk_child_name
-from kubernetes.utils.quantity import parse_quantity
-
-from fleetcache import __version__, exitcodes
+from fleetcache import __version__, exitcodes, quantity
 
 GROUP = "fleetcache.dev"
 VERSION = "v1alpha1"
@@ -259,6 +257,16 @@ def with_remedy(message: str, reason: str) -> str:
     return f"{message.rstrip('.')}. {fix}" if message else fix
 
 
+SHOWN_LIMIT = 200
+
+
+def shown(value: Any, limit: int = SHOWN_LIMIT) -> str:
+    """Input quoted in a message: its repr, cut to `limit` characters, so a message never
+    echoes a hostile value whole."""
+    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 # --- reading observed state ---------------------------------------------------------------
 
 
@@ -301,16 +309,16 @@ def as_int(value: Any, default: int = 0) -> int:
 
 
 def quantity_bytes(value: Any, field_path: str) -> int:
-    """Bytes of a Kubernetes quantity, or InputError naming the field."""
+    """Bytes of a Kubernetes quantity (bounded cost, see fleetcache.quantity), or
+    InputError naming the field."""
     try:
-        parsed = parse_quantity(value)
-    except (ValueError, TypeError) as err:
-        raise InputError(
-            f"{field_path}: {value!r} is not a Kubernetes quantity; write it like 20Gi or 500G"
-        ) from err
+        parsed = quantity.to_bytes(value)
+    except quantity.QuantityError as err:
+        raise InputError(f"{field_path}: {shown(value)} {err}; write it like 20Gi or 500G") \
+            from err
     if parsed <= 0:
-        raise InputError(f"{field_path}: {value!r} must be greater than zero")
-    return int(math.ceil(parsed))
+        raise InputError(f"{field_path}: {shown(value)} must be greater than zero")
+    return parsed
 
 
 def volume_size_for(model_bytes: int) -> str:
