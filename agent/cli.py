@@ -8,18 +8,20 @@ scrubbed from every log line; records and messages never include it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
+import signal
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
 
-from .errors import AgentError, from_os_error
+from .errors import AgentError, Interrupted, from_os_error
 from .fetch import fetch as run_fetch
-from .hub import Bandwidth, HubClient, RetryPolicy
+from .hub import Bandwidth, HubClient, RetryPolicy, read_timeout_from_env
 from .layout import LAYOUTS, open_layout
 from .plan import parse_listing, resolved_record, select
 from .progress import (FETCH_FIELDS, RESOLVE_FIELDS, ConfigMapSink, FileSink, Progress, parse_configmap_ref,
@@ -36,7 +38,8 @@ _SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 # Where a failure is reported; set as soon as the flags that name the sinks are parsed.
-_context: dict = {"termination": Path(DEFAULT_TERMINATION_LOG), "progress": None, "token": None}
+_context: dict = {"termination": Path(DEFAULT_TERMINATION_LOG), "progress": None, "token": None,
+                  "interrupted": None}
 
 
 def _bad(flag: str, why: str) -> AgentError:
@@ -57,11 +60,23 @@ def check_repo(repo: str) -> str:
     return repo
 
 
-def check_revision(revision: str) -> str:
+def check_revision(revision: str, flag: str = "--revision") -> str:
     parts = revision.split("/")
-    if not revision or any(p in ("", ".", "..") for p in parts) or "\\" in revision or "\0" in revision:
-        raise _bad("--revision", f"{revision!r} is not a branch, tag or commit")
+    if not revision or any(p in ("", ".", "..") for p in parts) or "\\" in revision or "\0" in revision \
+            or any(c.isspace() for c in revision):
+        raise _bad(flag, f"{revision!r} is not a branch, tag or commit")
     return revision
+
+
+def check_dest(dest: str) -> Path:
+    """The volume root must be a directory, or not exist yet below one (the agent creates it)."""
+    path = Path(dest)
+    for existing in (path, *path.parents):
+        if existing.exists() or existing.is_symlink():
+            if not existing.is_dir():
+                raise _bad("--dest", f"{str(existing)!r} is not a directory: pass the cache volume's mount path")
+            return path
+    return path
 
 
 def check_endpoint(endpoint: str) -> str:
@@ -137,13 +152,26 @@ def _usage_error(argv: list[str], err: click.UsageError) -> AgentError:
     return AgentError("InvalidConfiguration", err.format_message())
 
 
-def _client(endpoint: str, token: str | None, concurrency: int = 8) -> HubClient:
-    return HubClient(check_endpoint(endpoint), token, RetryPolicy.from_env(), pool_size=concurrency)
+def _client(endpoint: str, token: str | None, progress: Progress, concurrency: int = 8) -> HubClient:
+    policy = dataclasses.replace(RetryPolicy.from_env(), report=progress.note)
+    return HubClient(check_endpoint(endpoint), token, policy, pool_size=concurrency,
+                     timeout=read_timeout_from_env())
+
+
+def _patterns(allow, ignore) -> str:
+    shown = [f"--allow {p!r}" for p in allow] + [f"--ignore {p!r}" for p in ignore]
+    return " ".join(shown) if shown else "no --allow/--ignore patterns"
 
 
 def _listing(client: HubClient, repo: str, revision: str, allow, ignore):
+    """The listing and the entries the patterns select; selecting nothing is refused (14): a
+    cache with no files would be Ready and useless."""
     listing = parse_listing(repo, revision, client.listing(repo, revision))
-    return listing, select(listing.entries, list(allow) if allow else None, list(ignore) if ignore else None)
+    entries = select(listing.entries, list(allow) if allow else None, list(ignore) if ignore else None)
+    if not entries:
+        raise AgentError("InvalidSource", f"{_patterns(allow, ignore)} select none of the "
+                                          f"{len(listing.entries)} files of {repo}@{listing.commit}")
+    return listing, entries
 
 
 _common = [
@@ -181,7 +209,7 @@ def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, 
     progress = _progress(RESOLVE_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
     progress.phase("Resolving", repo=check_repo(repo), revision=check_revision(revision))
-    listing, entries = _listing(_client(endpoint, token), repo, revision, allow, ignore)
+    listing, entries = _listing(_client(endpoint, token, progress), repo, revision, allow, ignore)
     record = resolved_record(listing, entries)
     progress.phase("Resolved", **record)
     click.echo(json.dumps(record, sort_keys=True))
@@ -194,25 +222,30 @@ def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, 
 @click.option("--bandwidth", help="total cap as a Kubernetes quantity, e.g. 200Mi")
 @click.option("--layout", "layout_name", default="hf-cache", show_default=True)
 @click.option("--wait", is_flag=True, help="wait for another writer instead of exiting 16")
+@click.option("--ref", "refs", multiple=True,
+              help="after success, name the commit fetched (hub/models--ORG--NAME/refs/REF), repeatable")
 def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
-          termination_log, dest, concurrency, bandwidth, layout_name, wait) -> None:
+          termination_log, dest, concurrency, bandwidth, layout_name, wait, refs) -> None:
     """Download REPO at REVISION into DEST, verifying every byte while it streams."""
     _context["termination"] = Path(termination_log)
     progress = _progress(FETCH_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
     check_repo(repo)
     check_revision(revision)
+    for ref in refs:
+        check_revision(ref, "--ref")
+    dest_path = check_dest(dest)
     if not concurrency.isdigit() or not 1 <= int(concurrency) <= 64:
         raise _bad("--concurrency", f"{concurrency!r} is not a whole number from 1 to 64")
     if layout_name not in LAYOUTS:
         raise _bad("--layout", f"{layout_name!r} is not one of {', '.join(sorted(LAYOUTS))}")
     limit = Bandwidth(parse_quantity(bandwidth)) if bandwidth else None
     progress.phase("Resolving")
-    client = _client(endpoint, token, int(concurrency))
+    client = _client(endpoint, token, progress, int(concurrency))
     listing, entries = _listing(client, repo, revision, allow, ignore)
-    layout = open_layout(layout_name, Path(dest), repo)
+    layout = open_layout(layout_name, dest_path, repo)
     record = run_fetch(client, layout, listing, entries, progress, int(concurrency), limit,
-                       client.policy, wait)
+                       client.policy, wait, tuple(refs))
     click.echo(json.dumps(record, sort_keys=True))
 
 
@@ -225,7 +258,7 @@ def verify(dest, repo, revision, termination_log) -> None:
     """Re-hash every file of the snapshot against its manifest; exit 12 naming the bad files."""
     _context["termination"] = Path(termination_log)
     check_repo(repo)
-    click.echo(json.dumps(run_verify(Path(dest), repo, revision), sort_keys=True))
+    click.echo(json.dumps(run_verify(check_dest(dest), repo, revision), sort_keys=True))
 
 
 def _report(reason: str, message: str, code: int) -> int:
@@ -252,15 +285,43 @@ def _report_unexpected(err: Exception) -> int:
     return _report("", f"unexpected {type(err).__name__}; see the agent's log", 1)
 
 
+def _report_interrupted(sig: Interrupted) -> int:
+    """One line, a final record with reason Interrupted, and 128+signal: the next run resumes."""
+    name = signal.Signals(sig.signum).name
+    progress: Progress | None = _context["progress"]
+    done = progress.record.get("bytesDone") if progress else None
+    total = progress.record.get("bytesTotal") if progress else None
+    kept = f" with {done} of {total} bytes on the volume" if done is not None and total else ""
+    message = f"interrupted by {name}{kept}; the next run resumes from what is on the volume"
+    log.warning("%s (exit %d)", message, sig.code)
+    record = progress.fail(Interrupted.REASON, message) if progress else {
+        "phase": "Failed", "reason": Interrupted.REASON, "message": message}
+    write_termination(_context["termination"], record)
+    return sig.code
+
+
+def _on_signal(signum: int, frame) -> None:
+    """The first SIGINT/SIGTERM interrupts the main thread; later ones wait for that cleanup."""
+    if _context["interrupted"] is None:
+        _context["interrupted"] = signum
+        raise Interrupted(signum)
+
+
 def main(argv: list[str] | None = None, configmap_api=None) -> int:
     """Entry point; `configmap_api` lets tests inject a CoreV1Api stand-in."""
-    _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None, token=None,
+    _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None, token=None, interrupted=None,
                     configmap_api=configmap_api or incluster_core_api)
     _setup_logging(None)
     code = 0
     args = sys.argv[1:] if argv is None else argv
+    previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        main_group.main(args=args, prog_name="fleetcache-agent", standalone_mode=False)
+        try:
+            main_group.main(args=args, prog_name="fleetcache-agent", standalone_mode=False)
+        finally:  # from here on a signal no longer interrupts: the failure being reported wins
+            _context["interrupted"] = _context["interrupted"] or signal.SIGTERM
+    except Interrupted as sig:
+        code = _report_interrupted(sig)
     except click.UsageError as err:
         code = _report_error(_usage_error(args, err))
     except AgentError as err:
@@ -273,6 +334,8 @@ def main(argv: list[str] | None = None, configmap_api=None) -> int:
     finally:
         if _context["progress"] is not None:
             _context["progress"].close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if argv is None:
         sys.exit(code)
     return code

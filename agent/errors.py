@@ -36,6 +36,22 @@ class AgentError(Exception):
 
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: not a failure of the source, so not a row of the exit-code table.
+
+    A BaseException, so no `except Exception` on the way up mistakes it for a failure."""
+
+    REASON = "Interrupted"
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def code(self) -> int:
+        return 128 + self.signum
+
+
 def from_os_error(err: OSError, where: str) -> AgentError | None:
     """Disk errors the table names: a full volume (13) or one the agent may not write (15)."""
     if err.errno in (errno.ENOSPC, errno.EDQUOT):

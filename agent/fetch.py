@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import hashlib
 import itertools
 import logging
 import os
@@ -29,7 +28,7 @@ from .errors import AgentError, from_os_error
 from .hub import Bandwidth, HubClient, RetryPolicy, Retryable, redact_url
 from .layout import Layout
 from .lock import DestinationLock
-from .plan import (GIT_SHA1, STATE_DIR, Entry, FetchPlan, FileTask, Listing, manifest_digest, merge_spans,
+from .plan import (STATE_DIR, Entry, FetchPlan, FileTask, Listing, manifest_digest, merge_spans, new_hasher,
                    plan_fetch, split_spans)
 from .progress import Progress
 
@@ -41,6 +40,7 @@ HASH_BLOCK = 1 << 20
 PART_SIZE = 32 << 20
 WRITEBACK_STEP = 16 << 20
 MISMATCH_RETRIES = 3
+STOP_GRACE = 5.0  # seconds an interrupted run waits for workers to journal the bytes they hold
 
 
 class Aborted(Exception):
@@ -59,12 +59,6 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
     """
     if _sync_file_range is not None:
         _sync_file_range(fd, ctypes.c_longlong(offset), ctypes.c_longlong(length), SYNC_FILE_RANGE_WRITE)
-
-
-def new_hasher(entry: Entry):
-    if entry.algo == GIT_SHA1:
-        return hashlib.sha1(b"blob %d\0" % entry.size)
-    return hashlib.sha256()
 
 
 class Assembly:
@@ -174,8 +168,15 @@ class Fetcher:
                    for i in range(self.concurrency)]
         for worker in workers:
             worker.start()
-        for worker in workers:
-            worker.join()
+        try:
+            for worker in workers:
+                worker.join()
+        except BaseException:  # a signal (Interrupted): let workers write what they hold, then go
+            self._fail(Aborted())
+            deadline = time.monotonic() + STOP_GRACE
+            for worker in workers:
+                worker.join(max(0.0, deadline - time.monotonic()))
+            raise
         if self.failure is not None:
             raise self.failure
 
@@ -325,7 +326,8 @@ def check_space(dest: Path, needed: int) -> None:
 
 
 def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[Entry, ...], progress: Progress,
-          concurrency: int, bandwidth: Bandwidth | None, policy: RetryPolicy, wait: bool) -> dict:
+          concurrency: int, bandwidth: Bandwidth | None, policy: RetryPolicy, wait: bool,
+          refs: tuple[str, ...] = ()) -> dict:
     """Lock, sweep, plan from what is on disk, check space, download, publish; manifest and refs last."""
     digest = manifest_digest(entries)
     layout.dest.mkdir(parents=True, exist_ok=True)
@@ -340,6 +342,6 @@ def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[En
                        bytesDone=plan.bytes_present, filesTotal=plan.files_total, filesDone=plan.files_present)
         Fetcher(client, layout, listing, progress, concurrency, bandwidth, policy).run(plan)
         progress.phase("Verifying")
-        layout.finish(listing, entries, digest)
+        layout.finish(listing, entries, digest, refs)
     progress.phase("Ready", bytesDone=plan.bytes_total, filesDone=plan.files_total)
     return dict(progress.record)

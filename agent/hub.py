@@ -15,7 +15,8 @@ import os
 import random
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -27,6 +28,8 @@ log = logging.getLogger("fleetcache.agent")
 
 MAX_REDIRECTS = 5
 MAX_RETRY_AFTER = 60.0
+READ_TIMEOUT = 30.0  # seconds without a byte before a stream counts as hung and is retried
+CONNECT_TIMEOUT = 10.0
 
 
 class Retryable(Exception):
@@ -43,6 +46,9 @@ class RetryPolicy:
     attempts: int = 6
     base_delay: float = 0.5
     max_delay: float = 8.0
+    # Told what is being retried (and None once a retried action succeeded), so a progress
+    # record shows a hung or failing endpoint while the agent is still retrying it.
+    report: Callable[[str | None], None] | None = field(default=None, compare=False)
 
     @classmethod
     def from_env(cls) -> "RetryPolicy":
@@ -59,14 +65,26 @@ class RetryPolicy:
         """Call `action()` until it succeeds, raises a permanent error, or attempts run out."""
         for attempt in range(self.attempts):
             try:
-                return action()
+                result = action()
             except Retryable as err:
                 if attempt == self.attempts - 1:
                     raise err.final from None
                 pause = self.delay(attempt, err.retry_after)
                 log.warning("retrying %s in %.2fs after: %s", what, pause, err.final.what)
+                if self.report:
+                    self.report(f"retrying {what} (attempt {attempt + 2} of {self.attempts}) after: "
+                                f"{err.final.what}")
                 if (abort or threading.Event()).wait(pause):  # another worker failed: stop waiting
                     raise err.final from None
+                continue
+            if attempt and self.report:
+                self.report(None)
+            return result
+
+
+def read_timeout_from_env() -> float:
+    """FLEETCACHE_READ_TIMEOUT (seconds) shortens how long a silent connection is waited for (tests)."""
+    return float(os.environ.get("FLEETCACHE_READ_TIMEOUT", READ_TIMEOUT))
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -120,14 +138,14 @@ def redact_url(url: str) -> str:
 
 class HubClient:
     def __init__(self, endpoint: str, token: str | None, policy: RetryPolicy, pool_size: int = 8,
-                 timeout: float = 30.0):
+                 timeout: float = READ_TIMEOUT):
         self.endpoint = endpoint.rstrip("/")
         self.token = token
         self.policy = policy
         self._origin = _origin(self.endpoint)
         self.http = urllib3.PoolManager(
             num_pools=8, maxsize=pool_size, block=False, retries=False,
-            timeout=urllib3.Timeout(connect=10.0, read=timeout),
+            timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout), read=timeout),
         )
 
     def _headers(self, url: str, extra: dict | None = None) -> dict:

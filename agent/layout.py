@@ -5,28 +5,42 @@ final name (plus a journal of written spans, so a crash resumes without refetchi
 are fsynced and renamed into place only after their digest matched, and the manifest
 and refs are written last.
 
-- `hf-cache`: `models--ORG--NAME/{blobs/<digest>, snapshots/<commit>/<path> -> ../../blobs/<digest>,
-  refs/<revision>}`, the layout huggingface_hub, vLLM and SGLang read offline.
+- `hf-cache`: `DEST/hub/models--ORG--NAME/{blobs/<digest>, snapshots/<commit>/<path> ->
+  ../../blobs/<digest>, refs/<revision>}`, the layout huggingface_hub, vLLM and SGLang read
+  offline with `HF_HUB_CACHE=DEST/hub`.
 - `flat`: files at `DEST/<path>`, for filesystems without symlinks (one repo per volume).
 
-The agent's own state (lock, lease, manifests, refs) lives in `DEST/.fleetcache/`.
+The agent's own state (lock, lease, manifests, refs, the verification record) lives in
+`DEST/.fleetcache/`, beside the HF cache and never inside it, so readers that scan the
+cache (`huggingface_hub.scan_cache_dir`) see only repositories.
+
+A file at its final path is trusted without re-hashing only while the verification record
+(inode, size, mtime, ctime at publish or at the last re-hash) still matches its `stat`: any
+write through the filesystem changes mtime and ctime, so a changed file is re-hashed and,
+if corrupt, fetched again.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
 from .errors import AgentError
-from .plan import STATE_DIR, DiskState, Entry, Listing, Span, merge_spans
+from .plan import STATE_DIR, DiskState, Entry, Listing, Span, merge_spans, new_hasher
+
+log = logging.getLogger("fleetcache.agent")
 
 PART_SUFFIX = ".fleetcache-part"
 JOURNAL_SUFFIX = ".fleetcache-journal"
 TMP_MARK = ".fleetcache-tmp-"
 SWEEP_AGE_SECONDS = 600
+HUB_DIR = "hub"  # HF_HUB_CACHE for readers: DEST/hub
+READ_BLOCK = 8 << 20
 
 
 def repo_folder(repo: str) -> str:
@@ -84,6 +98,34 @@ def _inside(root: Path, path: Path) -> bool:
     return parent_real == root_real or parent_real.startswith(root_real + os.sep)
 
 
+def file_problem(path: Path, entry: Entry) -> str | None:
+    """Re-hash a file on disk: None when it holds exactly the entry's bytes, else why not."""
+    try:
+        size = os.stat(path).st_size
+        if size != entry.size:
+            return f"{entry.path} (size {size}, want {entry.size})"
+        hasher = new_hasher(entry)
+        buffer = bytearray(READ_BLOCK)
+        view = memoryview(buffer)
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(buffer):
+                hasher.update(view[:n])
+    except OSError as err:
+        return f"{entry.path} ({type(err).__name__})"
+    return None if hasher.hexdigest() == entry.digest else f"{entry.path} (digest mismatch)"
+
+
+def stat_mark(path: Path) -> str:
+    """What the verification record keeps of a file: a write through the filesystem changes it."""
+    st = os.stat(path)
+    return f"{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+
+
+def ref_names(listing: Listing, refs: tuple[str, ...]) -> list[str]:
+    """The names that should resolve to the fetched commit (a commit is never a ref of itself)."""
+    return sorted({name for name in (listing.revision, *refs) if name != listing.commit})
+
+
 class Layout:
     """Common mechanics; subclasses say where an entry's bytes and final path are."""
 
@@ -110,8 +152,12 @@ class Layout:
         blob = self.blob_path(entry)
         return blob.with_name(f".{blob.name}{JOURNAL_SUFFIX}")
 
-    def manifest_path(self, commit: str) -> Path:
-        return self.state / "manifests" / f"{commit}.json"
+    def manifest_path(self, commit: str, digest: str) -> Path:
+        """One manifest per commit and selection: fetching other patterns never rewrites another's."""
+        return self.state / "manifests" / commit / f"{digest}.json"
+
+    def verified_record(self) -> Path:
+        return self.state / "verified"
 
     def ref_path(self, revision: str) -> Path:
         return self.state / "refs" / revision
@@ -124,33 +170,81 @@ class Layout:
     def is_linked(self, entry: Entry, commit: str) -> bool:
         raise NotImplementedError
 
-    def scan(self, entries: tuple[Entry, ...], commit: str) -> DiskState:
-        """Stat-only look at the volume: no hashing, so a warm rerun stays well under a second."""
-        verified, partial = set(), {}
+    def scan(self, entries: tuple[Entry, ...], commit: str, workers: int | None = None) -> DiskState:
+        """What is on disk: `stat` for files the verification record vouches for, a re-hash (no
+        network) for any other file of the right size, and a corrupt one is removed to be fetched again."""
+        marks = self.read_verified()
+        verified, partial, suspect = set(), {}, {}
         for entry in entries:
             key = self.key(entry)
-            if key in verified or key in partial:
+            if key in verified or key in partial or key in suspect:
                 continue
+            blob = self.blob_path(entry)
             try:
-                if self.blob_path(entry).stat().st_size == entry.size and self.is_verified(entry):
-                    verified.add(key)
-                    continue
+                if blob.stat().st_size == entry.size:
+                    mark = marks.get(key)
+                    if mark == (stat_mark(blob), entry.digest):
+                        verified.add(key)
+                        continue
+                    if mark is None or mark[1] == entry.digest:  # unvouched, or changed since vouched
+                        suspect[key] = entry
+                        continue
             except FileNotFoundError:
                 pass
             if self.part_path(entry).exists():
                 partial[key] = read_journal(self.journal_path(entry))
+        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+            checked = list(pool.map(lambda e: (e, file_problem(self.blob_path(e), e)), suspect.values()))
+        for entry, problem in checked:
+            if problem is None:
+                self.record_verified(entry)
+                verified.add(self.key(entry))
+            else:  # left in place for readers until the refetched bytes are renamed over it
+                log.warning("on-disk corruption: %s; fetching it again", problem)
         linked = frozenset(e.path for e in entries if self.key(e) in verified and self.is_linked(e, commit))
         return DiskState(frozenset(verified), partial, linked)
 
-    def is_verified(self, entry: Entry) -> bool:
-        """A digest-named blob of the right size is trusted: only verified bytes are renamed to it."""
-        return True
-
-    def read_manifest(self, commit: str) -> dict | None:
+    def read_verified(self) -> dict[str, tuple[str, str]]:
+        """key -> (stat mark, digest) from the append-only record; a later line wins, `- key`
+        forgets, a torn last line (crash mid-append) is ignored."""
         try:
-            return json.loads(self.manifest_path(commit).read_text())
+            text = self.verified_record().read_text()
         except FileNotFoundError:
-            return None
+            return {}
+        marks: dict[str, tuple[str, str]] = {}
+        for line in text.splitlines():
+            if line.startswith("- "):
+                marks.pop(line[2:], None)
+                continue
+            fields = line.split(" ", 5)
+            if len(fields) == 6 and all(f.isdigit() for f in fields[:4]):
+                marks[fields[5]] = (" ".join(fields[:4]), fields[4])
+        return marks
+
+    def _append_verified(self, lines: list[str]) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.verified_record(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, "".join(line + "\n" for line in lines).encode())
+        finally:
+            os.close(fd)
+
+    def record_verified(self, entry: Entry) -> None:
+        """Vouch for the file as it is now, right after its bytes were hashed."""
+        self._append_verified([f"{stat_mark(self.blob_path(entry))} {entry.digest} {self.key(entry)}"])
+
+    def forget_verified(self, entries: list[Entry]) -> None:
+        """Withdraw the record for files found corrupt, so the next fetch re-hashes and repairs them."""
+        self._append_verified([f"- {self.key(e)}" for e in entries])
+
+    def read_manifests(self, commit: str) -> list[dict]:
+        """Every completed fetch of `commit`, one per selection, in digest order."""
+        return [json.loads(path.read_text())
+                for path in sorted((self.state / "manifests" / commit).glob("*.json"))]
+
+    def manifest_commits(self) -> list[str]:
+        root = self.state / "manifests"
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
     def resolve_ref(self, revision: str) -> str | None:
         try:
@@ -172,6 +266,7 @@ class Layout:
         self._check_inside(final)
         os.replace(self.part_path(entry), final)
         fsync_dir(final.parent)
+        self.record_verified(entry)
         self.journal_path(entry).unlink(missing_ok=True)
 
     def discard_partial(self, entry: Entry) -> None:
@@ -181,8 +276,11 @@ class Layout:
     def link(self, entry: Entry, commit: str) -> None:
         raise NotImplementedError
 
-    def finish(self, listing: Listing, entries: tuple[Entry, ...], digest: str) -> None:
-        """Manifest, then refs: written last, so their presence means the snapshot is complete."""
+    def finish(self, listing: Listing, entries: tuple[Entry, ...], digest: str, refs: tuple[str, ...] = ()) -> None:
+        """Manifest, then refs: written last, so their presence means the snapshot is complete.
+
+        The refs are the revision fetched (when it is a name) and `refs`, the names a reader
+        may ask for (`--ref`); each is rewritten only when it names another commit."""
         manifest = {
             "repo": listing.repo,
             "revision": listing.revision,
@@ -192,11 +290,12 @@ class Layout:
             "files": [asdict(e) for e in entries],
         }
         data = json.dumps(manifest, indent=1, sort_keys=True).encode()
-        path = self.manifest_path(listing.commit)
+        path = self.manifest_path(listing.commit, digest)
         if not path.exists() or path.read_bytes() != data:
             write_atomic(path, data)
-        if listing.revision != listing.commit and self.resolve_ref(listing.revision) != listing.commit:
-            write_atomic(self.ref_path(listing.revision), listing.commit.encode())
+        for name in ref_names(listing, refs):
+            if self.resolve_ref(name) != listing.commit:
+                write_atomic(self.ref_path(name), listing.commit.encode())
 
     def sweep(self, keep: set[Path], now: float | None = None) -> int:
         """Remove this agent's temporary and partial files older than 10 minutes, except `keep`."""
@@ -236,7 +335,7 @@ class HfCacheLayout(Layout):
 
     def __init__(self, dest: Path, repo: str):
         super().__init__(dest, repo)
-        self.root = dest / repo_folder(repo)
+        self.root = dest / HUB_DIR / repo_folder(repo)
 
     def key(self, entry: Entry) -> str:
         return entry.digest
@@ -268,13 +367,14 @@ class HfCacheLayout(Layout):
         os.symlink(self.link_target(entry), tmp)
         os.replace(tmp, final)
 
-    def finish(self, listing: Listing, entries: tuple[Entry, ...], digest: str) -> None:
+    def finish(self, listing: Listing, entries: tuple[Entry, ...], digest: str, refs: tuple[str, ...] = ()) -> None:
         for directory in {self.snapshot_path(e, listing.commit).parent for e in entries}:
             fsync_dir(directory)
-        super().finish(listing, entries, digest)
-        hf_ref = self.root / "refs" / listing.revision
-        if listing.revision != listing.commit and not (hf_ref.exists() and hf_ref.read_text() == listing.commit):
-            write_atomic(hf_ref, listing.commit.encode())  # huggingface_hub reads it without a newline
+        super().finish(listing, entries, digest, refs)
+        for name in ref_names(listing, refs):
+            hf_ref = self.root / "refs" / name
+            if not (hf_ref.exists() and hf_ref.read_text() == listing.commit):
+                write_atomic(hf_ref, listing.commit.encode())  # huggingface_hub reads it without a newline
 
     def snapshot_root_for(self, final: Path) -> Path:
         return self.root / ("blobs" if final.parent.name == "blobs" and final.parent.parent == self.root
@@ -286,7 +386,7 @@ class HfCacheLayout(Layout):
 
 
 class FlatLayout(Layout):
-    """Files at their repo path; a published-record journal stands in for digest-named blobs."""
+    """Files at their repo path, keyed by path: the verification record says which bytes they hold."""
 
     name = "flat"
 
@@ -296,37 +396,14 @@ class FlatLayout(Layout):
     def blob_path(self, entry: Entry) -> Path:
         return self.dest / entry.path
 
-    def published_record(self) -> Path:
-        return self.state / "published"
-
     def scan_roots(self) -> list[Path]:
         return [self.dest]
-
-    def _published(self) -> set[str]:
-        try:
-            return set(self.published_record().read_text().splitlines())
-        except FileNotFoundError:
-            return set()
-
-    def scan(self, entries: tuple[Entry, ...], commit: str) -> DiskState:
-        self._published_cache = self._published()
-        return super().scan(entries, commit)
-
-    def is_verified(self, entry: Entry) -> bool:
-        """Same size is not enough in place of a digest-named blob: the file must be recorded as published."""
-        return f"{entry.digest} {entry.path}" in self._published_cache
 
     def is_linked(self, entry: Entry, commit: str) -> bool:
         return True
 
     def link(self, entry: Entry, commit: str) -> None:
-        """Record the verified publish, so a resumed run trusts this file without re-hashing it."""
-        self.state.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.published_record(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, f"{entry.digest} {entry.path}\n".encode())
-        finally:
-            os.close(fd)
+        """The file is published where it was renamed to; nothing more to link."""
 
     def snapshot_root_for(self, final: Path) -> Path:
         return self.dest

@@ -123,6 +123,13 @@ def select(entries: tuple[Entry, ...], allow: list[str] | None, ignore: list[str
     )
 
 
+def new_hasher(entry: Entry):
+    """The hash the entry's digest is of: sha256 for LFS files, git's blob sha1 for the rest."""
+    if entry.algo == GIT_SHA1:
+        return hashlib.sha1(b"blob %d\0" % entry.size)
+    return hashlib.sha256()
+
+
 def manifest_digest(entries: tuple[Entry, ...]) -> str:
     """sha256 of the sorted `path size digest` lines: the same content gives the same digest everywhere."""
     lines = sorted(f"{e.path} {e.size} {e.digest}" for e in entries)

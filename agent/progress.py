@@ -132,10 +132,17 @@ class Progress:
                 log.warning("could not write progress (%s); continuing", type(err).__name__)
 
     def phase(self, phase: str, **fields) -> None:
-        """A phase change is always emitted."""
+        """A phase change is always emitted; it clears a note left by the phase before."""
         with self._lock:
-            self.record.update(fields, phase=phase)
+            self.record.update({"message": None}, **fields, phase=phase)
             self._emit_locked()
+
+    def note(self, message: str | None) -> None:
+        """Say what the agent is waiting on (a retried endpoint) without changing phase; None clears it."""
+        with self._lock:
+            if self.record["message"] != message:
+                self.record["message"] = message
+                self._emit_locked()
 
     def update(self, bytes_delta: int = 0, files_delta: int = 0, transferred: int = 0) -> None:
         with self._lock:

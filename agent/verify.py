@@ -1,61 +1,60 @@
-"""`verify`: re-hash every published file of a snapshot against its manifest, on all cores.
+"""`verify`: re-hash every published file of a snapshot against its manifests, on all cores.
 
 hashlib releases the GIL on large buffers, so one thread per core hashes files in
-parallel; a single file is one sha256 stream, so one huge file uses one core.
+parallel; a single file is one sha256 stream, so one huge file uses one core. Files found
+corrupt lose their verification record (when the volume is writable), so the next fetch
+re-hashes them and fetches them again even if the corruption left their `stat` unchanged.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .errors import AgentError
-from .fetch import new_hasher
-from .layout import STATE_DIR, Layout, open_layout, repo_folder
-from .plan import Entry
+from .layout import Layout, file_problem, open_layout
+from .plan import Entry, manifest_digest
 
-READ_BLOCK = 8 << 20
-
-
-def hash_file(path: Path, entry: Entry) -> str | None:
-    """None when the file is intact, else why not."""
-    try:
-        if os.stat(path).st_size != entry.size:
-            return f"{entry.path} (size {os.stat(path).st_size}, want {entry.size})"
-        hasher = new_hasher(entry)
-        buffer = bytearray(READ_BLOCK)
-        view = memoryview(buffer)
-        with open(path, "rb", buffering=0) as f:
-            while n := f.readinto(buffer):
-                hasher.update(view[:n])
-    except OSError as err:
-        return f"{entry.path} ({type(err).__name__})"
-    return None if hasher.hexdigest() == entry.digest else f"{entry.path} (digest mismatch)"
+log = logging.getLogger("fleetcache.agent")
 
 
-def find_manifest(dest: Path, repo: str, revision: str | None) -> dict:
+def find_manifests(dest: Path, repo: str, revision: str | None) -> list[dict]:
+    """The completed fetches of the commit `revision` names (a commit, a ref, or, when
+    omitted, the only commit on the volume, else `main`): one manifest per selection."""
     state = Layout(dest, repo)  # manifests and refs are layout-independent
+    commits = state.manifest_commits()
     if revision is None:
-        manifests = sorted((dest / STATE_DIR / repo_folder(repo) / "manifests").glob("*.json"))
-        if len(manifests) == 1:
-            return state.read_manifest(manifests[0].stem)
-        revision = "main"
-    commit = revision if state.read_manifest(revision) else state.resolve_ref(revision)
-    manifest = state.read_manifest(commit) if commit else None
-    if manifest is None:
+        revision = commits[0] if len(commits) == 1 else "main"
+    commit = revision if revision in commits else state.resolve_ref(revision)
+    manifests = state.read_manifests(commit) if commit else []
+    if not manifests:
         raise AgentError("InvalidConfiguration", f"no completed fetch of {repo}@{revision} under --dest")
-    return manifest
+    return manifests
 
 
 def verify(dest: Path, repo: str, revision: str | None, workers: int | None = None) -> dict:
-    manifest = find_manifest(dest, repo, revision)
-    layout: Layout = open_layout(manifest["layout"], dest, repo)
-    items = layout.published_paths(manifest)
+    manifests = find_manifests(dest, repo, revision)
+    items: dict[tuple[str, str], tuple[Layout, Path, Entry]] = {}
+    for manifest in manifests:
+        layout = open_layout(manifest["layout"], dest, repo)
+        for path, entry in layout.published_paths(manifest):
+            items[(layout.name, entry.path)] = (layout, path, entry)
+    checks = list(items.values())
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        problems = sorted(p for p in pool.map(lambda item: hash_file(*item), items) if p)
-    if problems:
+        results = list(pool.map(lambda item: (item, file_problem(item[1], item[2])), checks))
+    bad = [(layout, entry, problem) for (layout, _, entry), problem in results if problem]
+    if bad:
+        for layout in {layout for layout, _, _ in bad}:
+            try:
+                layout.forget_verified([entry for owner, entry, _ in bad if owner is layout])
+            except OSError as err:  # a read-only mount: the next fetch still re-hashes what changed
+                log.warning("could not withdraw the verification record (%s)", type(err).__name__)
+        problems = sorted(problem for _, _, problem in bad)
         shown = ", ".join(problems[:10]) + (f" and {len(problems) - 10} more" if len(problems) > 10 else "")
-        raise AgentError("DigestMismatch", f"{len(problems)} of {len(items)} files failed verification: {shown}")
-    return {"repo": repo, "revision": manifest["revision"], "commit": manifest["commit"], "files": len(items),
-            "bytes": sum(e.size for _, e in items), "manifestDigest": manifest["manifestDigest"]}
+        raise AgentError("CacheCorrupted", f"{len(problems)} of {len(checks)} files failed verification: {shown}")
+    entries = tuple(entry for _, _, entry in checks)
+    digest = manifests[0]["manifestDigest"] if len(manifests) == 1 else manifest_digest(entries)
+    return {"repo": repo, "revision": manifests[0]["revision"], "commit": manifests[0]["commit"],
+            "files": len(checks), "bytes": sum(e.size for e in entries), "manifestDigest": digest}

@@ -55,8 +55,10 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         "InvalidSource",
         True,
         "The repository listing has an unsafe or malformed entry (absolute path, '..', "
-        "symlink escape, bad size or duplicate path); fleetcache refuses it rather than "
-        "sanitize it. Fix the repository or pin another revision.",
+        "symlink escape, bad size or duplicate path), or it has no file that "
+        "spec.source.allowPatterns and ignorePatterns select; fleetcache refuses it rather "
+        "than sanitize it or call an empty cache Ready. Fix the patterns or the repository, "
+        "or pin another revision.",
     ),
     ExitCode(
         15,
@@ -86,6 +88,15 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         False,
         "The Hub rate-limited the requests; the Job retries on its own. Use a token (higher "
         "limits), a mirror, or a lower spec.rollout.maxConcurrent.",
+    ),
+    ExitCode(
+        19,
+        "CacheCorrupted",
+        True,
+        "Files on the cache volume no longer match the digests they were verified against "
+        "(the volume changed after hydration, not the source). The next fetch re-hashes "
+        "them and downloads the corrupt ones again: re-run the hydration (delete its Job). "
+        "If it recurs, check the storage behind the volume.",
     ),
 )
 

@@ -134,7 +134,7 @@ def strip_observed(resource: dict) -> dict:
     Object must not copy a token into the function's response. The references patch it
     in again on the cluster.
     """
-    meta = resource.get("metadata", {})
+    meta = mapping_at(resource, "metadata")
     kept_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
     out = {k: v for k, v in resource.items() if k not in ("metadata", "status")}
     out["metadata"] = kept_meta
@@ -258,13 +258,31 @@ def with_remedy(message: str, reason: str) -> str:
 
 
 SHOWN_LIMIT = 200
+MESSAGE_LIMIT = 1024  # a whole message (condition, result, warning): a few shown values
+
+
+def clipped(text: Any, limit: int = SHOWN_LIMIT) -> str:
+    """Free text from input (a record's message, a Job's message) as put into a message:
+    cut to `limit` characters, so a message never carries a hostile value whole."""
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def shown(value: Any, limit: int = SHOWN_LIMIT) -> str:
     """Input quoted in a message: its repr, cut to `limit` characters, so a message never
     echoes a hostile value whole."""
-    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clipped(repr(value) if not isinstance(value, (dict, list)) else type(value).__name__,
+                   limit)
+
+
+REASON_SHAPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
+
+
+def reason_or_empty(value: Any) -> str:
+    """A reason read from input (the agent's record, a hydration's status) if it has a
+    reason's shape (CamelCase, at most 64 characters), else "": a hostile string must not
+    become a condition reason the API server refuses."""
+    return value if isinstance(value, str) and REASON_SHAPE.match(value) else ""
 
 
 # --- reading observed state ---------------------------------------------------------------
@@ -281,10 +299,18 @@ def get_path(obj: Any, path: str, default: Any = None) -> Any:
 
 
 def condition_of(resource: dict | None, type_: str) -> dict:
-    for cond in get_path(resource, "status.conditions", []) or []:
+    """The condition of that type; a conditions value that is not a list reads as none."""
+    conditions = get_path(resource, "status.conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
         if isinstance(cond, Mapping) and cond.get("type") == type_:
             return dict(cond)
     return {}
+
+
+def mapping_at(obj: Any, path: str) -> dict:
+    """The object at a dotted path; absent or not an object reads as {}."""
+    value = get_path(obj, path)
+    return value if isinstance(value, dict) else {}
 
 
 def is_true(resource: dict | None, type_: str) -> bool:
@@ -297,11 +323,19 @@ def remote_manifest(observed_object: dict | None) -> dict:
     return manifest if isinstance(manifest, dict) else {}
 
 
+INT64_MAX = 2**63 - 1  # the API server's integer (format int64)
+
+
 def as_int(value: Any, default: int = 0) -> int:
-    """Numbers arrive as floats through protobuf Struct and as strings from ConfigMaps."""
+    """Numbers arrive as floats through protobuf Struct and as strings from ConfigMaps;
+    anything that is not a number Kubernetes can store (NaN, Infinity, beyond int64, a
+    list) is `default`."""
+    if isinstance(value, bool):
+        return default
     try:
-        return int(float(value))
-    except (TypeError, ValueError):
+        number = float(value)
+        return int(number) if math.isfinite(number) and abs(number) <= INT64_MAX else default
+    except (TypeError, ValueError, OverflowError):
         return default
 
 
@@ -359,8 +393,11 @@ def selector_matches(selector: Mapping, labels: Mapping[str, str], field_path: s
             raise InputError(f"{where}: needs a key and an operator")
         key, operator, values = expr["key"], expr.get("operator"), expr.get("values") or []
         if operator not in SELECTOR_OPERATORS:
-            raise InputError(f"{where}.operator: {operator!r} is not one of "
+            raise InputError(f"{where}.operator: {shown(operator)} is not one of "
                              f"{', '.join(SELECTOR_OPERATORS)}")
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise InputError(f"{where}.values: {shown(values)} must be a list of label "
+                             "values, e.g. [h100, a100]")
         if operator in ("In", "NotIn") and not values:
             raise InputError(f"{where}.values: {operator} needs at least one value")
         if operator in ("Exists", "DoesNotExist") and values:
@@ -500,9 +537,8 @@ def token_secret_problem(request: Request, token_ref: Mapping | None, requiremen
     if not secrets:
         return f"Secret {request.namespace}/{name} named by spec.source.huggingFace." \
                f"tokenSecretRef does not exist"
-    data = secrets[0].get("data") or {}
-    string_data = secrets[0].get("stringData") or {}
-    if key not in data and key not in string_data:
+    keys = set(mapping_at(secrets[0], "data")) | set(mapping_at(secrets[0], "stringData"))
+    if key not in keys:
         return f"Secret {request.namespace}/{name} has no key {key!r} (spec.source." \
                f"huggingFace.tokenSecretRef.key)"
     return ""
@@ -699,7 +735,9 @@ def source_args(source: Mapping) -> list[str]:
     return args
 
 
-JOB_EXIT_CODE = re.compile(r"exit code (\d+)")
+# At most 3 digits (exit codes are 0-255): a 5,000-digit "exit code" in a hostile message
+# is no exit code, and never becomes an int of 5,000 digits.
+JOB_EXIT_CODE = re.compile(r"exit code (\d{1,3})(?!\d)")
 
 
 @dataclass(frozen=True)
@@ -717,14 +755,14 @@ class JobState:
     def of(cls, job: dict) -> "JobState":
         failed = is_true(job, "Failed")
         failure = condition_of(job, "Failed")
-        message = str(failure.get("message", ""))
+        message = clipped(failure.get("message", ""))
         match = JOB_EXIT_CODE.search(message)
-        status = job.get("status") or {}
+        status = mapping_at(job, "status")
         return cls(
             started=bool(status.get("startTime") or status.get("active")),
             complete=is_true(job, "Complete"),
             failed=failed,
-            failure_reason=str(failure.get("reason", "")),
+            failure_reason=reason_or_empty(failure.get("reason")),
             failure_message=message,
             exit_code=int(match.group(1)) if match else None,
         )
@@ -734,8 +772,9 @@ def failure_reason(job: JobState, record: Mapping[str, Any]) -> tuple[str, str]:
     """(reason, message with remedy) for a failed agent Job: exit code first, else the
     agent's last record, else what Kubernetes said (deadline, backoff)."""
     row = exitcodes.for_code(job.exit_code) if job.exit_code is not None else None
-    recorded_reason = str(record.get("reason") or "")
-    recorded_message = str(record.get("message") or "")
+    record = record if isinstance(record, Mapping) else {}
+    recorded_reason = reason_or_empty(record.get("reason"))
+    recorded_message = clipped(record.get("message") or "")
     if row is not None:
         detail = recorded_message if recorded_reason == row.reason else ""
         return row.reason, with_remedy(detail or f"agent exited {row.code} ({row.reason})",

@@ -21,6 +21,9 @@ FLEET_CLUSTERS_KEY = "fleet-clusters"
 TOKEN_SECRET_KEY = "token-secret"
 RESOLVE_PREFIX = "resolve-"
 HYDRATION_PREFIX = "hydration-"
+PHASES = ("Failed", "Hydrating", "Pending", "Ready")  # also the order rows are listed in
+LISTED_CLUSTERS = 100  # status.clusters rows; the rest are in the ModelCacheHydrations
+NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -136,12 +139,47 @@ class Resolution:
     message: str = ""
 
 
+def read_resolved(value: Any) -> dict | None:
+    """A latched status.resolved, normalized; None when absent or malformed (not an object,
+    or no commit hash), so a broken status re-resolves instead of failing the call."""
+    if not isinstance(value, dict) or not isinstance(value.get("commit"), str) \
+            or not kit.COMMIT_SHAPE.match(value["commit"]):
+        return None
+    return {
+        "repo": str(value.get("repo") or ""),
+        "revision": str(value.get("revision") or ""),
+        "commit": value["commit"],
+        "bytes": max(0, kit.as_int(value.get("bytes"))),
+        "files": max(0, kit.as_int(value.get("files"))),
+        "manifestDigest": kit.clipped(value.get("manifestDigest") or "", 128),
+        "sourceDigest": kit.clipped(value.get("sourceDigest") or "", 64),
+    }
+
+
+def is_empty(resolved: dict) -> bool:
+    """A resolve that selected nothing: fanning it out would make empty caches Ready."""
+    return resolved["bytes"] <= 0 or resolved["files"] <= 0
+
+
+def empty_source(spec: CacheSpec, resolved: dict) -> Resolution:
+    return Resolution(None, "InvalidSource", kit.with_remedy(
+        f"{spec.repo}@{spec.revision} resolved to commit {resolved['commit'][:10]} with "
+        f"{resolved['files']} files ({resolved['bytes']} bytes) selected: "
+        f"spec.source.allowPatterns {kit.shown(spec.source['allowPatterns'])} and "
+        f"ignorePatterns {kit.shown(spec.source['ignorePatterns'])} select no file; fix the "
+        "patterns so they match the repository's files", "InvalidSource"))
+
+
 def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
             outcome: kit.Outcome) -> Resolution:
     """Latch the resolve result, or compose the resolve step on the first Ready target."""
-    latched = request.status.get("resolved") or {}
-    if latched.get("sourceDigest") == spec.source_digest and latched.get("commit"):
-        return Resolution(dict(latched), "Resolved")
+    raw = request.status.get("resolved")
+    latched = read_resolved(raw)
+    if raw is not None and latched is None:
+        outcome.warnings.append(f"status.resolved {kit.shown(raw)} is not a resolve result "
+                                "(an object with a 40-hex commit); resolving again")
+    if latched and latched["sourceDigest"] == spec.source_digest and not is_empty(latched):
+        return Resolution(latched, "Resolved")
 
     token_problem = kit.token_secret_problem(request, spec.token_ref, TOKEN_SECRET_KEY)
     if token_problem:
@@ -150,16 +188,27 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
                           kit.with_remedy(token_problem, "TokenSecretMissing"))
     resolver = next((t.cluster for t in targets if t.ready), None)
     if resolver is None:
+        missing = [t.name for t in targets if t.cluster is None]
+        if targets and len(missing) == len(targets):
+            return Resolution(None, "ClusterNotFound", not_found_message(missing))
         reason = "ClusterNotReady" if targets else "NoClusters"
         return Resolution(None, reason, kit.with_remedy(
             "no Ready target cluster to resolve the source on", reason))
 
     names = ResolveNames(request.name, spec.source_digest)
-    record = kit.remote_manifest(request.observed.get(names.key("configmap"))).get("data") or {}
-    if record.get("phase") == "Resolved" and record.get("commit"):
-        return Resolution(latched_result(spec, record), "Resolved")
+    record = kit.mapping_at(kit.remote_manifest(request.observed.get(names.key("configmap"))),
+                            "data")
+    result = read_resolved(latched_result(spec, record)) \
+        if record.get("phase") == "Resolved" else None
+    if result and not is_empty(result):
+        return Resolution(result, "Resolved")
+    if record.get("phase") == "Resolved" and result is None:
+        outcome.warnings.append(f"the resolve record's commit {kit.shown(record.get('commit'))} "
+                                "is not a 40-hex commit hash; waiting for a valid record")
     job = kit.JobState.of(kit.remote_manifest(request.observed.get(names.key("job"))))
     compose_resolve_step(request, spec, resolver, names, outcome)
+    if result:  # kept composed: the record stays, and no Job reruns until the spec changes
+        return empty_source(spec, result)
     if record.get("phase") == "Failed" or job.failed:
         reason, message = kit.failure_reason(job, record)
         return Resolution(None, reason, f"resolving {spec.repo}@{spec.revision} on "
@@ -169,15 +218,28 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
 
 
 def latched_result(spec: CacheSpec, record: dict) -> dict:
+    """The agent's resolve record as status.resolved (read_resolved checks its fields)."""
     return {
         "repo": spec.repo,
         "revision": spec.revision,
-        "commit": str(record["commit"]),
-        "bytes": kit.as_int(record.get("bytes")),
-        "files": kit.as_int(record.get("files")),
-        "manifestDigest": str(record.get("manifestDigest", "")),
+        "commit": record.get("commit"),
+        "bytes": record.get("bytes"),
+        "files": record.get("files"),
+        "manifestDigest": record.get("manifestDigest"),
         "sourceDigest": spec.source_digest,
     }
+
+
+def named(names: list[str]) -> str:
+    """Cluster names for a message: the first few, then how many more."""
+    shown = ", ".join(kit.clipped(n, 63) for n in names[:NAMED_IN_MESSAGE])
+    more = len(names) - NAMED_IN_MESSAGE
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def not_found_message(missing: list[str]) -> str:
+    return kit.with_remedy(f"FleetCluster {named(missing)} named in "
+                           "spec.placement.clusterNames does not exist", "ClusterNotFound")
 
 
 @dataclass(frozen=True)
@@ -302,7 +364,7 @@ def serving_commit_of(observed: dict | None, repo: str) -> str:
     if not isinstance(status, dict) or status.get("servingRepo") != repo:
         return ""
     commit = status.get("servingCommit")
-    return commit if isinstance(commit, str) else ""
+    return commit if isinstance(commit, str) and kit.COMMIT_SHAPE.match(commit) else ""
 
 
 def pinned_to(observed: dict | None, resolved: dict) -> bool:
@@ -334,14 +396,16 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
             report.message = kit.with_remedy(f"FleetCluster {target.name} is not Ready",
                                              "ClusterNotReady")
         return report
-    status = observed.get("status") or {}
-    progress = status.get("progress") or {}
-    report.phase = str(status.get("phase") or "Pending")
-    report.bytes_total = kit.as_int(progress.get("bytesTotal"), resolved_bytes) or resolved_bytes
+    status = kit.mapping_at(observed, "status")
+    progress = kit.mapping_at(status, "progress")
+    phase = status.get("phase")
+    report.phase = phase if phase in PHASES else "Pending"
+    report.bytes_total = max(0, kit.as_int(progress.get("bytesTotal"), resolved_bytes)) \
+        or resolved_bytes
     report.bytes_done = (report.bytes_total if report.phase == "Ready"
-                         else kit.as_int(progress.get("bytesDone")))
-    report.reason = str(status.get("reason") or "")
-    report.message = str(status.get("message") or "")
+                         else max(0, kit.as_int(progress.get("bytesDone"))))
+    report.reason = kit.reason_or_empty(status.get("reason"))
+    report.message = kit.clipped(status.get("message") or "")
     return report
 
 
@@ -409,17 +473,31 @@ class Rollup:
         return int(done * 100 // total) if total else 0
 
 
+def listed(reports: list[ClusterReport]) -> list[ClusterReport]:
+    """The rows status.clusters shows: those that need attention first (Failed, Hydrating,
+    Pending, then Ready), each phase in name order, at most LISTED_CLUSTERS, so the
+    ModelCache stays far below etcd's object limit at any fleet size."""
+    return sorted(reports, key=lambda r: (PHASES.index(r.phase), r.name))[:LISTED_CLUSTERS]
+
+
+def every_cluster_command(request: kit.Request) -> str:
+    return (f"kubectl get modelcachehydrations -n {request.namespace} "
+            f"-l {kit.LABEL_MODEL_CACHE}={kit.label_value(request.name)}")
+
+
 def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
            reports: list[ClusterReport], outcome: kit.Outcome) -> None:
     rollup = Rollup(reports)
     desired = len(reports)
     ready, failed = rollup.count("Ready"), rollup.count("Failed")
     hydrating, pending = rollup.count("Hydrating"), rollup.count("Pending")
+    missing = [r.name for r in reports if r.reason == "ClusterNotFound"]
     # A cluster serving the previous commit while the new one hydrates (or failed) still
     # serves this model warm: a model update is not an outage of the cache.
     serving = sum(1 for r in reports if r.serving_previous)
     needed = spec.min_ready or desired
     available = desired > 0 and ready + serving >= needed
+    rows = listed(reports)
     status: dict[str, Any] = {
         "desiredClusters": desired,
         "readyClusters": ready,
@@ -428,14 +506,16 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         "pendingClusters": pending,
         "summary": f"{ready}/{desired}",
         "progressPercent": rollup.percent,
-        "clusters": [r.as_status() for r in reports],
+        "clusters": [r.as_status() for r in rows],
+        "clustersOmitted": desired - len(rows),
+        "everyCluster": every_cluster_command(request),
     }
     resolved = resolution.resolved
-    shown = resolved or request.status.get("resolved")  # the old commit while re-resolving
-    if shown and shown.get("commit"):
+    shown = resolved or read_resolved(request.status.get("resolved"))  # the old commit
+    if shown:
         status["resolved"] = shown
-        status["commitShort"] = str(shown["commit"])[:8]
-        status["sizeHuman"] = kit.human_bytes(kit.as_int(shown.get("bytes")))
+        status["commitShort"] = shown["commit"][:8]
+        status["sizeHuman"] = kit.human_bytes(shown["bytes"])
     outcome.status = status
 
     if resolved:
@@ -450,6 +530,8 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
                           kit.with_remedy("no FleetCluster matches spec.placement", "NoClusters"))
     elif ready == desired:
         outcome.condition("Progressing", False, "Complete", f"all {desired} clusters are Ready")
+    elif missing and ready + len(missing) == desired:
+        outcome.condition("Progressing", False, "ClusterNotFound", not_found_message(missing))
     elif resolved:
         outcome.condition("Progressing", True, "Hydrating",
                           f"{ready}/{desired} Ready, {hydrating} hydrating, {pending} pending, "
@@ -466,11 +548,16 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         outcome.condition("Available", False, "TooFewClustersReady", f"{counted} (needs {needed})")
 
     failures = [r for r in reports if r.phase == "Failed"]
+    failed_on = ""
     if failures:
-        names = ", ".join(f"{r.name} ({r.reason})" for r in failures)
+        failed_on = f"hydration failed on {named([f'{r.name} ({r.reason})' for r in failures])}"
+    if missing:
+        message = not_found_message(missing)
+        outcome.condition("Degraded", True, "ClusterNotFound",
+                          f"{message.rstrip('.')}; {failed_on}" if failed_on else message)
+    elif failures:
         first = kit.remedy(failures[0].reason) or failures[0].message
-        outcome.condition("Degraded", True, "HydrationFailed",
-                          f"hydration failed on {names}. {first}".strip())
+        outcome.condition("Degraded", True, "HydrationFailed", f"{failed_on}. {first}".strip())
     else:
         outcome.condition("Degraded", False, "NoFailures", "no cluster has failed")
     outcome.composite_ready = available
@@ -494,7 +581,7 @@ def compose(request: kit.Request) -> kit.Outcome:
     else:
         kit.carry_over(request, outcome,
                        [k for k in request.observed if k.startswith(HYDRATION_PREFIX)])
-        shown = request.status.get("resolved") or {}  # what the fleet has until then
+        shown = read_resolved(request.status.get("resolved")) or {}  # the fleet's until then
         reports = [report_of(t, request.observed.get(hydration_key(t.name)), 0,
                              shown, shown.get("repo") or spec.repo)
                    for t in targets]

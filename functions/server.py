@@ -79,11 +79,12 @@ def apply_outcome(rsp: fnv1.RunFunctionResponse, outcome: kit.Outcome) -> None:
     if outcome.composite_ready is not None:
         rsp.desired.composite.ready = fnv1.READY_TRUE if outcome.composite_ready else fnv1.READY_FALSE
     response.set_conditions(rsp, *(
-        resource.Condition(typ=c.type, status=c.status, reason=c.reason, message=c.message or None)
+        resource.Condition(typ=c.type, status=c.status, reason=c.reason,
+                           message=kit.clipped(c.message, kit.MESSAGE_LIMIT) or None)
         for c in sorted(outcome.conditions, key=lambda c: c.type)
     ))
     for message in outcome.warnings:
-        response.warning(rsp, message)
+        response.warning(rsp, kit.clipped(message, kit.MESSAGE_LIMIT))
     for key in sorted(outcome.requirements):
         requirement = outcome.requirements[key]
         selector = fnv1.ResourceSelector(api_version=requirement.api_version, kind=requirement.kind)
@@ -97,36 +98,41 @@ def apply_outcome(rsp: fnv1.RunFunctionResponse, outcome: kit.Outcome) -> None:
         rsp.requirements.resources[key].CopyFrom(selector)
 
 
+def identity(composite: dict) -> tuple[str, str]:
+    """(kind, name) of the observed composite; a kind or name that is not a string, or a
+    metadata that is not an object, reads as ""."""
+    kind = composite.get("kind")
+    name = kit.get_path(composite, "metadata.name")
+    return (kind if isinstance(kind, str) else "", name if isinstance(name, str) else "")
+
+
 def run(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> fnv1.RunFunctionResponse:
     """Compose one request; every failure becomes a fatal result, never an exception."""
     rsp = response.to(req)
-    composite = req.observed.composite.resource
-    kind = composite["kind"] if "kind" in composite else ""
-    name = composite["metadata"]["name"] if "metadata" in composite and "name" in composite["metadata"] else ""
-    composer = None
+    kind, name = "", ""
     try:
+        request = to_request(req, now)
+        kind, name = identity(request.composite)
         composer = composer_for(kind)
-    except ImportError as err:
-        response.fatal(rsp, f"fleetcache-function cannot load the composer for kind {kind!r}: {err}")
-        return rsp
-    if composer is None:
-        known = ", ".join(sorted(COMPOSER_MODULES))
-        response.fatal(rsp, f"fleetcache-function has no composer for kind {kind!r} "
-                            f"(composite {name!r}); it composes {known}")
-        return rsp
-    try:
-        outcome = composer(to_request(req, now))
+        if composer is None:
+            known = ", ".join(sorted(COMPOSER_MODULES))
+            return fatal(rsp, f"fleetcache-function has no composer for kind {kit.shown(kind)} "
+                              f"(composite {kit.shown(name)}); it composes {known}")
+        outcome = composer(request)
     except kit.InputError as err:
-        response.fatal(rsp, f"{kind} {name}: {err}")
-        return rsp
+        return fatal(rsp, f"{kind} {name}: {err}")
     except Exception as err:  # noqa: BLE001 - a composer bug must not crash the server
-        response.fatal(rsp, f"{kind} {name}: internal error while composing "
-                            f"({type(err).__name__}: {err}); please report it")
-        return rsp
+        return fatal(rsp, f"{kind} {name}: internal error while composing "
+                          f"({type(err).__name__}: {kit.clipped(err)}); please report it")
     if outcome.fatal:
-        response.fatal(rsp, f"{kind} {name}: {outcome.fatal}")
-        return rsp
+        return fatal(rsp, f"{kind} {name}: {outcome.fatal}")
     apply_outcome(rsp, outcome)
+    return rsp
+
+
+def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:
+    """The response as one fatal result (nothing desired), its message bounded."""
+    response.fatal(rsp, kit.clipped(message, kit.MESSAGE_LIMIT))
     return rsp
 
 

@@ -331,7 +331,8 @@ def test_model_cache_status_has_every_field_the_composer_writes():
     status = status_props("ModelCache")
     assert set(status) == {
         "resolved", "desiredClusters", "readyClusters", "hydratingClusters", "failedClusters",
-        "pendingClusters", "summary", "progressPercent", "sizeHuman", "commitShort", "clusters"}
+        "pendingClusters", "summary", "progressPercent", "sizeHuman", "commitShort", "clusters",
+        "clustersOmitted", "everyCluster"}
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest"}
     assert keys_of(status["clusters"]["items"]) == \

@@ -12,7 +12,7 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache.functions import server
+from fleetcache.functions import kit, server
 from tests.support.fleet import fleet_cluster
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
@@ -86,3 +86,114 @@ def test_hostile_fleet_clusters_never_raise():
     rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": odd}), NOW)
     never_internal_error(rsp)
     assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+
+
+# --- the composite itself -----------------------------------------------------------------
+
+
+def raw_request(composite: dict) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest()
+    resource.update(req.observed.composite, composite)
+    return req
+
+
+@pytest.mark.parametrize("composite", [
+    {"kind": ["ModelCache"], "metadata": {"name": "h"}},
+    {"kind": {"a": 1}, "metadata": {"name": "h"}},
+    {"kind": "ModelCache", "metadata": "h"},
+    {"kind": "ModelCache", "metadata": ["h"]},
+    {"kind": "ModelCache", "metadata": {"name": ["h"]}},
+    {"kind": 7},
+    {},
+], ids=["kind-list", "kind-object", "metadata-string", "metadata-list", "name-list",
+        "kind-number", "empty"])
+def test_a_composite_with_a_bad_kind_or_metadata_is_a_fatal_result(composite):
+    rsp = server.run(raw_request(composite), NOW)
+    never_internal_error(rsp)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+
+
+def test_an_unknown_kind_is_quoted_at_most_200_characters():
+    rsp = server.run(raw_request({"kind": "K" * 100_000, "metadata": {"name": "h"}}), NOW)
+    assert len(rsp.results[0].message) < 400
+
+
+def test_a_fatal_result_never_echoes_a_huge_value_whole():
+    selector = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": "v" * 100_000}]}
+    spec = {"source": {"huggingFace": {"repo": "org/model"}},
+            "placement": {"clusterSelector": selector}}
+    rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": [fleet_cluster("a")]}),
+                     NOW)
+    never_internal_error(rsp)
+    assert "matchExpressions[0].values" in rsp.results[0].message
+    assert len(rsp.results[0].message) <= kit.MESSAGE_LIMIT
+
+
+def test_a_composer_bug_is_a_bounded_internal_error_not_an_exception(monkeypatch):
+    def broken(_request):
+        raise RuntimeError("x" * 100_000)
+    monkeypatch.setattr(server, "composer_for", lambda kind: broken)
+    rsp = server.run(request("ModelCache", "h", {}), NOW)
+    assert "internal error" in rsp.results[0].message
+    assert len(rsp.results[0].message) <= kit.MESSAGE_LIMIT
+
+
+# --- readers ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["Infinity", "NaN", "-inf", "1" * 400, "1e999999999", "1e30", [1],
+                                   {"a": 1}, None, True, "twelve", float("inf")])
+def test_a_value_that_is_not_a_finite_number_reads_as_the_default(value):
+    assert kit.as_int(value, 7) == 7
+
+
+@pytest.mark.parametrize("conditions", ["Ready", 7, {"type": "Ready"}, [None, "x", 3]])
+def test_conditions_that_are_not_a_list_of_objects_read_as_absent(conditions):
+    assert kit.condition_of({"status": {"conditions": conditions}}, "Ready") == {}
+
+
+@pytest.mark.parametrize("job", [
+    {"status": "running"},
+    {"status": ["a"]},
+    {"status": {"conditions": "Failed"}},
+    {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": ["x"],
+                                "message": {"a": 1}}]}},
+], ids=["status-string", "status-list", "conditions-string", "condition-fields-mistyped"])
+def test_a_malformed_job_status_reads_as_not_started(job):
+    state = kit.JobState.of(job)
+    assert not state.started and not state.complete and state.exit_code is None
+
+
+def test_a_five_thousand_digit_exit_code_is_no_exit_code():
+    message = f"Container agent failed with exit code {'9' * 5000} matching FailJob rule"
+    job = {"status": {"conditions": [{"type": "Failed", "status": "True",
+                                      "reason": "PodFailurePolicy", "message": message}]}}
+    state = kit.JobState.of(job)
+    assert state.failed and state.exit_code is None
+    assert len(state.failure_message) <= kit.SHOWN_LIMIT
+
+
+def test_a_hostile_agent_record_never_becomes_a_condition_reason():
+    state = kit.JobState.of({"status": {"conditions": [{"type": "Failed", "status": "True"}]}})
+    reason, message = kit.failure_reason(state, {"reason": "no such reason " * 1000,
+                                                 "message": "m" * 100_000})
+    assert reason == "BackoffLimitExceeded"
+    assert len(message) < kit.MESSAGE_LIMIT
+
+
+def test_an_agent_record_that_is_not_an_object_reads_as_absent():
+    state = kit.JobState.of({"status": {"conditions": [{"type": "Failed", "status": "True"}]}})
+    assert kit.failure_reason(state, ["reason"])[0] == "BackoffLimitExceeded"
+
+
+@pytest.mark.parametrize("values", ["h100", 7, {"a": "b"}, ["h100", 3]],
+                         ids=["string", "number", "object", "mixed"])
+def test_selector_values_that_are_not_a_list_of_strings_name_the_field(values):
+    selector = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": values}]}
+    with pytest.raises(kit.InputError, match=r"sel\.matchExpressions\[0\]\.values"):
+        kit.selector_matches(selector, {"gpu": "h100"}, "sel")
+
+
+@pytest.mark.parametrize("metadata", ["m", ["m"], 7])
+def test_an_observed_resource_whose_metadata_is_not_an_object_strips_to_no_metadata(metadata):
+    assert kit.strip_observed({"kind": "X", "metadata": metadata})["metadata"] == {}

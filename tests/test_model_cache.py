@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_asks_for_the_token_secret_by_name_in_its_own_namespace():
 
 
 @pytest.mark.parametrize("spec, field", [
-    ({}, "spec.source.huggingFace"),
+    ({}, "spec.source is required"),
     ({"source": {"huggingFace": {"repo": "no-slash"}}}, "spec.source.huggingFace.repo"),
     ({"source": {"huggingFace": {"repo": 42}}}, "spec.source.huggingFace.repo"),
     ({"placement": {}}, "spec.placement"),
@@ -548,6 +549,161 @@ def test_all_clusters_ready_is_available_and_no_longer_progressing():
     assert condition(outcome, "Progressing").reason == "Complete"
     assert outcome.composite_ready is True
     assert all(ready for _, ready in outcome.desired.values())
+
+
+def test_a_missing_named_cluster_degrades_the_cache_with_cluster_not_found():
+    xr = with_resolved(model_cache_xr(placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]}))
+    degraded = condition(compose(xr), "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", "ClusterNotFound")
+    assert "gpu-ghost" in degraded.message and "spec.placement.clusterNames" in degraded.message
+
+
+def test_a_missing_named_cluster_stops_progressing_once_the_rest_is_ready():
+    xr = with_resolved(model_cache_xr(placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]}))
+    observed = {k: observed_hydration(r, "Ready", done=3 * GIB)
+                for k, (r, _) in compose(xr).desired.items()}
+    progressing = condition(compose(xr, observed=observed), "Progressing")
+    assert (progressing.status, progressing.reason) == ("False", "ClusterNotFound")
+
+
+def test_only_missing_named_clusters_is_resolved_false_with_cluster_not_found():
+    outcome = compose(model_cache_xr(placement={"clusterNames": ["gpu-ghost"]}))
+    resolved = condition(outcome, "Resolved")
+    assert (resolved.status, resolved.reason) == ("False", "ClusterNotFound")
+    assert "gpu-ghost" in resolved.message
+
+
+def test_degraded_names_both_missing_clusters_and_failed_hydrations():
+    xr = with_resolved(model_cache_xr(placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]}))
+    observed = {k: observed_hydration(r, "Failed", reason="DigestMismatch")
+                for k, (r, _) in compose(xr).desired.items()}
+    degraded = condition(compose(xr, observed=observed), "Degraded")
+    assert degraded.reason == "ClusterNotFound"
+    assert "gpu-ghost" in degraded.message and "gpu-east-1 (DigestMismatch)" in degraded.message
+
+
+@pytest.mark.parametrize("files, size", [("0", str(3 * GIB)), ("5", "0"), ("0", "0")],
+                         ids=["no-files", "no-bytes", "nothing"])
+def test_a_resolve_that_selects_nothing_is_invalid_source_and_fans_out_nothing(files, size):
+    xr = model_cache_xr()
+    outcome = compose(xr, observed=first_round_observed(
+        xr, resolved_record(files=files, bytes=size)))
+    resolved = condition(outcome, "Resolved")
+    assert (resolved.status, resolved.reason) == ("False", "InvalidSource")
+    assert "spec.source.allowPatterns" in resolved.message
+    assert not hydrations(outcome)
+    assert "resolve-job" in outcome.desired  # kept: no resolve Job reruns in a loop
+    assert "resolved" not in outcome.status
+
+
+def test_a_latched_resolve_of_nothing_is_not_fanned_out():
+    xr = with_resolved(model_cache_xr(), size=0)
+    outcome = compose(xr)
+    assert not hydrations(outcome)
+    assert condition(outcome, "Resolved").status == "False"
+
+
+@pytest.mark.parametrize("resolved", [
+    "oops", ["a"], {}, {"commit": 7}, {"commit": "not-a-commit"},
+    {"commit": "x" * 5000},
+], ids=["string", "list", "empty", "numeric-commit", "bad-commit", "huge-commit"])
+def test_a_malformed_status_resolved_reads_as_absent_with_a_warning(resolved):
+    xr = model_cache_xr()
+    xr["status"] = {"resolved": resolved}
+    outcome = compose(xr)
+    assert condition(outcome, "Resolved").reason == "Resolving"
+    assert "resolve-job" in outcome.desired
+    assert any("status.resolved" in w and len(w) < 400 for w in outcome.warnings)
+
+
+def test_a_status_resolved_missing_keys_reads_them_as_zero_and_empty():
+    xr = with_resolved(model_cache_xr())
+    xr["status"]["resolved"] = {k: v for k, v in xr["status"]["resolved"].items()
+                                if k in ("commit", "sourceDigest", "bytes", "files")}
+    outcome = compose(xr)
+    assert hydrations(outcome)["gpu-east-1"]["spec"]["manifestDigest"] == ""
+    assert outcome.status["resolved"]["repo"] == ""
+
+
+def test_a_resolve_record_with_a_malformed_commit_is_not_latched():
+    xr = model_cache_xr()
+    outcome = compose(xr, observed=first_round_observed(xr, resolved_record(commit="zz" * 999)))
+    assert condition(outcome, "Resolved").reason == "Resolving"
+    assert any("not a 40-hex commit" in w for w in outcome.warnings)
+
+
+@pytest.mark.parametrize("status", [
+    "broken", ["Ready"], {"phase": ["Ready"]}, {"phase": "Exploded"},
+    {"phase": "Hydrating", "progress": "lots"},
+    {"phase": "Hydrating", "progress": {"bytesDone": "Infinity", "bytesTotal": "NaN"}},
+    {"phase": "Hydrating", "progress": {"bytesDone": "9" * 400, "bytesTotal": -5}},
+    {"phase": "Failed", "reason": "not a reason!" * 100, "message": "m" * 100_000},
+], ids=["string", "list", "list-phase", "unknown-phase", "string-progress", "non-finite",
+        "huge-and-negative", "hostile-reason-and-message"])
+def test_a_malformed_hydration_status_reads_as_pending_or_bounded(status):
+    xr = with_resolved(model_cache_xr())
+    desired = compose(xr).desired["hydration-gpu-east-1"][0]
+    observed = {"hydration-gpu-east-1": {**desired, "status": status}}
+    row = clusters(compose(xr, observed=observed))["gpu-east-1"]
+    assert row["phase"] in ("Pending", "Hydrating", "Failed")
+    assert 0 <= row["bytesDone"] <= 10 ** 400 and row["bytesTotal"] >= 0
+    assert len(row["message"]) <= kit.SHOWN_LIMIT
+    assert row["reason"] == "" or kit.REASON_SHAPE.match(row["reason"])
+
+
+def test_a_token_secret_whose_data_is_not_an_object_lacks_the_key():
+    xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                "tokenSecretRef": {"name": "hf-token"}}})
+    outcome = compose(xr, secrets=[{"apiVersion": "v1", "kind": "Secret", "data": "x"}])
+    assert condition(outcome, "Resolved").reason == "TokenSecretMissing"
+
+
+# --- status size ------------------------------------------------------------------------
+
+
+def phased_fleet(n: int) -> tuple[dict, list[dict], dict]:
+    """n clusters with a hydration each, phases cycling Ready, Hydrating, Pending, Failed."""
+    fleet = [fleet_cluster(f"gpu-{i:05d}") for i in range(n)]
+    xr = with_resolved(model_cache_xr(rollout={"maxConcurrent": n}))
+    desired = compose(xr, fleet).desired
+    phases = ("Ready", "Hydrating", "Pending", "Failed")
+    observed = {f"hydration-gpu-{i:05d}": observed_hydration(
+        desired[f"hydration-gpu-{i:05d}"][0], phases[i % 4], reason="DigestMismatch"
+        if phases[i % 4] == "Failed" else "") for i in range(n)}
+    return xr, fleet, observed
+
+
+def test_status_lists_at_most_100_clusters_failed_then_hydrating_pending_ready():
+    xr, fleet, observed = phased_fleet(400)
+    rows = compose(xr, fleet, observed).status["clusters"]
+    assert len(rows) == model_cache.LISTED_CLUSTERS == 100
+    assert {r["phase"] for r in rows} == {"Failed"}
+    assert [r["name"] for r in rows] == sorted(r["name"] for r in rows)
+    xr, fleet, observed = phased_fleet(12)
+    assert [r["phase"] for r in compose(xr, fleet, observed).status["clusters"]] == \
+        ["Failed"] * 3 + ["Hydrating"] * 3 + ["Pending"] * 3 + ["Ready"] * 3
+
+
+def test_status_counts_the_clusters_left_out_and_says_where_every_cluster_is():
+    xr, fleet, observed = phased_fleet(400)
+    status = compose(xr, fleet, observed).status
+    assert status["clustersOmitted"] == 300
+    assert status["everyCluster"] == \
+        "kubectl get modelcachehydrations -n ml -l fleetcache.dev/model-cache=qwen"
+    assert (status["desiredClusters"], status["failedClusters"]) == (400, 100)
+
+
+def test_degraded_names_at_most_ten_failed_clusters_and_counts_the_rest():
+    xr, fleet, observed = phased_fleet(400)
+    degraded = condition(compose(xr, fleet, observed), "Degraded")
+    assert degraded.message.count("(DigestMismatch)") == model_cache.NAMED_IN_MESSAGE
+    assert "and 90 more" in degraded.message
+
+
+def test_the_status_stays_under_100_kb_at_ten_thousand_clusters():
+    fleet = [fleet_cluster(f"gpu-{i:05d}") for i in range(10_000)]
+    status = compose(with_resolved(model_cache_xr()), fleet).status
+    assert len(json.dumps(status)) < 100_000
 
 
 # --- robustness -------------------------------------------------------------------------

@@ -79,7 +79,7 @@ class Repo:
 class Fault:
     """One injected failure, applied to the next `times` matching requests (None = all)."""
 
-    kind: str  # reset | truncate | corrupt | status | slow
+    kind: str  # reset | truncate | corrupt | status | slow | hang
     path: str = "*"  # fnmatch against the decoded request path
     host: str = "any"  # hub | cdn | any
     times: int | None = 1
@@ -88,6 +88,7 @@ class Fault:
     retry_after: str | None = None  # status: Retry-After header
     offset: int = 0  # corrupt: absolute file offset of the flipped byte
     rate: float = 0.0  # slow: body bytes per second
+    seconds: float = 0.0  # hang: how long the request is held without a byte of answer
 
     def matches(self, host: str, path: str) -> bool:
         return (self.host in ("any", host)) and fnmatch.fnmatchcase(path, self.path)
@@ -254,6 +255,10 @@ class TestHub:
         with self._lock:
             self.records.append(record)
         try:
+            hang = self._take_fault(record.host, path, ("hang",))
+            if hang:  # an endpoint that accepted the connection and went silent
+                time.sleep(hang.seconds)
+                raise _Abort()
             fault = self._take_fault(record.host, path, ("status",))
             if fault:
                 headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}

@@ -67,8 +67,13 @@ def _blocks(content):
         offset += len(chunk)
 
 
+def repo_dir(dest: Path, repo: str = REPO) -> Path:
+    """Where the hf-cache layout keeps a repo: under `hub/`, the directory HF_HUB_CACHE names."""
+    return dest / "hub" / ("models--" + repo.replace("/", "--"))
+
+
 def snapshot_dir(dest: Path, commit: str, repo: str = REPO) -> Path:
-    return dest / ("models--" + repo.replace("/", "--")) / "snapshots" / commit
+    return repo_dir(dest, repo) / "snapshots" / commit
 
 
 def published_files_verify(dest: Path, hub: TestHub, repo: str = REPO) -> list[str]:
@@ -76,7 +81,7 @@ def published_files_verify(dest: Path, hub: TestHub, repo: str = REPO) -> list[s
 
     Returns the visible snapshot paths; fails the test on any unverified visible byte.
     """
-    root = dest / ("models--" + repo.replace("/", "--"))
+    root = repo_dir(dest, repo)
     digests = {}
     for files in hub.repos[repo].commits.values():
         for f in files.values():

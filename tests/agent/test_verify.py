@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 
-from .conftest import REPO, fetch_args, run_agent, snapshot_dir
+from .conftest import REPO, expected_bytes, fetch_args, run_agent, snapshot_dir
+
+SHARD = "model-00002-of-00002.safetensors"
 
 
 def verify(dest, *extra):
@@ -21,25 +24,66 @@ def test_verify_passes_on_an_intact_snapshot(hub, tiny, tmp_path):
     assert result.code == 0 and result.json["commit"] == tiny and result.json["files"] == 8
 
 
-def test_verify_names_a_corrupted_file_and_exits_12(hub, tiny, tmp_path):
-    fetched(hub, tmp_path)
-    target = (snapshot_dir(tmp_path, tiny) / "model-00002-of-00002.safetensors").resolve()
-    with open(target, "r+b") as f:
-        f.seek(100_000)
+def flip_byte(path, offset=100_000):
+    with open(path, "r+b") as f:
+        f.seek(offset)
         byte = f.read(1)
-        f.seek(100_000)
+        f.seek(offset)
         f.write(bytes([byte[0] ^ 1]))
+
+
+def test_verify_names_a_corrupted_file_and_exits_19_cache_corrupted(hub, tiny, tmp_path):
+    fetched(hub, tmp_path)
+    flip_byte((snapshot_dir(tmp_path, tiny) / SHARD).resolve())
     result = verify(tmp_path)
-    assert result.code == 12
-    assert "model-00002-of-00002.safetensors (digest mismatch)" in result.stderr
+    assert result.code == 19 and "CacheCorrupted" in result.stderr
+    assert f"{SHARD} (digest mismatch)" in result.stderr
     assert "config.json" not in result.stderr
+
+
+def test_cache_corrupted_says_the_next_fetch_repairs_it_not_the_mirror(hub, tiny, tmp_path):
+    termination = tmp_path / "termination"
+    termination.touch()
+    fetched(hub, tmp_path / "d")
+    flip_byte((snapshot_dir(tmp_path / "d", tiny) / SHARD).resolve())
+    assert verify(tmp_path / "d", "--termination-log", str(termination)).code == 19
+    record = json.loads(termination.read_text())
+    assert record["reason"] == "CacheCorrupted"
+    assert "re-run the hydration" in record["message"] and "mirror" not in record["message"]
 
 
 def test_verify_names_a_missing_file(hub, tiny, tmp_path):
     fetched(hub, tmp_path)
     os.unlink(snapshot_dir(tmp_path, tiny) / "config.json")
     result = verify(tmp_path)
-    assert result.code == 12 and "config.json (FileNotFoundError)" in result.stderr
+    assert result.code == 19 and "config.json (FileNotFoundError)" in result.stderr
+
+
+def test_a_fetch_after_verify_repairs_corruption_that_left_the_files_stat_unchanged(hub, tiny, tmp_path):
+    from fleetcache.agent.layout import open_layout
+    from fleetcache.agent.plan import Entry
+
+    fetched(hub, tmp_path)
+    blob = (snapshot_dir(tmp_path, tiny) / SHARD).resolve()
+    flip_byte(blob)
+    shard = hub.repos[REPO].commits[tiny][SHARD]
+    # bit rot below the filesystem: the record still vouches for the file as it now is
+    open_layout("hf-cache", tmp_path, REPO).record_verified(Entry(SHARD, shard.content.size, shard.sha256, "sha256"))
+    assert verify(tmp_path).code == 19
+    hub.reset_records()
+    assert run_agent(*fetch_args(hub, tmp_path)).code == 0
+    assert hub.bytes_sent("cdn") == shard.content.size
+    assert blob.read_bytes() == expected_bytes(hub)[SHARD]
+    assert verify(tmp_path).code == 0
+
+
+def test_verify_checks_every_selection_fetched_of_a_commit(hub, tiny, tmp_path):
+    fetched(hub, tmp_path, "--allow", "*.json")
+    fetched(hub, tmp_path, "--allow", "*.safetensors")
+    result = verify(tmp_path)
+    assert result.code == 0 and result.json["files"] == 7
+    os.unlink(snapshot_dir(tmp_path, tiny) / "config.json")
+    assert verify(tmp_path).code == 19
 
 
 def test_verify_finds_the_snapshot_by_revision_or_commit(hub, tiny, tmp_path):
@@ -53,11 +97,17 @@ def test_verify_checks_a_flat_layout(hub, tiny, tmp_path):
     assert verify(tmp_path).code == 0
     (tmp_path / "tokenizer.json").write_text("{}")
     result = verify(tmp_path)
-    assert result.code == 12 and "tokenizer.json" in result.stderr
+    assert result.code == 19 and "tokenizer.json" in result.stderr
 
 
 def test_verify_without_a_completed_fetch_exits_15(tmp_path):
     assert verify(tmp_path).code == 15
+
+
+def test_verify_of_a_dest_that_is_a_file_exits_15_naming_dest(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = verify(tmp_path / "file")
+    assert result.code == 15 and "--dest" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_verify_uses_all_cores(hub, tiny, tmp_path, monkeypatch):
