@@ -262,8 +262,8 @@ def observe(request: kit.Request, spec: HydrationSpec, names: Names) -> Seen:
         prerequisites["token Secret"] = TOKEN_KEY
     return Seen(
         latched=latched,
-        volume_phase=str(kit.get_path(kit.remote_manifest(request.observed.get(VOLUME_KEY)),
-                                      "status.phase") or ""),
+        volume_phase=kit.reason_or_empty(kit.get_path(
+            kit.remote_manifest(request.observed.get(VOLUME_KEY)), "status.phase")),
         job_exists=bool(job),
         job=kit.JobState.of(job),
         record=record,
@@ -309,9 +309,10 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
         return Phase("Pending", "VolumeNotBound", kit.with_remedy(
             f"PVC {names.volume} {where} is {state}", "VolumeNotBound"))
     message = f"agent Job {names.job} is fetching {spec.commit[:10]} {where}"
-    retried = str(seen.record.get("reason") or "")
+    retried = kit.reason_or_empty(seen.record.get("reason"))
     if retried:
-        message += f"; its last attempt ended with {retried}: {seen.record.get('message', '')}"
+        message += f"; its last attempt ended with {retried}: " \
+                   f"{kit.clipped(seen.record.get('message') or '')}"
     return Phase("Hydrating", "Hydrating", message)
 
 
@@ -333,16 +334,18 @@ def volume_manifest(spec: HydrationSpec, cluster: kit.FleetClusterView, names: N
     """
     size = spec.size
     existing_size = kit.get_path(existing, "spec.resources.requests.storage")
-    if existing_size and kit.quantity_bytes(existing_size, "the PVC's size") > \
-            kit.quantity_bytes(size, "spec.storage.size"):
+    if existing_bytes(existing_size) > kit.quantity_bytes(size, "spec.storage.size"):
         size = existing_size
+    modes = kit.get_path(existing, "spec.accessModes")
+    existing_class = kit.get_path(existing, "spec.storageClassName")
     pvc_spec: dict = {
-        "accessModes": kit.get_path(existing, "spec.accessModes")
-        or [spec.access_mode or cluster.access_mode],
+        "accessModes": modes if isinstance(modes, list) and modes
+        and all(m in kit.ACCESS_MODES for m in modes)
+        else [spec.access_mode or cluster.access_mode],
         "resources": {"requests": {"storage": size}},
         "volumeMode": "Filesystem",
     }
-    storage_class = kit.get_path(existing, "spec.storageClassName") \
+    storage_class = (existing_class if isinstance(existing_class, str) else None) \
         or spec.storage_class or cluster.storage_class
     if storage_class:
         pvc_spec["storageClassName"] = storage_class
@@ -350,6 +353,14 @@ def volume_manifest(spec: HydrationSpec, cluster: kit.FleetClusterView, names: N
             "metadata": {"name": names.volume, "namespace": namespace,
                          "labels": labels_for(spec)},
             "spec": pvc_spec}
+
+
+def existing_bytes(size: Any) -> int:
+    """Bytes the observed PVC asks for; a size that is not a quantity reads as absent (0)."""
+    try:
+        return kit.quantity_bytes(size, "the PVC's size") if size else 0
+    except kit.InputError:
+        return 0
 
 
 def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
@@ -408,7 +419,7 @@ def progress_of(request: kit.Request, spec: HydrationSpec, seen: Seen, phase: Ph
     source = seen.record
     if not source.get("bytesTotal") and \
             kit.get_path(request.status, "resolved.commit") == spec.commit:
-        source = kit.get_path(request.status, "progress") or {}
+        source = kit.mapping_at(request.status, "progress")
     count = {k: max(0, kit.as_int(source.get(k))) for k in
              ("bytesDone", "bytesTotal", "filesDone", "filesTotal")}
     total = count["bytesTotal"] or spec.bytes
@@ -446,8 +457,8 @@ def serving_of(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Servi
     commit = status.get("servingCommit")
     if not isinstance(commit, str) or not COMMIT_SHAPE.match(commit):
         return Serving()
-    return Serving(str(status.get("servingRepo") or ""), commit,
-                   str(status.get("servingManifestDigest") or ""))
+    return Serving(kit.clipped(status.get("servingRepo") or ""), commit,
+                   kit.clipped(status.get("servingManifestDigest") or "", 128))
 
 
 def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, phase: Phase,

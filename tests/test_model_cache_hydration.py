@@ -821,3 +821,69 @@ def test_restricted_checker_looks_at_init_containers_too():
     pod["initContainers"] = [{"name": "init", "image": "i"}]
     found = restricted_violations(pod)
     assert any("initContainers[init]" in f for f in found)
+
+
+# --- hostile observed state ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", ["broken", ["Ready"], {"progress": "lots"},
+                                    {"progress": ["a"], "servingCommit": 7},
+                                    {"servingCommit": "x" * 100_000}],
+                         ids=["string", "list", "progress-string", "progress-list",
+                              "serving-hostile"])
+def test_a_malformed_own_status_reads_as_absent(status):
+    xr = hydration_xr()
+    xr["status"] = status
+    outcome = compose(hydration_request(xr))
+    assert outcome.status["phase"] == "Pending"
+    assert outcome.status["progress"]["bytesDone"] == 0
+    assert outcome.status["servingCommit"] == ""
+
+
+@pytest.mark.parametrize("record", [
+    {"bytesDone": "Infinity", "bytesTotal": "NaN", "filesDone": "-inf", "filesTotal": "9" * 400},
+    {"bytesDone": "1e999999999", "bytesTotal": "1e30"},
+], ids=["non-finite", "beyond-int64"])
+def test_non_finite_or_huge_numbers_in_the_progress_record_read_as_zero(record):
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND}, data={"progress": record})
+    assert outcome.status["progress"] == {"bytesDone": 0, "bytesTotal": 3 * GIB, "filesDone": 0,
+                                          "filesTotal": 0, "percent": 0}
+
+
+def test_a_hostile_retried_reason_and_message_are_left_out_or_cut():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(1, 10, reason="not a reason " * 100, message="m" * 100_000))
+    assert "last attempt" not in outcome.status["message"]
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(1, 10, reason="RateLimited", message="m" * 100_000))
+    assert "RateLimited: " + "m" * 100 in outcome.status["message"]
+    assert len(outcome.status["message"]) < 2 * kit.SHOWN_LIMIT + 200
+
+
+def test_a_five_thousand_digit_exit_code_in_the_job_message_fails_on_the_jobs_reason():
+    message = f"Container agent failed with exit code {'7' * 5000} matching FailJob rule"
+    outcome = settle(states={JOB_KEY: job_failed("PodFailurePolicy", message), **BOUND})
+    assert (outcome.status["phase"], outcome.status["reason"]) == \
+        ("Failed", "BackoffLimitExceeded")
+    assert len(outcome.status["message"]) < kit.MESSAGE_LIMIT
+
+
+@pytest.mark.parametrize("pvc_spec", [
+    {"resources": {"requests": {"storage": "Infinity"}}, "accessModes": "ReadWriteOnce",
+     "storageClassName": ["a"]},
+    {"resources": "big", "accessModes": ["ReadOnlyMany"], "storageClassName": 7},
+], ids=["bad-size-mode-class", "bad-resources"])
+def test_an_observed_volume_with_malformed_fields_reads_them_as_absent(pvc_spec):
+    observed = observe(compose(hydration_request(hydration_xr(storage={"size": "4Gi"}))),
+                       states=BOUND)
+    observed["volume"]["status"]["atProvider"]["manifest"]["spec"] = pvc_spec
+    spec = remote(compose(hydration_request(hydration_xr(storage={"size": "4Gi"}),
+                                            observed=observed)), "volume")["spec"]
+    assert spec["resources"]["requests"]["storage"] == "4Gi"
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert "storageClassName" not in spec
+
+
+def test_a_hostile_volume_phase_reads_as_not_bound():
+    outcome = settle(states={JOB_KEY: job_running(), "volume": {"phase": ["Bound"]}})
+    assert outcome.status["reason"] == "VolumeNotBound"
