@@ -364,9 +364,12 @@ def existing_bytes(size: Any) -> int:
 
 
 def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
-    # The agent CLI has no flag for the revision's name yet: the pinned commit is fetched.
+    """The pinned commit is fetched; `--ref` names it as the revision the ModelCache asked
+    for, so engines given the repo id (and that revision) find it offline."""
+    revision = spec.source["huggingFace"].get("revision")
+    ref = ["--ref", str(revision)] if revision and revision != spec.commit else []
     args = ["fetch", "--dest", kit.CACHE_MOUNT_PATH, "--revision", spec.commit,
-            "--progress-configmap", f"{namespace}/{names.progress}",
+            "--progress-configmap", f"{namespace}/{names.progress}", *ref,
             *kit.source_args(spec.source), "--concurrency", str(spec.concurrency)]
     if spec.bandwidth:
         args += ["--bandwidth", spec.bandwidth]

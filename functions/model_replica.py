@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from fleetcache.agent.layout import HUB_DIR, repo_folder
 from fleetcache.functions import kit
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
@@ -175,9 +176,14 @@ class CacheMount:
                 "commit": self.commit}
 
 
+def hf_hub_cache(mount_path: str) -> str:
+    """HF_HUB_CACHE on the volume: the agent's `hub/` directory, its bookkeeping kept beside it."""
+    return f"{mount_path.rstrip('/')}/{HUB_DIR}"
+
+
 def hf_snapshot_path(mount_path: str, repo: str, commit: str) -> str:
-    """The Hugging Face cache layout the agent writes: models--ORG--NAME/snapshots/<commit>."""
-    return f"{mount_path}/models--{repo.replace('/', '--')}/snapshots/{commit}"
+    """The Hugging Face cache layout the agent writes: hub/models--ORG--NAME/snapshots/<commit>."""
+    return f"{hf_hub_cache(mount_path)}/{repo_folder(repo)}/snapshots/{commit}"
 
 
 @dataclass(frozen=True)
@@ -287,7 +293,7 @@ def engine_env(spec: ReplicaSpec) -> list[dict]:
            {"name": "FLEETCACHE_MODEL_REVISION", "value": spec.model_revision},
            {"name": "FLEETCACHE_DELIVERY", "value": spec.delivery.lower()}]
     if spec.cache:
-        env += [{"name": "HF_HUB_CACHE", "value": spec.cache.mount_path},
+        env += [{"name": "HF_HUB_CACHE", "value": hf_hub_cache(spec.cache.mount_path)},
                 {"name": "HF_HUB_OFFLINE", "value": "1"}]
     user_names = {e["name"] for e in spec.engine.env}
     env += [{"name": n, "value": v} for n, v in WRITABLE_ENV if n not in user_names]

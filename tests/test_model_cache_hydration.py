@@ -512,7 +512,18 @@ def test_job_fetches_the_pinned_commit_with_progress_and_tuning():
                         "--progress-configmap", f"{NAMESPACE}/{kit.child_name(CACHE, 'progress')}"]
     assert args[-4:] == ["--concurrency", "4", "--bandwidth", "100Mi"]
     assert ["--repo", "Qwen/Qwen3-0.6B"] == args[args.index("--repo"):args.index("--repo") + 2]
-    assert "main" not in args and "--token-file" not in args
+    assert "--token-file" not in args
+
+
+def test_job_names_the_commit_as_the_revision_the_cache_asked_for():
+    args = pod_spec(settle(hydration_xr(), states=BOUND))["containers"][0]["args"]
+    assert args[args.index("--ref"):args.index("--ref") + 2] == ["--ref", "main"]
+
+
+def test_job_writes_no_ref_when_the_cache_asked_for_the_commit_itself():
+    source = {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": COMMIT}}
+    args = pod_spec(settle(hydration_xr(source=source), states=BOUND))["containers"][0]["args"]
+    assert "--ref" not in args
 
 
 def test_job_passes_pod_security_restricted():

@@ -133,7 +133,7 @@ def test_delivery_follows_the_table(phase, policy, delivery, reason):
         assert replica["spec"]["cache"] == {
             "modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
             "mountPath": kit.CACHE_MOUNT_PATH, "commit": COMMIT,
-            "snapshotPath": f"{kit.CACHE_MOUNT_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"}
+            "snapshotPath": f"{kit.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"}
     if delivery == "Fail":
         assert replica["spec"]["hydration"]["reason"] == "AuthFailed"
     assert conditions(outcome)["ModelCacheResolved"].status == "True"
@@ -181,7 +181,7 @@ def test_a_direct_huggingface_model_is_always_source():
 # --- a new commit hydrating where an older one is verified --------------------------------
 
 OLD_COMMIT = "0" * 40
-OLD_SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{OLD_COMMIT}"
+OLD_SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{OLD_COMMIT}"
 
 
 def serving_row(phase: str, **extra) -> dict:

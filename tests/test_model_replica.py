@@ -50,7 +50,7 @@ def test_cache_replica_carries_the_cache_contract():
     assert env["FLEETCACHE_MODEL"] == SNAPSHOT
     assert env["FLEETCACHE_MODEL_REVISION"] == COMMIT
     assert env["FLEETCACHE_DELIVERY"] == "cache"
-    assert env["HF_HUB_CACHE"] == kit.CACHE_MOUNT_PATH
+    assert env["HF_HUB_CACHE"] == f"{kit.CACHE_MOUNT_PATH}/hub"
     assert env["HF_HUB_OFFLINE"] == "1"
 
 

@@ -12,7 +12,7 @@ from tests.support.fleet import COMMIT, GIB
 NAMESPACE = "ml"
 CACHE = "qwen"
 CLUSTER = "gpu-east-1"
-SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
+SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
 ENGINE = {"image": "vllm/vllm-openai:v0.11.0",
           "args": ["--model=$(FLEETCACHE_MODEL)", "--served-model-name=qwen"]}
 
