@@ -25,7 +25,7 @@ from pathlib import Path
 import urllib3
 
 from .errors import AgentError, from_os_error
-from .hub import Bandwidth, HubClient, RetryPolicy, Retryable, redact_url
+from .hub import Bandwidth, HubClient, RetryPolicy, Retryable, describe, redact_url
 from .layout import Layout
 from .lock import DestinationLock
 from .plan import (STATE_DIR, Entry, FetchPlan, FileTask, Listing, manifest_digest, merge_spans, new_hasher,
@@ -284,8 +284,8 @@ class Fetcher:
 
     @staticmethod
     def _stream_error(asm: Assembly, what: str, err: BaseException) -> Retryable:
-        failure = AgentError("SourceUnreachable", f"{what} from {redact_url(asm.url)}: interrupted "
-                                                  f"({type(err).__name__})")
+        failure = AgentError("SourceUnreachable", f"{what} from {redact_url(asm.url)}: interrupted, "
+                                                  f"{describe(err)}")
         asm.url = asm.start_url
         return Retryable(failure)
 

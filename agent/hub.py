@@ -120,8 +120,15 @@ def classify(status: int, headers, what: str, has_token: bool) -> Exception | No
     return Retryable(AgentError("SourceUnreachable", detail))
 
 
+def describe(err: BaseException) -> str:
+    """A network failure in a few words; a timeout says so, as it is what a hung endpoint looks like."""
+    if isinstance(err, (urllib3.exceptions.TimeoutError, TimeoutError)):
+        return f"no answer within the timeout ({type(err).__name__})"
+    return type(err).__name__
+
+
 def unreachable(what: str, err: BaseException) -> Retryable:
-    return Retryable(AgentError("SourceUnreachable", f"{what}: {type(err).__name__}"))
+    return Retryable(AgentError("SourceUnreachable", f"{what}: {describe(err)}"))
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

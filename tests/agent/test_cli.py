@@ -33,6 +33,7 @@ def test_bandwidth_refuses_what_is_not_a_positive_quantity(value):
     (["--layout", "tree"], "--layout"),
     (["--progress-configmap", "no-namespace"], "--progress-configmap"),
     (["--revision", "../main"], "--revision"),
+    (["--ref", "main branch"], "--ref"),
     (["--endpoint", "ftp://hub"], "--endpoint"),
     (["--token-file", "/nonexistent/token"], "--token-file"),
     (["--bogus"], "--bogus"),

@@ -113,3 +113,28 @@ def test_a_416_from_the_cdn_is_retried_with_a_fresh_redirect(hub, tmp_path):
     result = run_agent(*fetch_args(hub, tmp_path))
     assert result.code == 0
     published_files_verify(tmp_path, hub)
+
+
+def test_a_hung_endpoint_is_reported_in_the_progress_record_while_the_agent_retries(hub, tiny, tmp_path,
+                                                                                    monkeypatch):
+    from fleetcache.agent import cli, progress
+
+    records = []
+    monkeypatch.setattr(progress.FileSink, "emit", lambda self, record: records.append(dict(record)))
+    monkeypatch.setenv("FLEETCACHE_READ_TIMEOUT", "0.5")
+    monkeypatch.setenv("FLEETCACHE_RETRY_BASE_DELAY", "0.01")
+    hub.inject(Fault("hang", path="/api/*", seconds=5, times=2))
+    assert cli.main(fetch_args(hub, tmp_path / "d", "--progress-file", str(tmp_path / "p.json"))) == 0
+    notes = [r["message"] for r in records if r["phase"] == "Resolving" and r["message"]]
+    assert len(notes) == 2 and all(n.startswith("retrying listing acme/tiny@main") and "no answer within the timeout" in n
+                                 for n in notes)
+    assert records[-1]["phase"] == "Ready" and records[-1]["message"] is None
+
+
+def test_a_hung_cdn_mid_download_is_noticed_within_the_read_timeout_and_retried(hub, tiny, tmp_path):
+    hub.inject(Fault("hang", host="cdn", seconds=60, times=1))
+    start = time.monotonic()
+    result = run_agent(*fetch_args(hub, tmp_path / "dest"), env={"FLEETCACHE_READ_TIMEOUT": "1"})
+    assert result.code == 0 and time.monotonic() - start < 10
+    assert "ReadTimeoutError" in result.stderr
+    assert_complete_and_identical(hub, tmp_path, tiny)
