@@ -13,14 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import os
 import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import grpc
@@ -30,6 +28,8 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache.functions import server as function_server
+# Defaulting and file loading live in validation; demo and simulation reach them through here.
+from fleetcache.validation import admit, load_documents, xrd_schemas  # noqa: F401
 
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
 MAX_REQUIREMENT_ROUNDS = 5
@@ -288,62 +288,7 @@ def composed(composite: dict, key: str, desired: fnv1.Resource) -> dict:
     return res
 
 
-# --- API server defaulting -------------------------------------------------------------------
-
-
-def with_defaults(obj: Any, schema: Mapping) -> Any:
-    """A copy of `obj` with OpenAPI defaults filled in the way the API server does on
-    admission, top down: a missing field with a default gets it, and present (or just
-    defaulted) objects, maps and arrays are defaulted inside."""
-    if isinstance(obj, dict):
-        props = schema.get("properties") or {}
-        out = dict(obj)
-        for name, prop in props.items():
-            if name not in out and "default" in prop:
-                out[name] = copy.deepcopy(prop["default"])
-            if name in out:
-                out[name] = with_defaults(out[name], prop)
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, Mapping):
-            for key in out:
-                if key not in props:
-                    out[key] = with_defaults(out[key], extra)
-        return out
-    if isinstance(obj, list) and isinstance(schema.get("items"), Mapping):
-        return [with_defaults(item, schema["items"]) for item in obj]
-    return copy.deepcopy(obj)
-
-
-def xrd_schemas(xrds: list[dict]) -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> openAPIV3Schema, for every served version of every XRD."""
-    schemas = {}
-    for xrd in xrds:
-        if xrd.get("kind") != "CompositeResourceDefinition":
-            continue
-        group, kind = xrd["spec"]["group"], xrd["spec"]["names"]["kind"]
-        for version in xrd["spec"].get("versions", []):
-            schemas[(f"{group}/{version['name']}", kind)] = version["schema"]["openAPIV3Schema"]
-    return schemas
-
-
-def admit(obj: dict, schemas: dict[tuple[str, str], dict]) -> dict:
-    """An object as the API server would store it: defaulted by its XRD, when there is one."""
-    schema = schemas.get((obj.get("apiVersion", ""), obj.get("kind", "")))
-    return with_defaults(obj, schema) if schema else obj
-
-
 # --- files -----------------------------------------------------------------------------------
-
-
-def load_documents(path: str | os.PathLike) -> list[dict]:
-    """Every YAML document in a file, or in every *.yaml/*.yml file of a directory."""
-    root = Path(path)
-    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml")) \
-        if root.is_dir() else [root]
-    docs: list[dict] = []
-    for file in files:
-        docs += [d for d in yaml.safe_load_all(file.read_text()) if isinstance(d, dict)]
-    return docs
 
 
 def dump(docs: list[dict]) -> str:
