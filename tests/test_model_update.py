@@ -180,6 +180,12 @@ def test_the_model_cache_stays_available_while_it_rolls_out(update):
 
 def test_the_old_snapshot_is_still_on_every_volume(update):
     for volume in update["volumes"].values():
-        snapshots = volume / f"models--{REPO.replace('/', '--')}" / "snapshots"
+        snapshots = volume / "hub" / f"models--{REPO.replace('/', '--')}" / "snapshots"
         assert (snapshots / update["v1"] / "config.json").is_file()
         assert (snapshots / update["v2"] / "config.json").is_file()
+
+
+def test_every_volume_names_each_commit_by_the_revision_the_cache_asked_for(update):
+    for volume in update["volumes"].values():
+        refs = volume / "hub" / f"models--{REPO.replace('/', '--')}" / "refs"
+        assert (refs / "v1").read_text() == update["v1"] and (refs / "v2").read_text() == update["v2"]
