@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import os
 from typing import Any, Callable
 
 import click
@@ -29,6 +30,16 @@ COMPOSER_MODULES = {
 }
 
 Composer = Callable[[kit.Request], kit.Outcome]
+
+MiB = 1024 * 1024
+# Crossplane dials every function with grpc.NewClient and no call options
+# (internal/xfn/function_runner.go), so grpc-go's defaults hold: it sends requests of any
+# size (MaxInt32) and accepts responses of at most 4 MiB. design/composers.md has the sources.
+CROSSPLANE_MAX_RESPONSE_MIB = 4
+MAX_RESPONSE_BYTES = CROSSPLANE_MAX_RESPONSE_MIB * MiB
+# A ModelCache request grows by about 1.3 kB per target cluster (13.4 MB at 10,000):
+# 64 MiB admits about 48,000, where the SDK's default of 4 MiB stopped at about 3,000.
+MAX_REQUEST_MIB = 64
 
 
 def composer_for(kind: str) -> Composer | None:
@@ -127,6 +138,14 @@ def run(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> fnv1.RunFunctio
     if outcome.fatal:
         return fatal(rsp, f"{kind} {name}: {outcome.fatal}")
     apply_outcome(rsp, outcome)
+    size = rsp.ByteSize()
+    if size > MAX_RESPONSE_BYTES:
+        return fatal(response.to(req), (
+            f"{kind} {name}: the response would be {size / MiB:.1f} MiB "
+            f"({len(outcome.desired)} composed resources), over the "
+            f"{CROSSPLANE_MAX_RESPONSE_MIB} MiB Crossplane accepts from a function; split "
+            "it into several composites (a ModelCache: one per region, each with a narrower "
+            "spec.placement; about 4,000 target clusters fit one ModelCache)"))
     return rsp
 
 
@@ -157,8 +176,32 @@ class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):
         return rsp
 
 
-@click.command()
+@click.command(context_settings={"default_map": {
+    "max_recv_message_size": MAX_REQUEST_MIB,
+    "max_send_message_size": CROSSPLANE_MAX_RESPONSE_MIB}})
 @sdkcli.standard_options
 def main(**kwargs: Any) -> None:
-    """Serve every fleetcache composer over gRPC (Crossplane's function protocol)."""
+    """Serve every fleetcache composer over gRPC (Crossplane's function protocol).
+
+    Message limits default to what Crossplane sends and accepts (MiB): requests up to
+    64, responses up to 4.
+    """
+    if not kwargs["insecure"]:
+        check_tls_dir(kwargs["tls_certs_dir"])
     sdkcli.run(FunctionRunner(), **kwargs)
+
+
+TLS_FILES = ("tls.crt", "tls.key", "ca.crt")
+
+
+def check_tls_dir(directory: str | None) -> None:
+    """A usage error, not a traceback, when neither mTLS files nor --insecure are given."""
+    if not directory:
+        raise click.UsageError(
+            "serve with mTLS: --tls-certs-dir DIR (or TLS_SERVER_CERTS_DIR) holding "
+            f"{', '.join(TLS_FILES)}, as Crossplane's function runtime mounts them; or "
+            "pass --insecure to serve without TLS (local testing only)")
+    missing = [f for f in TLS_FILES if not os.path.isfile(os.path.join(directory, f))]
+    if missing:
+        raise click.UsageError(f"--tls-certs-dir {kit.shown(directory)} lacks "
+                               f"{', '.join(missing)} (it needs {', '.join(TLS_FILES)})")

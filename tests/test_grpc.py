@@ -113,3 +113,49 @@ def test_fleetcache_function_takes_the_sdks_standard_options():
     help_text = CliRunner().invoke(server.main, ["--help"]).output
     for flag in ("--insecure", "--tls-certs-dir", "--address", "--debug"):
         assert flag in help_text
+
+
+# --- limits and startup -------------------------------------------------------------------
+
+
+def test_fleetcache_function_defaults_to_the_message_limits_crossplane_uses(monkeypatch):
+    served = {}
+    monkeypatch.setattr(server.sdkcli, "run", lambda runner, **kwargs: served.update(kwargs))
+    assert CliRunner().invoke(server.main, ["--insecure"]).exit_code == 0
+    assert (served["max_recv_message_size"], served["max_send_message_size"]) == (64, 4)
+
+
+def test_the_fleetcache_function_process_accepts_a_request_over_the_sdks_4_mib_default():
+    composite = {"apiVersion": "fleetcache.dev/v1alpha1", "kind": "FleetCluster",
+                 "metadata": {"name": "big", "annotations": {"note": "x" * (6 * server.MiB)}},
+                 "spec": {"providerConfigRef": {"name": "existing"}}}
+    req = fnv1.RunFunctionRequest()
+    req.observed.composite.resource.update(composite)
+    with render.function_process() as address, render.channel_to(address) as channel:
+        rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(req, timeout=60)
+    assert not rsp.results
+    assert rsp.desired.composite.resource["status"]["providerConfigName"] == "existing"
+
+
+def test_a_response_over_crossplanes_limit_is_a_fatal_result_naming_size_and_fix(monkeypatch):
+    monkeypatch.setattr(server, "MAX_RESPONSE_BYTES", 1000)
+    rsp = server.run(request_of(next(c for c in CASES if c.id == "model-cache-three-phases")),
+                     FIXED_NOW)
+    assert [r.severity for r in rsp.results] == [fnv1.SEVERITY_FATAL]
+    assert "4 MiB Crossplane accepts" in rsp.results[0].message
+    assert "spec.placement" in rsp.results[0].message
+    assert not rsp.desired.resources
+
+
+def test_fleetcache_function_without_tls_or_insecure_is_a_usage_error_not_a_traceback():
+    result = CliRunner().invoke(server.main, [])
+    assert result.exit_code == 2
+    assert "--tls-certs-dir" in result.output and "--insecure" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_fleetcache_function_names_the_tls_files_a_directory_lacks(tmp_path):
+    (tmp_path / "tls.crt").write_text("x")
+    result = CliRunner().invoke(server.main, ["--tls-certs-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "lacks tls.key, ca.crt" in result.output

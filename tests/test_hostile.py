@@ -7,13 +7,14 @@ input may produce that.
 from __future__ import annotations
 
 import datetime
+import time
 
 import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from fleetcache.functions import kit, server
-from tests.support.fleet import fleet_cluster
+from tests.support.fleet import fleet_cluster, resolved_status
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
 KINDS = sorted(server.COMPOSER_MODULES)
@@ -197,3 +198,46 @@ def test_selector_values_that_are_not_a_list_of_strings_name_the_field(values):
 @pytest.mark.parametrize("metadata", ["m", ["m"], 7])
 def test_an_observed_resource_whose_metadata_is_not_an_object_strips_to_no_metadata(metadata):
     assert kit.strip_observed({"kind": "X", "metadata": metadata})["metadata"] == {}
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+def hostile_fleet_request(n: int, *, latched: bool) -> fnv1.RunFunctionRequest:
+    """A ModelCache over n clusters where every observed and required value is hostile:
+    5,000-digit numbers, 10 kB messages and reasons, unknown phases, 10 kB label values;
+    its status.resolved matches the spec (`latched`: hydrations are composed) or not."""
+    spec = {"source": {"huggingFace": {"repo": "org/model"}},
+            "placement": {"clusterSelector": {"matchExpressions": [
+                {"key": "gpu", "operator": "In", "values": ["h100"]}]}},
+            "rollout": {"maxConcurrent": n}}
+    digest = resolved_status({"spec": spec})["sourceDigest"] if latched else "x" * 10_000
+    fleet = []
+    for i in range(n):
+        cluster = fleet_cluster(f"gpu-{i:05d}")
+        cluster["metadata"]["labels"]["note"] = "n" * 10_000
+        cluster["spec"]["cache"] = {"capacity": "9" * 5000}
+        fleet.append(cluster)
+    req = request("ModelCache", "h", spec, {"fleet-clusters": fleet})
+    resource.update(req.observed.composite, {"status": {"resolved": {
+        "commit": "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9", "bytes": "9" * 5000,
+        "files": "Infinity", "sourceDigest": digest}}})
+    for i in range(n):
+        resource.update(req.observed.resources[f"hydration-gpu-{i:05d}"], {
+            "apiVersion": "fleetcache.dev/v1alpha1", "kind": "ModelCacheHydration",
+            "metadata": {"name": f"h-{i}"},
+            "spec": {"commit": 7},
+            "status": {"phase": ("Ready", "Exploded", ["x"])[i % 3], "reason": "R" * 10_000,
+                       "message": "m" * 10_000, "servingCommit": "s" * 10_000,
+                       "progress": {"bytesDone": "9" * 5000, "bytesTotal": "NaN"}}})
+    return req
+
+
+@pytest.mark.parametrize("latched", [True, False], ids=["hydrating", "resolving"])
+def test_a_hostile_thousand_cluster_request_costs_under_a_second_of_cpu(latched):
+    req = hostile_fleet_request(1000, latched=latched)
+    start = time.process_time()
+    rsp = server.run(req, NOW)
+    assert time.process_time() - start < 1.0
+    never_internal_error(rsp)
+    assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
