@@ -10,13 +10,19 @@ and Failed). Timed, per call, best of several repeats:
 - in process: decode the request bytes, run the real server's `run`, encode the response;
 - gRPC: one RunFunction call to the real server on loopback.
 
-    .venv/bin/python bench/compose_scale.py [--sizes 10,100,1000,5000] [--repeats 5]
+Sizes are printed too: the request Crossplane sends, the response it has to accept (at
+most 4 MiB, see functions/server.py), and the ModelCache status the response writes (the
+object etcd stores). A fleet whose response is over the limit gets a fatal result; its
+row says so and is not timed.
+
+    .venv/bin/python bench/compose_scale.py [--sizes 10,100,1000,4000,10000] [--repeats 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import statistics
 import time
 
@@ -134,11 +140,12 @@ def in_process_call(payload: bytes) -> fnv1.RunFunctionResponse:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10,100,1000,5000")
+    parser.add_argument("--sizes", default="10,100,1000,4000,10000")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
+    print(f"{'clusters':>8} {'request':>9} {'response':>9} {'status':>8}")
     with render.InProcessServer() as srv, render.channel_to(srv.address) as channel:
         stub = grpcv1.FunctionRunnerServiceStub(channel)
         for n in sizes:
@@ -146,13 +153,19 @@ def main() -> None:
             payload = req.SerializeToString()
             shape = in_process_call(payload)
             fatal = [r.message for r in shape.results if r.severity == fnv1.SEVERITY_FATAL]
-            assert not fatal, fatal
+            status = resource.struct_to_dict(shape.desired.composite.resource).get("status")
+            print(f"{n:>8} {len(payload) / 1e6:>8.2f}M "
+                  f"{shape.ByteSize() / 1e6:>8.2f}M {len(json.dumps(status or {})) / 1e3:>7.1f}k"
+                  + (f"  fatal: {fatal[0][:110]}..." if fatal else ""))
+            if fatal:
+                continue
             assert len(shape.desired.resources) == n, len(shape.desired.resources)
             repeats = max(2, args.repeats if n <= 1000 else args.repeats // 2)
             floor = best(lambda: floor_call(payload, shape), repeats)
             inproc = best(lambda: in_process_call(payload), repeats)
             grpc_time = best(lambda: stub.RunFunction(req, timeout=600), repeats)
             rows.append((n, len(payload), floor, inproc, grpc_time))
+    print()
     print(f"{'clusters':>8} {'request':>9} {'floor ms':>9} {'in-proc ms':>10} {'ratio':>6} "
           f"{'gRPC ms':>9} {'ratio':>6} {'us/cluster':>10}")
     for n, size, floor, inproc, grpc_time in rows:
@@ -160,7 +173,7 @@ def main() -> None:
               f"{inproc / floor:>6.2f} {grpc_time * 1e3:>9.1f} {grpc_time / floor:>6.2f} "
               f"{inproc / n * 1e6:>10.1f}")
     per_cluster = [inproc / n for n, _, _, inproc, _ in rows]
-    print(f"growth: time per cluster from {sizes[0]} to {sizes[-1]} clusters changes "
+    print(f"growth: time per cluster from {rows[0][0]} to {rows[-1][0]} clusters changes "
           f"{per_cluster[-1] / per_cluster[0]:.2f}x (1.0 = linear); "
           f"median ratio to floor {statistics.median(r[3] / r[2] for r in rows):.2f}")
 
