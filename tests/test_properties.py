@@ -1,0 +1,496 @@
+"""Property tests: no request crashes, stalls, answers "internal error" or is nondeterministic.
+
+Realistic requests for every kind, at several points of their lifecycle, are mutated by
+tests.support.mutate (wrong types, huge and non-finite numbers, 100 KB strings, unicode,
+deleted keys, at any depth) and sent through the real server, in process and a share of
+them over gRPC on loopback. For every one:
+
+- no exception escapes `server.run`, and no fatal result says "internal error";
+- the call takes under a second of CPU (as does every kind at 1,000 clusters or replicas);
+- the same request twice gives byte-identical responses;
+- every composed resource has a valid Kubernetes name for its kind, and valid labels;
+- every message is at most 1,000 characters (input is quoted at most ~200).
+
+A clean fatal result naming the field is the right answer to a bad spec, so it passes.
+`make test` runs a few examples per property (tests/conftest.py); `make test-slow` many.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime
+import functools
+import signal
+import time
+from typing import Any, Iterator
+
+import pytest
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetcache import exitcodes, render
+from fleetcache.functions import (kit, model_cache, model_cache_hydration, model_deployment,
+                                  model_replica, server)
+from fleetcache.functions.fleet_cluster import compose as compose_fleet_cluster
+from tests.support import builders
+from tests.support.cases import CASES, FLEET, Case
+from tests.support.deployments import cache_row, deployment
+from tests.support.deployments import model_cache as referenced_cache
+from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, model_cache_xr,
+                                 observed_object)
+from tests.support.k8s import DNS_LABEL, LABEL_VALUE, metadata_problems
+from tests.support.mutate import Mutated, mutated_request
+
+NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+KINDS = sorted(server.COMPOSER_MODULES)
+CPU_BOUND_SECONDS = 1.0
+STALL_SECONDS = 20.0  # CPU seconds after which a call is stopped rather than waited for
+MESSAGE_LIMIT = 1_000
+SCALE = 1_000
+
+
+# --- realistic requests of every kind, as Crossplane would send them ------------------------
+
+
+def request_of(composite: dict, observed: dict, required: dict) -> fnv1.RunFunctionRequest:
+    return render.build_request(composite, observed, fnv1.State(), None, None, required,
+                                tag="property")
+
+
+def observed_after(rsp: fnv1.RunFunctionResponse, states: dict, data: dict) -> dict:
+    """The response's desired resources as Crossplane observes them next round: an Object
+    with `states[key]` as its remote object's status (and `data[key]` its data), anything
+    else with `states[key]` as its own status."""
+    observed = {}
+    for key in sorted(rsp.desired.resources):
+        desired = server.plain(resource.struct_to_dict(rsp.desired.resources[key].resource))
+        if desired.get("kind") == "Object":
+            observed[key] = observed_object(desired, remote_status=states.get(key),
+                                            data=data.get(key))
+        else:
+            observed[key] = {**desired, **({"status": states[key]} if key in states else {})}
+    return observed
+
+
+def settle(case_id: str, composite: dict, pool: list[dict], *, rounds: int,
+           states: dict | None = None, data: dict | None = None) -> Case:
+    """The request of the last of `rounds` reconciles: each round answers what the server
+    requires from `pool` (as render and Crossplane do), merges the status it returns into the
+    composite, and observes what it composed in `states`."""
+    observed: dict = {}
+    required: dict = {}  # each round starts from the last one's answers: they rarely change
+    for round_ in range(rounds):
+        for _ in range(render.MAX_REQUIREMENT_ROUNDS):
+            rsp = server.run(request_of(composite, observed, required), NOW)
+            wanted = render.answer_requirements(rsp.requirements, pool)
+            if wanted == required:
+                break
+            required = wanted
+        if round_ == rounds - 1:
+            return Case(case_id, composite, observed, required)
+        composite = render.merge_status(composite, rsp)
+        observed = observed_after(rsp, states or {}, data or {})
+    raise ValueError("settle needs at least one round")
+
+
+HF_SECRET = {"apiVersion": "v1", "kind": "Secret",
+             "metadata": {"name": "hf-token", "namespace": "ml"}, "data": {"HF_TOKEN": "aGY="}}
+RESOLVED_RECORD = {"phase": "Resolved", "commit": COMMIT, "bytes": str(3 * GIB), "files": "5",
+                   "manifestDigest": DIGEST, "reason": "", "message": ""}
+HYDRATION_STATES = {  # a ModelCacheHydration's status in each phase
+    "Ready": {"phase": "Ready", "progress": {"bytesDone": 3 * GIB, "bytesTotal": 3 * GIB},
+              "reason": "Hydrated", "message": "", "servingCommit": COMMIT},
+    "Hydrating": {"phase": "Hydrating", "progress": {"bytesDone": GIB, "bytesTotal": 3 * GIB},
+                  "reason": "Hydrating", "message": "33%"},
+    "Failed": {"phase": "Failed", "progress": {"bytesDone": 0, "bytesTotal": 3 * GIB},
+               "reason": "DigestMismatch", "message": "bad bytes"},
+}
+AVAILABLE = {"availableReplicas": 1, "conditions": [
+    {"type": "Available", "status": "True"},
+    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}
+
+
+def _fleet_cluster_seeds() -> list[Case]:
+    tuned = builders.fleet_cluster_xr(
+        kubeconfigSecretRef={"namespace": "crossplane-system", "name": "east",
+                             "key": "kubeconfig"},
+        cache={"storageClassName": "fast-rwx", "accessMode": "ReadWriteMany",
+               "capacity": "500Gi"},
+        agent={"image": "registry.example.com/fleetcache/fleetcache-agent:v0.1.0"})
+    adopting = builders.fleet_cluster_xr(providerConfigRef={"name": "existing"})
+    return [settle("fleet-cluster-provider-config-observed", tuned, [], rounds=2),
+            settle("fleet-cluster-adopting", adopting, [], rounds=1)]
+
+
+def _model_cache_seeds() -> list[Case]:
+    private = model_cache_xr(source={"huggingFace": {"repo": "org/private",
+                                                     "tokenSecretRef": {"name": "hf-token"}},
+                                     "allowPatterns": ["*.safetensors"]},
+                             storage={"size": "20Gi", "storageClassName": "fast"})
+    failed_record = {**RESOLVED_RECORD, "phase": "Failed", "reason": "RepoNotFound",
+                     "message": "404 for org/private at revision main"}
+    return [
+        settle("model-cache-resolving", private, FLEET + [HF_SECRET], rounds=2,
+               states={"resolve-job": builders.job_running()},
+               data={"resolve-configmap": {"phase": "Resolving"}}),
+        settle("model-cache-resolve-failed", private, FLEET + [HF_SECRET], rounds=2,
+               states={"resolve-job": builders.job_failed_exit(exitcodes.PERMANENT_CODES[0])},
+               data={"resolve-configmap": failed_record}),
+        hydrating_model_cache(),
+    ]
+
+
+def hydrating_model_cache(fleet: list[dict] = FLEET, **spec: Any) -> Case:
+    """A ModelCache resolved and hydrating on `fleet`: Ready, Hydrating, Failed, Ready..."""
+    phases = list(HYDRATION_STATES.values())
+    states = {model_cache.hydration_key(cluster["metadata"]["name"]): phases[index % 3]
+              for index, cluster in enumerate(fleet)}
+    return settle("model-cache-ready-hydrating-failed", model_cache_xr(**spec), fleet,
+                  rounds=4, states={"resolve-job": builders.job_complete(), **states},
+                  data={"resolve-configmap": RESOLVED_RECORD})
+
+
+def _hydration_seeds() -> list[Case]:
+    job = model_cache_hydration.job_key(COMMIT, DIGEST)
+    bound = {"volume": builders.pvc("Bound")}
+    record = {"phase": "Hydrating", "bytesDone": str(GIB), "bytesTotal": str(3 * GIB),
+              "filesDone": "2", "filesTotal": "5", "commit": COMMIT,
+              "reason": "RateLimited", "message": "429 from the Hub"}
+    cluster = fleet_cluster(builders.CLUSTER, cache={"storageClassName": "fast",
+                                                     "capacity": "1Ti"})
+    pool = [cluster, HF_SECRET]
+    tuned = builders.hydration_xr(token=True, job={"backoffLimit": 2},
+                                  agent={"concurrency": 8, "bandwidth": "100Mi"})
+    serving_earlier = builders.with_status(builders.hydration_xr(),
+                                           servingRepo="Qwen/Qwen3-0.6B",
+                                           servingCommit="0" * 39 + "1",
+                                           servingManifestDigest="cd" * 32)
+    return [
+        settle("hydration-running-serving-earlier", serving_earlier, pool, rounds=3,
+               states={job: builders.job_running(), **bound}, data={"progress": record}),
+        settle("hydration-failed-with-token", tuned, pool, rounds=3,
+               states={job: builders.job_failed_exit(exitcodes.PERMANENT_CODES[-1]), **bound},
+               data={"progress": record}),
+        settle("hydration-complete", builders.hydration_xr(), pool, rounds=3,
+               states={job: builders.job_complete(), **bound}),
+    ]
+
+
+def cache_pool(cache: Case, fleet: list[dict]) -> list[dict]:
+    """What a ModelDeployment may require: the clusters, the ModelCache with the status its
+    composer wrote, and the ModelCacheHydrations it composed, in their observed phases."""
+    hydrations = [h for h in cache.observed.values() if h.get("kind") == "ModelCacheHydration"]
+    return fleet + [cache.composite] + hydrations
+
+
+def _deployments(cache: Case | None = None, fleet: list[dict] = FLEET, replicas: int = 3,
+                 **spec: Any) -> list[Case]:
+    """A deployment of `cache` (else hydrating_model_cache()) under either delivery policy,
+    its replicas observed, every other one Ready."""
+    pool = cache_pool(cache or hydrating_model_cache(), fleet)
+    states = {model_deployment.replica_key(index): {"conditions": [
+        {"type": "Ready", "status": "True" if index % 2 else "False"}]}
+        for index in range(replicas)}
+    cases = []
+    for while_hydrating, on_failure in (("Source", "Source"), ("Wait", "Fail")):
+        xr = deployment(replicas=replicas, maxReplicasPerCluster=1,
+                        delivery={"whileHydrating": while_hydrating,
+                                  "onHydrationFailure": on_failure, "switchToCache": "OnReady"},
+                        **spec)
+        cases.append(settle(f"model-deployment-{while_hydrating.lower()}-{on_failure.lower()}",
+                            xr, pool, rounds=2, states=states))
+    return cases
+
+
+def _deployment_seeds() -> list[Case]:
+    source = deployment(replicas=2, modelCacheRef=None,
+                        model={"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"}},
+                        placement={"clusterNames": ["gpu-east-1", "gpu-west-1"]})
+    return _deployments() + [settle("model-deployment-from-source", source, FLEET, rounds=2)]
+
+
+def replicas_as_written(deployments: list[Case] | None = None) -> dict[str, tuple[dict, dict]]:
+    """ModelReplicas as ModelDeployment writes them, with the deployment that wrote each, by
+    delivery: Cache, Source, Wait, Fail."""
+    written: dict[str, tuple[dict, dict]] = {}
+    for case in deployments or _deployments():
+        for replica in case.observed.values():
+            replica = {k: v for k, v in replica.items() if k != "status"}
+            written.setdefault(str(kit.get_path(replica, "spec.delivery")),
+                               (replica, case.composite))
+    return written
+
+
+def _replica_seeds() -> list[Case]:
+    return [settle(f"model-replica-{delivery.lower()}", replica, FLEET + [owner], rounds=2,
+                   states={"deployment": AVAILABLE})
+            for delivery, (replica, owner) in sorted(replicas_as_written().items())]
+
+
+SEED_BUILDERS = {"FleetCluster": _fleet_cluster_seeds, "ModelCache": _model_cache_seeds,
+                 "ModelCacheHydration": _hydration_seeds, "ModelDeployment": _deployment_seeds,
+                 "ModelReplica": _replica_seeds}
+
+
+@functools.cache
+def seeds(kind: str) -> list[Case]:
+    """A kind's realistic requests, at several points of its lifecycle."""
+    return SEED_BUILDERS[kind]()
+
+
+def hostile_requests(kind: str) -> st.SearchStrategy[Mutated]:
+    return st.sampled_from(seeds(kind)).flatmap(
+        lambda case: mutated_request(case.composite, case.observed, case.required,
+                                     origin=case.id))
+
+
+# --- calling the server --------------------------------------------------------------------
+
+
+class Stalled(BaseException):
+    """Raised into a call that ran STALL_SECONDS of CPU: a BaseException, so the server's
+    catch-all cannot turn it into a result."""
+
+
+@contextlib.contextmanager
+def stall_guard() -> Iterator[None]:
+    def stop(*_: Any) -> None:
+        raise Stalled(f"the call ran {STALL_SECONDS:.0f} s of CPU and was stopped")
+
+    previous = signal.signal(signal.SIGPROF, stop)
+    signal.setitimer(signal.ITIMER_PROF, STALL_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
+def timed_run(req: fnv1.RunFunctionRequest) -> tuple[fnv1.RunFunctionResponse, float]:
+    """The in-process server's response and the CPU seconds it took."""
+    with stall_guard():
+        started = time.process_time()
+        rsp = server.run(req, NOW)
+        return rsp, time.process_time() - started
+
+
+def respond(mutated: Mutated) -> fnv1.RunFunctionResponse:
+    return timed_run(request_of(mutated.composite, mutated.observed, mutated.required))[0]
+
+
+def serialized(rsp: fnv1.RunFunctionResponse) -> bytes:
+    return rsp.SerializeToString(deterministic=True)
+
+
+# --- what every response must satisfy --------------------------------------------------------
+
+
+def internal_errors(rsp: fnv1.RunFunctionResponse) -> list[str]:
+    return [r.message[:400] for r in rsp.results
+            if r.severity == fnv1.SEVERITY_FATAL and "internal error" in r.message]
+
+
+def _walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k, v
+            yield from _walk(v, k)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item, key)
+
+
+def messages(rsp: fnv1.RunFunctionResponse) -> list[str]:
+    """Every message the response carries: results, conditions, and the composite's status."""
+    status = resource.struct_to_dict(rsp.desired.composite.resource).get("status")
+    return ([r.message for r in rsp.results] + [c.message for c in rsp.conditions]
+            + [v for k, v in _walk(status) if k == "message" and isinstance(v, str)])
+
+
+def long_messages(rsp: fnv1.RunFunctionResponse) -> list[str]:
+    return [f"{len(m)} characters: {m[:300]}..." for m in messages(rsp) if len(m) > MESSAGE_LIMIT]
+
+
+def _manifest_problems(manifest: Any, where: str) -> list[str]:
+    """What the API server would refuse in one composed manifest's names and labels."""
+    meta = manifest.get("metadata") if isinstance(manifest, dict) else None
+    if not isinstance(meta, dict):
+        return [f"{where}: metadata {kit.shown(meta, 80)} is not an object"]
+    labels = [meta.get("labels"), kit.get_path(manifest, "spec.template.metadata.labels")]
+    for field, value in (("name", meta.get("name")), ("namespace", meta.get("namespace", ""))):
+        if not isinstance(value, str):
+            return [f"{where}: metadata.{field} {kit.shown(value, 80)} is not a string"]
+    for found in labels:
+        if found is not None and (not isinstance(found, dict) or not all(
+                isinstance(v, str) for v in found.values())):
+            return [f"{where}: labels {kit.shown(found, 80)} are not a map of strings"]
+    problems = [f"{where}: {p[:300]}" for p in metadata_problems(manifest)]
+    name = meta["name"]
+    if manifest.get("apiVersion") == kit.API_VERSION and (
+            len(name) > 63 or not DNS_LABEL.match(name)):
+        # A composed XR's name becomes the crossplane.io/composite label of what it composes.
+        problems.append(f"{where}: composite name {name[:100]!r} is not a label value "
+                        "(<= 63 characters)")
+    for key, value in _walk(manifest.get("spec")):
+        if key == "matchLabels" and isinstance(value, dict):
+            problems += [f"{where}: matchLabels {k}={str(v)[:100]!r} is not a label value"
+                         for k, v in value.items()
+                         if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE.match(v)]
+    return problems
+
+
+def name_problems(rsp: fnv1.RunFunctionResponse) -> list[str]:
+    """Invalid names or labels in any composed resource or the manifest it carries."""
+    problems = []
+    for key in sorted(rsp.desired.resources):
+        composed = resource.struct_to_dict(rsp.desired.resources[key].resource)
+        problems += _manifest_problems(composed, key)
+        if composed.get("kind") == "Object" and composed.get("apiVersion") == \
+                kit.OBJECT_API_VERSION:
+            problems += _manifest_problems(kit.get_path(composed, "spec.forProvider.manifest"),
+                                           f"{key} (remote manifest)")
+    return problems
+
+
+# --- the properties, for every kind ----------------------------------------------------------
+
+kinds = pytest.mark.parametrize("kind", KINDS)
+
+
+@kinds
+@given(data=st.data())
+def test_no_exception_escapes_the_server(kind, data):
+    mutated = data.draw(hostile_requests(kind), label="request")
+    server.run(request_of(mutated.composite, mutated.observed, mutated.required), NOW)
+
+
+@kinds
+@given(data=st.data())
+def test_no_request_ends_in_an_internal_error(kind, data):
+    found = internal_errors(respond(data.draw(hostile_requests(kind), label="request")))
+    assert found == []
+
+
+@kinds
+@given(data=st.data())
+def test_every_call_takes_under_a_second_of_cpu(kind, data):
+    mutated = data.draw(hostile_requests(kind), label="request")
+    _, cpu = timed_run(request_of(mutated.composite, mutated.observed, mutated.required))
+    assert cpu < CPU_BOUND_SECONDS
+
+
+@kinds
+@given(data=st.data())
+def test_the_same_request_twice_gives_byte_identical_responses(kind, data):
+    mutated = data.draw(hostile_requests(kind), label="request")
+    first, second = serialized(respond(mutated)), serialized(respond(mutated))
+    assert first == second
+
+
+@kinds
+@given(data=st.data())
+def test_every_composed_name_and_label_is_valid_for_its_kind(kind, data):
+    found = name_problems(respond(data.draw(hostile_requests(kind), label="request")))
+    assert found == []
+
+
+@kinds
+@given(data=st.data())
+def test_every_message_is_at_most_a_thousand_characters(kind, data):
+    found = long_messages(respond(data.draw(hostile_requests(kind), label="request")))
+    assert found == []
+
+
+@pytest.fixture(scope="module")
+def grpc_stub():
+    runner = server.FunctionRunner(now=lambda: NOW)
+    with render.InProcessServer(None, runner) as srv, render.channel_to(srv.address) as channel:
+        yield grpcv1.FunctionRunnerServiceStub(channel)
+
+
+@kinds
+@settings(max_examples=max(2, settings().max_examples // 4))
+@given(data=st.data())
+def test_over_grpc_the_server_answers_as_it_does_in_process(kind, data, grpc_stub):
+    mutated = data.draw(hostile_requests(kind), label="request")
+    req = request_of(mutated.composite, mutated.observed, mutated.required)
+    answered, in_process = grpc_stub.RunFunction(req, timeout=60), server.run(req, NOW)
+    assert serialized(answered) == serialized(in_process)
+
+
+# --- the unmutated requests: every property holds, and nothing is refused ---------------------
+
+
+@kinds
+def test_every_realistic_request_composes_cleanly(kind):
+    for case in seeds(kind):
+        rsp, cpu = timed_run(request_of(case.composite, case.observed, case.required))
+        fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+        assert (fatal, name_problems(rsp), long_messages(rsp)) == ([], [], []), case.id
+        assert rsp.desired.resources or rsp.desired.composite.resource, case.id
+        assert cpu < CPU_BOUND_SECONDS, f"{case.id}: {cpu:.2f} s of CPU"
+
+
+# --- every kind at scale ---------------------------------------------------------------------
+
+
+def _fleet(count: int) -> list[dict]:
+    return [fleet_cluster(f"gpu-{index:04d}") for index in range(count)]
+
+
+def _fleet_cluster_at_scale() -> Case:
+    """A FleetCluster labelled 1,000 ways."""
+    xr = builders.fleet_cluster_xr()
+    xr["metadata"]["labels"] = {f"fleetcache.dev/l{index:04d}": "x" for index in range(SCALE)}
+    return settle("fleet-cluster-1000-labels", xr, [], rounds=2)
+
+
+def _model_cache_at_scale() -> Case:
+    """A ModelCache over 1,000 clusters, every hydration observed in some phase."""
+    case = hydrating_model_cache(_fleet(SCALE), rollout={"maxConcurrent": SCALE})
+    return Case("model-cache-1000-clusters", case.composite, case.observed, case.required)
+
+
+def _hydration_at_scale() -> Case:
+    """A ModelCacheHydration carrying 1,000 observed Jobs of earlier commits."""
+    case = _hydration_seeds()[0]
+    observed = dict(case.observed)
+    job = observed[model_cache_hydration.job_key(COMMIT, DIGEST)]
+    for index in range(SCALE):
+        earlier = f"{index:010x}{COMMIT[10:]}"
+        observed[model_cache_hydration.job_key(earlier, DIGEST)] = copy.deepcopy(job)
+    return Case("hydration-1000-observed-jobs", case.composite, observed, case.required)
+
+
+@functools.cache
+def _deployment_at_scale() -> Case:
+    """1,000 replicas over 1,000 clusters, all observed, from a cache on all of them."""
+    fleet = _fleet(SCALE)
+    cache = hydrating_model_cache(fleet, rollout={"maxConcurrent": SCALE})
+    case = _deployments(cache, fleet, replicas=SCALE)[0]
+    return Case("model-deployment-1000-replicas", case.composite, case.observed, case.required)
+
+
+def _replica_at_scale() -> Case:
+    """One replica of the 1,000, reading its deployment's status of all 1,000."""
+    owner = _deployment_at_scale()
+    replica, _ = replicas_as_written([owner])["Cache"]
+    return settle("model-replica-of-1000", replica, _fleet(SCALE) + [owner.composite],
+                  rounds=2, states={"deployment": AVAILABLE})
+
+
+SCALE_CASES = {"FleetCluster": _fleet_cluster_at_scale, "ModelCache": _model_cache_at_scale,
+               "ModelCacheHydration": _hydration_at_scale,
+               "ModelDeployment": _deployment_at_scale, "ModelReplica": _replica_at_scale}
+
+
+@kinds
+def test_a_thousand_clusters_or_replicas_compose_within_a_second_of_cpu(kind):
+    case = SCALE_CASES[kind]()
+    rsp, cpu = timed_run(request_of(case.composite, case.observed, case.required))
+    assert [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL] == []
+    assert cpu < CPU_BOUND_SECONDS, f"{case.id}: {cpu:.2f} s of CPU"
