@@ -434,26 +434,35 @@ class FleetClusterView:
     def of(cls, resource: dict) -> "FleetClusterView":
         # Tolerant by design: a malformed FleetCluster is reported by compose-fleet-cluster
         # on the FleetCluster itself; it must not fail every composer that merely reads it.
-        spec = get_path(resource, "spec") or {}
-        provider_config = str(get_path(resource, "status.providerConfigName") or "")
+        # Each field that is malformed reads as absent: the cluster is then not Ready (no
+        # providerConfigName) or gets the defaults, never a bad value in a composed PVC or Job.
+        spec = mapping_at(resource, "spec")
+        provider_config = name_or_empty(get_path(resource, "status.providerConfigName"))
         labels = get_path(resource, "metadata.labels")
         try:
             capacity = quantity_bytes(get_path(spec, "cache.capacity"), "spec.cache.capacity")
         except InputError:
             capacity = None
-        storage_class = get_path(spec, "cache.storageClassName")
+        access_mode = get_path(spec, "cache.accessMode")
+        image = get_path(spec, "agent.image")
         return cls(
-            name=str(get_path(resource, "metadata.name", "")),
+            name=name_or_empty(get_path(resource, "metadata.name")),
             labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping)
             else {},
             ready=bool(provider_config) and is_true(resource, "Ready"),
             provider_config=provider_config,
-            storage_class=storage_class if isinstance(storage_class, str) and storage_class
-            else None,
-            access_mode=str(get_path(spec, "cache.accessMode") or "ReadWriteMany"),
+            storage_class=name_or_empty(get_path(spec, "cache.storageClassName")) or None,
+            access_mode=access_mode if access_mode in ACCESS_MODES else "ReadWriteMany",
             capacity=capacity,
-            agent_image=str(get_path(spec, "agent.image") or DEFAULT_AGENT_IMAGE),
+            agent_image=image if isinstance(image, str) and image and len(image) <= 1024
+            and not any(c.isspace() for c in image) else DEFAULT_AGENT_IMAGE,
         )
+
+
+def name_or_empty(value: Any) -> str:
+    """A Kubernetes object name read from another resource, or "" when it is not one."""
+    return value if isinstance(value, str) and len(value) <= 253 and DNS_SUBDOMAIN.match(value) \
+        else ""
 
 
 FLEET_CLUSTERS = Requirement(API_VERSION, "FleetCluster")

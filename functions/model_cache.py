@@ -121,7 +121,8 @@ def target_clusters(spec: CacheSpec, fleet: list[dict]) -> list[Target]:
     views = {}
     for resource in fleet:
         view = kit.FleetClusterView.of(resource)
-        views[view.name] = view
+        if view.name:  # a FleetCluster without a valid name cannot be targeted
+            views[view.name] = view
     if spec.cluster_names is not None:
         return [Target(name, views.get(name)) for name in sorted(set(spec.cluster_names))]
     return [Target(name, view) for name, view in sorted(views.items())

@@ -241,3 +241,40 @@ def test_a_hostile_thousand_cluster_request_costs_under_a_second_of_cpu(latched)
     assert time.process_time() - start < 1.0
     never_internal_error(rsp)
     assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("status.providerConfigName", ["a"]), ("status.providerConfigName", "Not A Name"),
+    ("status.providerConfigName", "p" * 300),
+], ids=["list", "not-a-name", "too-long"])
+def test_a_fleet_cluster_with_a_malformed_provider_config_name_is_not_ready(field, value):
+    cluster = fleet_cluster("gpu-1")
+    cluster["status"]["providerConfigName"] = value
+    view = kit.FleetClusterView.of(cluster)
+    assert (view.ready, view.provider_config) == (False, "")
+
+
+@pytest.mark.parametrize("cache, agent", [
+    ({"accessMode": "ReadOnlyMany", "storageClassName": ["fast"], "capacity": "Infinity"},
+     {"image": "has spaces in it"}),
+    ({"accessMode": ["ReadWriteOnce"], "storageClassName": "Bad_Class", "capacity": "9" * 5000},
+     {"image": {"name": "x"}}),
+], ids=["wrong-values", "wrong-types"])
+def test_a_fleet_cluster_with_malformed_cache_or_agent_fields_reads_the_defaults(cache, agent):
+    cluster = fleet_cluster("gpu-1", cache=cache)
+    cluster["spec"]["agent"] = agent
+    view = kit.FleetClusterView.of(cluster)
+    assert (view.access_mode, view.storage_class, view.capacity, view.agent_image) == \
+        ("ReadWriteMany", None, None, kit.DEFAULT_AGENT_IMAGE)
+    assert view.ready
+
+
+def test_a_fleet_cluster_without_a_valid_name_is_never_targeted():
+    unnamed = fleet_cluster("gpu-1")
+    unnamed["metadata"]["name"] = ["gpu-1"]
+    spec = {"source": {"huggingFace": {"repo": "org/model"}},
+            "placement": {"clusterSelector": {}}}
+    rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": [unnamed]}), NOW)
+    never_internal_error(rsp)
+    status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
+    assert status["desiredClusters"] == 0
