@@ -14,6 +14,6 @@ COMMON = dict(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     print_blob=False,
 )
-settings.register_profile("fast", max_examples=12, **COMMON)
+settings.register_profile("fast", max_examples=20, **COMMON)
 settings.register_profile("slow", max_examples=400, **COMMON)
 settings.load_profile(os.environ.get("FLEETCACHE_HYPOTHESIS_PROFILE", "fast"))

@@ -78,23 +78,21 @@ def observed_after(rsp: fnv1.RunFunctionResponse, states: dict, data: dict) -> d
 
 def settle(case_id: str, composite: dict, pool: list[dict], *, rounds: int,
            states: dict | None = None, data: dict | None = None) -> Case:
-    """The request of the last of `rounds` reconciles: each round answers what the server
-    requires from `pool` (as render and Crossplane do), merges the status it returns into the
-    composite, and observes what it composed in `states`."""
+    """The request Crossplane sends at reconcile number `rounds`: each reconcile before it
+    answers what the server requires from `pool` (as render does), merges the status it
+    returns into the composite, and observes what it composed in `states`."""
     observed: dict = {}
-    required: dict = {}  # each round starts from the last one's answers: they rarely change
-    for round_ in range(rounds):
+    required: dict = {}  # each reconcile starts from the last one's answers, as they rarely change
+    for _ in range(rounds - 1):
         for _ in range(render.MAX_REQUIREMENT_ROUNDS):
             rsp = server.run(request_of(composite, observed, required), NOW)
             wanted = render.answer_requirements(rsp.requirements, pool)
             if wanted == required:
                 break
             required = wanted
-        if round_ == rounds - 1:
-            return Case(case_id, composite, observed, required)
         composite = render.merge_status(composite, rsp)
         observed = observed_after(rsp, states or {}, data or {})
-    raise ValueError("settle needs at least one round")
+    return Case(case_id, composite, observed, required)
 
 
 HF_SECRET = {"apiVersion": "v1", "kind": "Secret",
@@ -187,20 +185,22 @@ def cache_pool(cache: Case, fleet: list[dict]) -> list[dict]:
     return fleet + [cache.composite] + hydrations
 
 
+POLICIES = (("Source", "Source"), ("Wait", "Fail"))  # whileHydrating, onHydrationFailure
+
+
 def _deployments(cache: Case | None = None, fleet: list[dict] = FLEET, replicas: int = 3,
-                 **spec: Any) -> list[Case]:
-    """A deployment of `cache` (else hydrating_model_cache()) under either delivery policy,
+                 policies: tuple[tuple[str, str], ...] = POLICIES) -> list[Case]:
+    """A deployment of `cache` (else hydrating_model_cache()) under each delivery policy,
     its replicas observed, every other one Ready."""
     pool = cache_pool(cache or hydrating_model_cache(), fleet)
     states = {model_deployment.replica_key(index): {"conditions": [
         {"type": "Ready", "status": "True" if index % 2 else "False"}]}
         for index in range(replicas)}
     cases = []
-    for while_hydrating, on_failure in (("Source", "Source"), ("Wait", "Fail")):
+    for while_hydrating, on_failure in policies:
         xr = deployment(replicas=replicas, maxReplicasPerCluster=1,
                         delivery={"whileHydrating": while_hydrating,
-                                  "onHydrationFailure": on_failure, "switchToCache": "OnReady"},
-                        **spec)
+                                  "onHydrationFailure": on_failure, "switchToCache": "OnReady"})
         cases.append(settle(f"model-deployment-{while_hydrating.lower()}-{on_failure.lower()}",
                             xr, pool, rounds=2, states=states))
     return cases
@@ -449,6 +449,7 @@ def _fleet_cluster_at_scale() -> Case:
     return settle("fleet-cluster-1000-labels", xr, [], rounds=2)
 
 
+@functools.cache
 def _model_cache_at_scale() -> Case:
     """A ModelCache over 1,000 clusters, every hydration observed in some phase."""
     case = hydrating_model_cache(_fleet(SCALE), rollout={"maxConcurrent": SCALE})
@@ -457,7 +458,7 @@ def _model_cache_at_scale() -> Case:
 
 def _hydration_at_scale() -> Case:
     """A ModelCacheHydration carrying 1,000 observed Jobs of earlier commits."""
-    case = _hydration_seeds()[0]
+    case = seeds("ModelCacheHydration")[0]
     observed = dict(case.observed)
     job = observed[model_cache_hydration.job_key(COMMIT, DIGEST)]
     for index in range(SCALE):
@@ -469,9 +470,8 @@ def _hydration_at_scale() -> Case:
 @functools.cache
 def _deployment_at_scale() -> Case:
     """1,000 replicas over 1,000 clusters, all observed, from a cache on all of them."""
-    fleet = _fleet(SCALE)
-    cache = hydrating_model_cache(fleet, rollout={"maxConcurrent": SCALE})
-    case = _deployments(cache, fleet, replicas=SCALE)[0]
+    case, = _deployments(_model_cache_at_scale(), _fleet(SCALE), replicas=SCALE,
+                         policies=POLICIES[:1])
     return Case("model-deployment-1000-replicas", case.composite, case.observed, case.required)
 
 
