@@ -9,7 +9,7 @@ them over gRPC on loopback. For every one:
 - the call takes under a second of CPU (as does every kind at 1,000 clusters or replicas);
 - the same request twice gives byte-identical responses;
 - every composed resource has a valid Kubernetes name for its kind, and valid labels;
-- every message is at most 1,000 characters (input is quoted at most ~200).
+- every message is at most kit.MESSAGE_LIMIT (1 KiB) characters: input is quoted cut short.
 
 A clean fatal result naming the field is the right answer to a bad spec, so it passes.
 `make test` runs a few examples per property (tests/conftest.py); `make test-slow` many.
@@ -49,7 +49,7 @@ NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
 KINDS = sorted(server.COMPOSER_MODULES)
 CPU_BOUND_SECONDS = 1.0
 STALL_SECONDS = 20.0  # CPU seconds after which a call is stopped rather than waited for
-MESSAGE_LIMIT = 1_000
+MESSAGE_LIMIT = kit.MESSAGE_LIMIT  # 1 KiB: a few values quoted at kit.SHOWN_LIMIT each
 SCALE = 1_000
 
 
@@ -400,7 +400,7 @@ def test_every_composed_name_and_label_is_valid_for_its_kind(kind, data):
 
 @kinds
 @given(data=st.data())
-def test_every_message_is_at_most_a_thousand_characters(kind, data):
+def test_every_message_stays_within_the_message_limit(kind, data):
     found = long_messages(respond(data.draw(hostile_requests(kind), label="request")))
     assert found == []
 
@@ -420,6 +420,37 @@ def test_over_grpc_the_server_answers_as_it_does_in_process(kind, data, grpc_stu
     req = request_of(mutated.composite, mutated.observed, mutated.required)
     answered, in_process = grpc_stub.RunFunction(req, timeout=60), server.run(req, NOW)
     assert serialized(answered) == serialized(in_process)
+
+
+# --- the checks themselves catch what they look for ----------------------------------------
+
+
+def test_the_internal_error_check_catches_one():
+    rsp = fnv1.RunFunctionResponse()
+    result = rsp.results.add(severity=fnv1.SEVERITY_FATAL)
+    result.message = "ModelCache qwen: internal error while composing (KeyError: 'x')"
+    assert internal_errors(rsp) == [result.message]
+
+
+def test_the_name_check_catches_bad_names_namespaces_and_labels():
+    rsp = fnv1.RunFunctionResponse()
+    resource.update(rsp.desired.resources["replica"], {
+        "apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+        "metadata": {"name": "r" * 64, "namespace": "ml"}})
+    resource.update(rsp.desired.resources["object"], {
+        "apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+        "metadata": {"name": "o", "namespace": "ml", "labels": {"a": "not a label value"}},
+        "spec": {"forProvider": {"manifest": {"apiVersion": "v1", "kind": "ConfigMap",
+                                              "metadata": {"name": "c", "namespace": "[]"}}}}})
+    found = name_problems(rsp)
+    assert [p.split(":")[0] for p in found] == ["object", "object (remote manifest)", "replica"]
+
+
+def test_the_message_check_catches_a_long_status_message():
+    rsp = fnv1.RunFunctionResponse()
+    resource.update(rsp.desired.composite, {"status": {"clusters": [
+        {"name": "a", "message": "x" * (MESSAGE_LIMIT + 1)}]}})
+    assert len(long_messages(rsp)) == 1
 
 
 # --- the unmutated requests: every property holds, and nothing is refused ---------------------
