@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import math
 import os
 from typing import Any, Callable
 
 import click
 import grpc
+from google.protobuf import struct_pb2
 from crossplane.function import cli as sdkcli
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
@@ -60,17 +62,39 @@ def plain(value: Any) -> Any:
     return value
 
 
+def from_struct(struct: struct_pb2.Struct) -> dict:
+    """A Struct as plain dicts, as `plain` gives them. A number that is NaN or infinite
+    (binary protobuf can carry one; JSON cannot, and json_format refuses to convert it)
+    reads as None: absent."""
+    return {key: from_value(value) for key, value in struct.fields.items()}
+
+
+def from_value(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return from_struct(value.struct_value)
+    if kind == "list_value":
+        return [from_value(item) for item in value.list_value.values]
+    if kind == "number_value":
+        number = value.number_value
+        if not math.isfinite(number):
+            return None
+        return int(number) if number.is_integer() else number
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    return None
+
+
 def to_request(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> kit.Request:
-    observed = {
-        key: plain(resource.struct_to_dict(item.resource))
-        for key, item in req.observed.resources.items()
-    }
+    observed = {key: from_struct(item.resource) for key, item in req.observed.resources.items()}
     required = {
-        key: [plain(resource.struct_to_dict(item.resource)) for item in items.items]
+        key: [from_struct(item.resource) for item in items.items]
         for key, items in req.required_resources.items()
     }
     return kit.Request(
-        composite=plain(resource.struct_to_dict(req.observed.composite.resource)),
+        composite=from_struct(req.observed.composite.resource),
         observed=observed,
         required=required,
         now=now,

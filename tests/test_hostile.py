@@ -278,3 +278,20 @@ def test_a_fleet_cluster_without_a_valid_name_is_never_targeted():
     never_internal_error(rsp)
     status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
     assert status["desiredClusters"] == 0
+
+
+@pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")])
+def test_a_number_that_is_nan_or_infinite_in_the_request_reads_as_absent(number):
+    spec = {"source": {"huggingFace": {"repo": "org/model"}}, "placement": {"clusterNames": ["a"]},
+            "rollout": {"maxConcurrent": 1}}
+    req = request("ModelCache", "h", spec, {"fleet-clusters": [fleet_cluster("a")]})
+    req.observed.composite.resource["spec"]["rollout"].fields["maxConcurrent"].number_value = \
+        number
+    req.observed.composite.resource.fields["extra"].number_value = number
+    assert server.to_request(req, NOW).composite["extra"] is None
+    never_internal_error(server.run(req, NOW))
+
+
+def test_whole_numbers_in_the_request_read_as_ints_and_others_as_floats():
+    req = request("FleetCluster", "h", {"a": 3.0, "b": 2.5, "c": [1.0, True, None, "x"]})
+    assert server.to_request(req, NOW).spec == {"a": 3, "b": 2.5, "c": [1, True, None, "x"]}
