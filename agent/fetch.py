@@ -336,7 +336,7 @@ def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[En
         layout.ensure_dirs()
         keep = {p for e in entries for p in (layout.part_path(e), layout.journal_path(e))}
         layout.sweep(keep)
-        plan = plan_fetch(entries, layout.key, layout.scan(entries, listing.commit), PART_SIZE)
+        plan = plan_fetch(entries, layout.key, layout.scan(entries, listing.commit, progress.note), PART_SIZE)
         check_space(layout.dest, plan.bytes_missing)
         progress.phase("Hydrating", commit=listing.commit, manifestDigest=digest, bytesTotal=plan.bytes_total,
                        bytesDone=plan.bytes_present, filesTotal=plan.files_total, filesDone=plan.files_present)

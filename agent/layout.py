@@ -115,6 +115,16 @@ def file_problem(path: Path, entry: Entry) -> str | None:
     return None if hasher.hexdigest() == entry.digest else f"{entry.path} (digest mismatch)"
 
 
+def file_problems(items: list[tuple[Path, Entry]]) -> list[str | None]:
+    """`file_problem` of each (path, entry), one thread per core (hashlib releases the GIL);
+    an interrupt cancels the files not yet started instead of hashing the whole volume first."""
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+    try:
+        return list(pool.map(lambda item: file_problem(*item), items))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def stat_mark(path: Path) -> str:
     """What the verification record keeps of a file: a write through the filesystem changes it."""
     st = os.stat(path)
@@ -170,9 +180,11 @@ class Layout:
     def is_linked(self, entry: Entry, commit: str) -> bool:
         raise NotImplementedError
 
-    def scan(self, entries: tuple[Entry, ...], commit: str, workers: int | None = None) -> DiskState:
+    def scan(self, entries: tuple[Entry, ...], commit: str, report=None) -> DiskState:
         """What is on disk: `stat` for files the verification record vouches for, a re-hash (no
-        network) for any other file of the right size, and a corrupt one is removed to be fetched again."""
+        network) for any other file of the right size; a corrupt one is planned to be fetched again.
+
+        `report` is told when files are re-hashed, which on a large volume takes a while."""
         marks = self.read_verified()
         verified, partial, suspect = set(), {}, {}
         for entry in entries:
@@ -193,8 +205,10 @@ class Layout:
                 pass
             if self.part_path(entry).exists():
                 partial[key] = read_journal(self.journal_path(entry))
-        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-            checked = list(pool.map(lambda e: (e, file_problem(self.blob_path(e), e)), suspect.values()))
+        if suspect and report:
+            report(f"re-hashing {len(suspect)} files ({sum(e.size for e in suspect.values())} bytes) already "
+                   "on the volume that the verification record does not vouch for")
+        checked = zip(suspect.values(), file_problems([(self.blob_path(e), e) for e in suspect.values()]))
         for entry, problem in checked:
             if problem is None:
                 self.record_verified(entry)

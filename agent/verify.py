@@ -1,7 +1,6 @@
 """`verify`: re-hash every published file of a snapshot against its manifests, on all cores.
 
-hashlib releases the GIL on large buffers, so one thread per core hashes files in
-parallel; a single file is one sha256 stream, so one huge file uses one core. Files found
+A single file is one sha256 stream, so one huge file uses one core. Files found
 corrupt lose their verification record (when the volume is writable), so the next fetch
 re-hashes them and fetches them again even if the corruption left their `stat` unchanged.
 """
@@ -9,12 +8,10 @@ re-hashes them and fetches them again even if the corruption left their `stat` u
 from __future__ import annotations
 
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .errors import AgentError
-from .layout import Layout, file_problem, open_layout
+from .layout import Layout, file_problems, open_layout
 from .plan import Entry, manifest_digest
 
 log = logging.getLogger("fleetcache.agent")
@@ -34,7 +31,7 @@ def find_manifests(dest: Path, repo: str, revision: str | None) -> list[dict]:
     return manifests
 
 
-def verify(dest: Path, repo: str, revision: str | None, workers: int | None = None) -> dict:
+def verify(dest: Path, repo: str, revision: str | None) -> dict:
     manifests = find_manifests(dest, repo, revision)
     items: dict[tuple[str, str], tuple[Layout, Path, Entry]] = {}
     for manifest in manifests:
@@ -42,8 +39,7 @@ def verify(dest: Path, repo: str, revision: str | None, workers: int | None = No
         for path, entry in layout.published_paths(manifest):
             items[(layout.name, entry.path)] = (layout, path, entry)
     checks = list(items.values())
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        results = list(pool.map(lambda item: (item, file_problem(item[1], item[2])), checks))
+    results = zip(checks, file_problems([(path, entry) for _, path, entry in checks]))
     bad = [(layout, entry, problem) for (layout, _, entry), problem in results if problem]
     if bad:
         for layout in {layout for layout, _, _ in bad}:

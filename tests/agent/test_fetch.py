@@ -288,6 +288,20 @@ def test_a_blob_the_record_does_not_vouch_for_is_re_hashed_from_disk_not_refetch
     assert hub.bytes_sent("cdn") == 0 and hub.bytes_sent("hub") < 10_000  # the listing only
 
 
+def test_re_hashing_files_already_on_the_volume_is_reported_in_the_progress_record(hub, tiny, tmp_path,
+                                                                                  monkeypatch):
+    from fleetcache.agent import cli, progress
+
+    assert run_agent(*fetch_args(hub, tmp_path)).code == 0
+    (tmp_path / ".fleetcache" / "models--acme--tiny" / "verified").unlink()
+    records = []
+    monkeypatch.setattr(progress.FileSink, "emit", lambda self, record: records.append(dict(record)))
+    assert cli.main(fetch_args(hub, tmp_path, "--progress-file", str(tmp_path / "p.json"))) == 0
+    notes = [r["message"] for r in records if r["message"]]
+    assert notes == [f"re-hashing 8 files ({sum(len(d) for d in expected_bytes(hub).values())} bytes) already "
+                     "on the volume that the verification record does not vouch for"]
+
+
 def test_an_allow_pattern_that_selects_nothing_exits_14_naming_the_pattern(hub, tiny, tmp_path):
     progress = tmp_path / "p.json"
     result = run_agent(*fetch_args(hub, tmp_path / "d", "--allow", "*.safetensor", "--progress-file",

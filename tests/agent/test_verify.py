@@ -111,16 +111,17 @@ def test_verify_of_a_dest_that_is_a_file_exits_15_naming_dest(tmp_path):
 
 
 def test_verify_uses_all_cores(hub, tiny, tmp_path, monkeypatch):
-    from fleetcache.agent import verify as verify_module
+    from fleetcache.agent import layout
+    from fleetcache.agent.verify import verify as run_verify
 
     used = {}
 
-    class Pool(verify_module.ThreadPoolExecutor):
+    class Pool(layout.ThreadPoolExecutor):
         def __init__(self, max_workers):
             used["workers"] = max_workers
             super().__init__(max_workers)
 
     fetched(hub, tmp_path)
-    monkeypatch.setattr(verify_module, "ThreadPoolExecutor", Pool)
-    verify_module.verify(tmp_path, REPO, None)
+    monkeypatch.setattr(layout, "ThreadPoolExecutor", Pool)
+    run_verify(tmp_path, REPO, None)
     assert used["workers"] == os.cpu_count()
