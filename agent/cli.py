@@ -14,6 +14,7 @@ import logging
 import re
 import signal
 import sys
+import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -255,7 +256,7 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
 @click.option("--revision")
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
 def verify(dest, repo, revision, termination_log) -> None:
-    """Re-hash every file of the snapshot against its manifest; exit 12 naming the bad files."""
+    """Re-hash every file of the snapshot against its manifests; exit 19 naming the bad files."""
     _context["termination"] = Path(termination_log)
     check_repo(repo)
     click.echo(json.dumps(run_verify(check_dest(dest), repo, revision), sort_keys=True))
@@ -314,7 +315,10 @@ def main(argv: list[str] | None = None, configmap_api=None) -> int:
     _setup_logging(None)
     code = 0
     args = sys.argv[1:] if argv is None else argv
-    previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    # Signal handlers can only be set from the main thread (the console script's; a test may differ).
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGINT, signal.SIGTERM)} \
+        if on_main else {}
     try:
         try:
             main_group.main(args=args, prog_name="fleetcache-agent", standalone_mode=False)

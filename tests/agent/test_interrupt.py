@@ -62,3 +62,20 @@ def test_the_run_after_an_interruption_resumes_what_was_written(hub, tmp_path):
     total = sum(len(d) for d in expected_bytes(hub).values())
     assert hub.bytes_sent() <= total - written + (4 << 20)  # at most one unflushed stage per stream lost
     assert run_agent("verify", "--dest", str(tmp_path / "d"), "--repo", REPO).code == 0
+
+
+def test_a_signal_while_waiting_for_another_writer_ends_the_wait(hub, tmp_path):
+    from fleetcache.agent.lock import DestinationLock
+
+    hub.add_repo(REPO, make_model(1 << 20, shards=1))
+    progress = tmp_path / "p.json"
+    with DestinationLock(tmp_path / "d" / ".fleetcache") as held:
+        held.acquire(wait=False)
+        agent = subprocess.Popen([AGENT, *fetch_args(hub, tmp_path / "d", "--wait", "--progress-file",
+                                                     str(progress))],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        agent.send_signal(signal.SIGTERM)
+        _, stderr = agent.communicate(timeout=30)
+    assert agent.returncode == 143 and "Traceback" not in stderr
+    assert json.loads(progress.read_text())["reason"] == "Interrupted"
