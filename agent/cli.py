@@ -33,6 +33,7 @@ log = logging.getLogger("fleetcache.agent")
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 _REPO = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
 _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 _SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
@@ -234,7 +235,8 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     check_repo(repo)
     check_revision(revision)
     for ref in refs:
-        check_revision(ref, "--ref")
+        if _COMMIT.fullmatch(check_revision(ref, "--ref")):
+            raise _bad("--ref", f"{ref!r} is a commit; a ref is a branch or tag name that readers ask for")
     dest_path = check_dest(dest)
     if not concurrency.isdigit() or not 1 <= int(concurrency) <= 64:
         raise _bad("--concurrency", f"{concurrency!r} is not a whole number from 1 to 64")

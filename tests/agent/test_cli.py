@@ -34,6 +34,7 @@ def test_bandwidth_refuses_what_is_not_a_positive_quantity(value):
     (["--progress-configmap", "no-namespace"], "--progress-configmap"),
     (["--revision", "../main"], "--revision"),
     (["--ref", "main branch"], "--ref"),
+    (["--ref", "0123456789abcdef0123456789abcdef01234567"], "--ref"),
     (["--endpoint", "ftp://hub"], "--endpoint"),
     (["--token-file", "/nonexistent/token"], "--token-file"),
     (["--bogus"], "--bogus"),
