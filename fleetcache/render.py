@@ -27,6 +27,8 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from fleetcache import validation
+from fleetcache.functions import kit
 from fleetcache.functions import server as function_server
 # Defaulting and file loading live in validation; demo and simulation reach them through here.
 from fleetcache.validation import admit, load_documents, xrd_schemas  # noqa: F401
@@ -36,6 +38,11 @@ MAX_REQUIREMENT_ROUNDS = 5
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # 5,000 clusters make a request of about 10 MB
 GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+
+
+class RenderError(ValueError):
+    """Render could not run (a Composition for another kind, an observed resource without
+    its resource name, a function server that does not answer); one line."""
 
 
 # --- function server on loopback -------------------------------------------------------
@@ -219,8 +226,8 @@ def run_pipeline(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, compos
     for res in observed or []:
         key = (res.get("metadata", {}).get("annotations", {}) or {}).get(RESOURCE_NAME_ANNOTATION)
         if not key:
-            raise ValueError(f"observed {res.get('kind')} {res.get('metadata', {}).get('name')} "
-                             f"has no {RESOURCE_NAME_ANNOTATION} annotation")
+            raise RenderError(f"observed {res.get('kind')} {res.get('metadata', {}).get('name')} "
+                              f"has no {RESOURCE_NAME_ANNOTATION} annotation")
         observed_by_key[key] = res
     desired = fnv1.State()
     context = None
@@ -297,11 +304,88 @@ def dump(docs: list[dict]) -> str:
 
 def render(composite: dict, composition: dict, observed: list[dict], required: list[dict],
            address: str | None = None, tls: TLSFiles | None = None) -> Rendered:
-    """Render against `address`, or against a fleetcache-function process started here."""
-    if address:
-        with channel_to(address, tls) as channel:
+    """Render against `address`, or against a fleetcache-function process started here.
+    A server that cannot be started, reached or run raises RenderError."""
+    try:
+        if address:
+            with channel_to(address, tls) as channel:
+                wait_until_ready(channel, address)
+                return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite,
+                                    composition, observed, required)
+        with function_process() as started, channel_to(started) as channel:
             return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite,
                                 composition, observed, required)
-    with function_process() as started, channel_to(started) as channel:
-        return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite, composition,
-                            observed, required)
+    except grpc.RpcError as err:
+        raise RenderError(f"the function server at {address or 'a local process'} failed: "
+                          f"{err.code().name}: {kit.clipped(err.details())}") from None
+    except RuntimeError as err:  # fleetcache-function did not start
+        raise RenderError(kit.clipped(err, kit.MESSAGE_LIMIT)) from None
+
+
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+def wait_until_ready(channel: grpc.Channel, address: str) -> None:
+    """Fail fast, in one line, when nothing answers at `address`."""
+    try:
+        grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_SECONDS)
+    except grpc.FutureTimeoutError:
+        raise RenderError(f"no function server answered at {kit.clipped(address)} within "
+                          f"{CONNECT_TIMEOUT_SECONDS}s; check --address (host:port) and that "
+                          f"fleetcache-function runs there") from None
+
+
+# --- what the API server would refuse --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A violation in one object, printed as `<kind>/<name>: <field path>: <message>`."""
+
+    kind: str
+    name: str
+    violation: validation.Violation
+
+    def __str__(self) -> str:
+        return (f"{kit.clipped(self.kind)}/{kit.clipped(self.name)}: "
+                f"{kit.clipped(self.violation.path or '<root>')}: {self.violation.message}")
+
+
+def check_composition_type(composition: Mapping, composite: Mapping) -> None:
+    """A Composition composes one kind; running it on another is what Crossplane never does."""
+    ref = (composition.get("spec") or {}).get("compositeTypeRef") or {}
+    wanted = (ref.get("apiVersion"), ref.get("kind"))
+    if wanted != (composite.get("apiVersion"), composite.get("kind")):
+        name = (composition.get("metadata") or {}).get("name")
+        raise RenderError(
+            f"Composition {kit.shown(name)} composes {kit.shown(ref.get('kind'))} "
+            f"({kit.shown(ref.get('apiVersion'))}), not {kit.shown(composite.get('kind'))} "
+            f"({kit.shown(composite.get('apiVersion'))}); pass the Composition whose "
+            f"spec.compositeTypeRef names the XR's apiVersion and kind")
+
+
+def refusals(obj: Mapping, xrds: Mapping[str, validation.Xrd], old: Mapping | None = None
+             ) -> list[Refusal]:
+    """What the API server would refuse in `obj`: its XRD when one defines its kind, else
+    the Kubernetes schema (names and labels only, for kinds it does not define); the
+    manifest a provider-kubernetes Object carries is checked as what it is."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    kind, name = str(obj.get("kind")), str(meta.get("name"))
+    xrd = validation.xrd_for_kind(obj.get("kind"), xrds)
+    found = xrd.violations(obj, old) if xrd is not None else validation.manifest_violations(obj)
+    out = [Refusal(kind, name, v) for v in found]
+    manifest = kit.get_path(obj, "spec.forProvider.manifest")
+    if (obj.get("apiVersion"), obj.get("kind")) == (kit.OBJECT_API_VERSION, "Object") \
+            and isinstance(manifest, Mapping):
+        out += [Refusal(kind, name, validation.Violation(
+                    f"spec.forProvider.manifest.{v.path}".rstrip("."), v.message))
+                for v in validation.manifest_violations(manifest)]
+    return out
+
+
+def composed_refusals(resources: list[dict], xrds: Mapping[str, validation.Xrd]
+                      ) -> list[Refusal]:
+    """What the API server would refuse when Crossplane applies each composed resource; a
+    desired status is left out, as the status subresource ignores it."""
+    return [refusal for res in resources
+            for refusal in refusals({k: v for k, v in res.items() if k != "status"}, xrds)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -31,8 +32,11 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import celpy
 import jsonschema
+import kubernetes_validate.utils
+import referencing
 import yaml
 
+from fleetcache import quantity
 from fleetcache.functions import kit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,6 +48,11 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
+LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+# Kubernetes kinds whose names must be DNS labels (63), not just subdomains (253).
+LABEL_NAMED_KINDS = frozenset({"Namespace", "Service", "Job"})
+K8S_VERSION = "1.37.0"  # the kubernetes-validate schemas render checks manifests against
 
 # Columns Crossplane appends to every modern (Namespaced or Cluster) XR's CRD.
 CROSSPLANE_PRINTER_COLUMNS: tuple[dict, ...] = (
@@ -93,6 +102,7 @@ class Violation:
     path: str  # e.g. "spec.placement"; "" for the object itself
     message: str
     rule: str = ""  # the CEL rule, when a CEL rule produced it
+    unevaluable: bool = False  # the rule could not be evaluated on the value (a type error)
 
     def __str__(self) -> str:
         return f"{self.path or '<root>'}: {self.message}"
@@ -101,16 +111,69 @@ class Violation:
 # --- loading -------------------------------------------------------------------------------
 
 
+class DocumentError(ValueError):
+    """A file that cannot be read as YAML documents; the message is one line naming it."""
+
+
+MAX_FILE_BYTES = 64 * 2**20  # a render request carries at most 64 MiB
+MAX_NODES = 2_000_000  # values in one file, counting each alias again
+MAX_DEPTH = 64  # nesting; real manifests stay under 20
+
+
 def load_documents(path: str | os.PathLike) -> list[dict]:
-    """Every YAML mapping in a file, or in every *.yaml/*.yml file under a directory."""
+    """Every YAML mapping in a file, or in every *.yaml/*.yml file under a directory.
+    Raises DocumentError for a missing, oversized, undecodable or malformed file, and for
+    one whose aliases or nesting would make checking it unbounded."""
     root = Path(path)
+    if not root.exists():
+        raise DocumentError(f"{path}: no such file or directory")
     files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml")) \
         if root.is_dir() else [root]
     docs: list[dict] = []
     for file in files:
-        docs += [d for d in yaml.safe_load_all(file.read_text(encoding="utf-8"))
-                 if isinstance(d, dict)]
+        docs += [d for d in _parsed(file) if isinstance(d, dict)]
     return docs
+
+
+def _parsed(file: Path) -> list[Any]:
+    try:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            raise DocumentError(f"{file}: larger than {MAX_FILE_BYTES // 2**20} MiB")
+        docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+    except OSError as err:
+        raise DocumentError(f"{file}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise DocumentError(f"{file}: not UTF-8 text") from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise DocumentError(f"{file}: not valid YAML: {kit.clipped(err.problem or err.context)}"
+                            f"{where}") from None
+    except yaml.YAMLError as err:
+        raise DocumentError(f"{file}: not valid YAML: {kit.clipped(err)}") from None
+    except RecursionError:
+        raise DocumentError(f"{file}: nested too deeply to be a Kubernetes object") from None
+    if not bounded(docs):
+        raise DocumentError(f"{file}: more than {MAX_NODES} values or {MAX_DEPTH} levels of "
+                            f"nesting once aliases are expanded; write the values out")
+    return docs
+
+
+def bounded(value: Any) -> bool:
+    """Whether `value` has at most MAX_NODES values and MAX_DEPTH levels, counting a value
+    reached through several aliases each time (as every later step would walk it)."""
+    budget = MAX_NODES
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        budget -= 1
+        if budget < 0 or depth > MAX_DEPTH:
+            return False
+        if isinstance(node, dict):
+            stack += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, list):
+            stack += [(v, depth + 1) for v in node]
+    return True
 
 
 class Xrd:
@@ -177,25 +240,19 @@ class Xrd:
             found.append(Violation("kind", f"must be {self.kind}"))
         found += self.metadata_violations(obj)
         defaulted = self.with_defaults(obj)
-        found += schema_violations(self._validator, defaulted)
-        found += list_key_violations(self.crd_schema, defaulted)
+        shape = schema_violations(self._validator, defaulted)
+        found += shape + list_key_violations(self.crd_schema, defaulted)
         old_defaulted = self.with_defaults(old) if old is not None else None
-        found += self.cel_violations(defaulted, old_defaulted)
+        # A rule cannot be evaluated on a value of the wrong type; the schema said so already.
+        found += [v for v in self.cel_violations(defaulted, old_defaulted)
+                  if not (shape and v.unevaluable)]
         return found
 
     def metadata_violations(self, obj: Mapping) -> list[Violation]:
-        """The name and namespace rules the CRD schema cannot express."""
-        meta = obj.get("metadata")
-        if not isinstance(meta, Mapping):
-            return [Violation("metadata", "must be an object with a name")]
-        found = name_violations(meta.get("name"), "metadata.name", CROSSPLANE_NAME_MAX,
-                                DNS_SUBDOMAIN, "an RFC 1123 subdomain")
-        namespace = meta.get("namespace")
-        if self.scope == "Cluster" and namespace:
+        """The name, namespace and label rules the CRD schema cannot express."""
+        found = object_meta_violations(obj, CROSSPLANE_NAME_MAX, DNS_SUBDOMAIN)
+        if self.scope == "Cluster" and (obj.get("metadata") or {}).get("namespace"):
             found.append(Violation("metadata.namespace", f"{self.kind} is cluster-scoped"))
-        elif namespace is not None:
-            found += name_violations(namespace, "metadata.namespace", DNS_LABEL_MAX, DNS_LABEL,
-                                     "an RFC 1123 label")
         return found
 
     def cel_violations(self, obj: Mapping, old: Mapping | None = None) -> list[Violation]:
@@ -259,18 +316,123 @@ def cel_violations(obj: Mapping, old: Mapping | None = None,
     return xrd.cel_violations(obj, old) if xrd is not None else []
 
 
-def name_violations(name: Any, path: str, limit: int, shape: re.Pattern, what: str
-                    ) -> list[Violation]:
-    """`name` must be a non-empty string of at most `limit` characters shaped like `shape`."""
+def object_meta_violations(obj: Mapping, name_limit: int, name_shape: re.Pattern
+                           ) -> list[Violation]:
+    """What the API server refuses in metadata whatever the kind: the name (`name_limit`
+    characters shaped like `name_shape`), the namespace (a DNS label), label keys and values,
+    and annotation keys."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return [Violation("metadata", "must be an object with a name")]
+    found = name_violations(meta.get("name"), "metadata.name", name_limit, name_shape)
+    if meta.get("namespace") is not None:
+        found += name_violations(meta["namespace"], "metadata.namespace", DNS_LABEL_MAX,
+                                 DNS_LABEL)
+    for field in ("labels", "annotations"):
+        entries = meta.get(field)
+        if entries is None:
+            continue
+        if not isinstance(entries, Mapping):
+            found.append(Violation(f"metadata.{field}", f"must map keys to strings, got "
+                                                        f"{kit.shown(entries)}"))
+            continue
+        for key, value in entries.items():
+            where = f"metadata.{field}.{kit.clipped(key)}"
+            if not qualified_name_ok(key):
+                found.append(Violation(where, f"key {kit.shown(key)} is not a qualified name "
+                                              f"(an optional DNS subdomain prefix and '/', then "
+                                              f"at most 63 letters, digits, '-', '_' or '.')"))
+            if field == "labels" and not (isinstance(value, str) and len(value) <= 63
+                                          and LABEL_VALUE.fullmatch(value)):
+                found.append(Violation(where, f"value {kit.shown(value)} is not a label value "
+                                              f"(at most 63 letters, digits, '-', '_' or '.', "
+                                              f"starting and ending with a letter or digit)"))
+            elif field == "annotations" and not isinstance(value, str):
+                found.append(Violation(where, f"must be a string, got {kit.shown(value)}"))
+    return found
+
+
+def qualified_name_ok(key: Any) -> bool:
+    if not isinstance(key, str):
+        return False
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (0 < len(prefix) <= DNS_SUBDOMAIN_MAX and DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= 63 and LABEL_NAME.fullmatch(name) is not None
+
+
+def name_violations(name: Any, path: str, limit: int, shape: re.Pattern) -> list[Violation]:
+    """`name` must be a non-empty string of at most `limit` characters shaped like `shape`
+    (an RFC 1123 label or subdomain)."""
+    what = "an RFC 1123 label" if shape is DNS_LABEL else "an RFC 1123 subdomain"
     if not isinstance(name, str) or not name:
         return [Violation(path, f"is required and must be {what}, got {kit.shown(name)}")]
     if len(name) > limit:
         return [Violation(path, f"must be at most {limit} characters, got {len(name)}")]
     if not shape.fullmatch(name):
+        dots = ", dots between labels" if shape is DNS_SUBDOMAIN else ""
         return [Violation(path, f"{kit.shown(name)} is not {what} (lower case letters, digits "
-                                f"and '-'{', dots between labels' if shape is DNS_SUBDOMAIN else ''};"
-                                f" start and end with a letter or digit)")]
+                                f"and '-'{dots}; start and end with a letter or digit)")]
     return []
+
+
+# --- Kubernetes manifests ------------------------------------------------------------------
+
+
+def manifest_violations(manifest: Mapping) -> list[Violation]:
+    """Everything the API server would refuse in a Kubernetes manifest: its kind's OpenAPI
+    schema (strict: an unknown field is a violation), quantities, names and labels. A kind
+    the Kubernetes schemas do not know gets only the metadata checks; `has_k8s_schema`
+    tells which."""
+    kind = manifest.get("kind")
+    limit, shape = (DNS_LABEL_MAX, DNS_LABEL) if kind in LABEL_NAMED_KINDS \
+        else (DNS_SUBDOMAIN_MAX, DNS_SUBDOMAIN)
+    found = object_meta_violations(manifest, limit, shape)
+    validator = k8s_validator(str(manifest.get("apiVersion")), str(kind))
+    if validator is not None:
+        found += schema_violations(validator, dict(manifest))
+    return found
+
+
+def has_k8s_schema(manifest: Mapping) -> bool:
+    return k8s_validator(str(manifest.get("apiVersion")), str(manifest.get("kind"))) is not None
+
+
+_K8S_SCHEMAS = Path(kubernetes_validate.utils.__file__).parent / "kubernetes-json-schema" / \
+    f"v{K8S_VERSION}-local-strict"
+_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+QUANTITY_FORMAT = "Kubernetes quantity such as 20Gi or 500M"
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks(QUANTITY_FORMAT, raises=quantity.QuantityError)
+def _is_quantity(value: Any) -> bool:
+    """The API server refuses a quantity it cannot parse; fleetcache's bounded parser also
+    refuses negatives, which no field fleetcache composes allows."""
+    return value is None or quantity.parse(value) is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _k8s_registry() -> referencing.Registry:
+    """kubernetes-validate's shared definitions, with Quantity checked by format."""
+    definitions = json.loads((_K8S_SCHEMAS / "_definitions.json").read_text())
+    definitions["$defs"][_QUANTITY]["format"] = QUANTITY_FORMAT
+    return referencing.Resource.from_contents(definitions) @ referencing.Registry()
+
+
+@functools.lru_cache(maxsize=None)
+def k8s_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    """The strict Kubernetes schema of `kind`, compiled once, or None for a kind it does not
+    define (custom resources)."""
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    path = _K8S_SCHEMAS / f"{kind.lower()}-{group_version}.json"
+    if "/" in kind or "/" in group_version or not path.is_file():
+        return None
+    schema = json.loads(path.read_text())
+    if api_version not in ((schema.get("properties") or {}).get("apiVersion") or {}).get("enum", ()):
+        return None
+    return jsonschema.Draft202012Validator(schema, registry=_k8s_registry(),
+                                           format_checker=_FORMATS)
 
 
 # --- schema walking ------------------------------------------------------------------------
@@ -430,6 +592,7 @@ def schema_message(error: jsonschema.ValidationError) -> str:
         "maxProperties": lambda: f"must have at most {rule} entries",
         "minProperties": lambda: f"must have at least {rule} entries",
         "uniqueItems": lambda: "must not repeat an item",
+        "format": lambda: f"must be a {rule}",
         "anyOf": lambda: "must match one of the allowed shapes",
         "oneOf": lambda: "must match exactly one of the allowed shapes",
     }
@@ -507,7 +670,7 @@ def cel_walk(schema: Mapping, value: Any, old: Any = None, path: str = "") -> li
             message = entry.get("message") or f"failed rule: {kit.shown(rule)}"
             if isinstance(outcome, str):
                 message = f"{message} ({outcome})"
-            found.append(Violation(path, message, rule))
+            found.append(Violation(path, message, rule, isinstance(outcome, str)))
     if isinstance(value, dict):
         props = schema.get("properties") or {}
         old_map = old if isinstance(old, dict) else {}

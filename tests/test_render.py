@@ -9,13 +9,15 @@ import yaml
 from click.testing import CliRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache import cli, render
+from fleetcache import cli, render, validation
+from fleetcache.functions import kit
 from tests.support import xrd
 from tests.support.k8s import assert_valid_k8s
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "render"
 PINNED = "c1899de289a04d12100db370d81485cdf75e47ca"
+XRDS = validation.load_xrds()
 
 
 def run_cli(*args: str) -> tuple[int, list[dict], str]:
@@ -86,15 +88,288 @@ def test_include_context_prints_the_pipeline_context():
     assert docs[-1]["kind"] == "Context"
 
 
-def test_a_fatal_result_exits_non_zero_and_says_why(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"apiVersion": "fleetcache.dev/v1alpha1", "kind": "ModelCache",
-                                   "metadata": {"name": "x", "namespace": "ml"},
-                                   "spec": {"placement": {"clusterNames": ["a"]}}}))
-    code, docs, err = run_cli(str(bad), "--composition", str(ROOT / "compositions/modelcaches.yaml"))
+BUCKET_XRD = {
+    "apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
+    "metadata": {"name": "buckets.fleetcache.dev"},
+    "spec": {"group": "fleetcache.dev", "scope": "Namespaced",
+             "names": {"kind": "Bucket", "plural": "buckets"},
+             "versions": [{"name": "v1alpha1", "served": True, "referenceable": True,
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                               "spec": {"type": "object", "properties": {
+                                   "size": {"type": "string"}}}}}}}]}}
+
+
+def test_a_fatal_result_is_printed_with_the_output_and_exits_1(tmp_path):
+    """A valid XR the function refuses (here: a kind it has no composer for)."""
+    (tmp_path / "xrd.yaml").write_text(yaml.safe_dump(BUCKET_XRD))
+    (tmp_path / "xr.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "fleetcache.dev/v1alpha1", "kind": "Bucket",
+        "metadata": {"name": "b", "namespace": "ml"}, "spec": {"size": "1Gi"}}))
+    composition = yaml.safe_load((ROOT / "compositions/modelcaches.yaml").read_text())
+    composition["spec"]["compositeTypeRef"]["kind"] = "Bucket"
+    (tmp_path / "composition.yaml").write_text(yaml.safe_dump(composition))
+    code, docs, err = run_cli(str(tmp_path / "xr.yaml"), "--composition",
+                              str(tmp_path / "composition.yaml"), "--xrd", str(tmp_path / "xrd.yaml"))
     assert code == 1
-    assert "spec.source.huggingFace" in err
+    assert "no composer for kind 'Bucket'" in err
     assert docs[-1]["kind"] == "Result" and docs[-1]["severity"] == "SEVERITY_FATAL"
+
+
+# --- render refuses what the API server would refuse -------------------------------------------
+
+
+def example_cache() -> dict:
+    return render.load_documents(ROOT / "examples/fleet/modelcache.yaml")[0]
+
+
+def render_cache(tmp_path: Path, cache: dict, *flags: str) -> tuple[int, list[dict], str]:
+    """`fleetcache render` of `cache` (written to a file) with the example's state."""
+    (tmp_path / "xr.yaml").write_text(yaml.safe_dump(cache))
+    return run_cli(str(tmp_path / "xr.yaml"),
+                   "--composition", str(ROOT / "compositions/modelcaches.yaml"),
+                   "--required", str(FIXTURES / "required"), *flags)
+
+
+def pattern_of(kind: str, field_path: str) -> str:
+    return dict(validation.walk_schema(XRDS[kind].schema))[field_path]["pattern"]
+
+
+def test_an_xr_the_api_server_would_refuse_prints_nothing_and_exits_1(tmp_path):
+    cache = example_cache()
+    cache["spec"]["storage"] = {"size": "1e400"}
+    code, docs, err = render_cache(tmp_path, cache)
+    assert (code, docs) == (1, [])
+    assert err.startswith("ModelCache/qwen3-0-6b: spec.storage.size: ")
+
+
+def test_each_refusal_is_one_line_kind_name_field_path_message(tmp_path):
+    cache = example_cache()
+    cache["spec"]["storage"] = {"size": "1e400"}
+    cache["spec"]["rollout"] = {"maxConcurrent": "ten"}
+    _, _, err = render_cache(tmp_path, cache)
+    assert err.splitlines() == [
+        "ModelCache/qwen3-0-6b: spec.rollout.maxConcurrent: must be of type integer, got 'ten'",
+        "ModelCache/qwen3-0-6b: spec.storage.size: must match "
+        f"{kit.shown(pattern_of('ModelCache', 'spec.storage.size'))}, got '1e400'"]
+
+
+def test_an_unknown_field_is_refused_since_the_api_server_would_prune_it(tmp_path):
+    cache = example_cache()
+    cache["spec"]["placment"] = cache["spec"].pop("placement")
+    code, _, err = render_cache(tmp_path, cache)
+    assert code == 1
+    assert "ModelCache/qwen3-0-6b: spec.placment: unknown field 'placment'" in err
+
+
+PLACEMENT_RULE = next(entry for path, entry in validation.cel_rules(XRDS["ModelCache"].schema)
+                      if path == "spec.placement")
+
+
+def test_the_xrds_cel_rules_are_evaluated(tmp_path):
+    cache = example_cache()
+    cache["spec"]["placement"]["clusterNames"] = ["gpu-east-1"]
+    code, _, err = render_cache(tmp_path, cache)
+    assert code == 1
+    assert err == f"ModelCache/qwen3-0-6b: spec.placement: {PLACEMENT_RULE['message']}\n"
+
+
+@pytest.mark.parametrize("name, why", [
+    ("a" * 64, "must be at most 63 characters, got 64"),
+    ("Qwen3", "'Qwen3' is not an RFC 1123 subdomain"),
+])
+def test_an_xr_name_the_api_server_or_crossplane_would_refuse_is_refused(tmp_path, name, why):
+    cache = example_cache()
+    cache["metadata"]["name"] = name
+    code, _, err = render_cache(tmp_path, cache)
+    assert code == 1
+    assert f"ModelCache/{name}: metadata.name: {why}" in err
+
+
+def test_a_refusal_quotes_at_most_200_characters_of_input(tmp_path):
+    cache = example_cache()
+    cache["spec"]["source"]["huggingFace"]["repo"] = "Qwen/" + "x" * 100_000
+    cache["spec"]["x" * 100_000] = 1
+    code, _, err = render_cache(tmp_path, cache)
+    assert code == 1
+    assert err.count("\n") >= 2
+    assert max(len(line) for line in err.splitlines()) < 700
+
+
+def test_a_required_resource_the_api_server_would_refuse_is_refused(tmp_path):
+    clusters = render.load_documents(FIXTURES / "required")
+    clusters[0]["status"]["conditions"][0].pop("lastTransitionTime")
+    (tmp_path / "clusters.yaml").write_text(yaml.safe_dump_all(clusters))
+    code, docs, err = run_cli(str(ROOT / "examples/fleet/modelcache.yaml"),
+                              "--composition", str(ROOT / "compositions/modelcaches.yaml"),
+                              "--required", str(tmp_path / "clusters.yaml"))
+    assert (code, docs) == (1, [])
+    assert err == ("FleetCluster/gpu-east-1: status.conditions[0].lastTransitionTime: "
+                   "required field 'lastTransitionTime' is missing\n")
+
+
+def test_the_xrds_default_from_apis_so_render_needs_no_xrd_flag():
+    code, docs, err = run_cli(str(ROOT / "examples/fleet/modelcache.yaml"),
+                              "--composition", str(ROOT / "compositions/modelcaches.yaml"),
+                              "--required", str(FIXTURES / "required"))
+    assert code == 0, err
+    assert docs[0]["spec"]["rollout"]["maxConcurrent"] == 10
+
+
+def hydration_flags(old: Path) -> list[str]:
+    return [str(FIXTURES / "hydration/modelcachehydration.yaml"),
+            "--composition", str(ROOT / "compositions/modelcachehydrations.yaml"),
+            "--required", str(FIXTURES / "required"), "--old", str(old)]
+
+
+def test_old_checks_the_transition_rules_of_an_update(tmp_path):
+    old = render.load_documents(FIXTURES / "hydration")[0]
+    old["spec"]["clusterName"] = "gpu-west-1"
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(old))
+    code, docs, err = run_cli(*hydration_flags(tmp_path / "old.yaml"))
+    assert (code, docs) == (1, [])
+    assert err == ("ModelCacheHydration/qwen3-0-6b-gpu-east-1-89a45: spec.clusterName: "
+                   "spec.clusterName is immutable; a cache moves by creating a new hydration\n")
+
+
+def test_old_lets_an_update_the_transition_rules_allow_render():
+    code, docs, err = run_cli(*hydration_flags(FIXTURES / "hydration/modelcachehydration.yaml"))
+    assert code == 0, err
+    assert "PersistentVolumeClaim" in [d["spec"]["forProvider"]["manifest"]["kind"]
+                                       for d in docs if d["kind"] == "Object"]
+
+
+def test_old_must_be_the_same_object(tmp_path):
+    old = render.load_documents(FIXTURES / "hydration")[0]
+    old["metadata"]["name"] = "another"
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(old))
+    code, _, err = run_cli(*hydration_flags(tmp_path / "old.yaml"))
+    assert code == 2
+    assert err.startswith("fleetcache render: --old is fleetcache.dev/v1alpha1/"
+                          "ModelCacheHydration/default/another, not ")
+
+
+# --- what is composed is checked as the API server would check it -----------------------------
+
+
+def object_wrapping(manifest: dict) -> dict:
+    return {"apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+            "metadata": {"name": "qwen3-0-6b-job"},
+            "spec": {"forProvider": {"manifest": manifest}}}
+
+
+def test_the_manifest_inside_a_composed_object_is_checked_against_the_kubernetes_schema():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "fetch"},
+           "spec": {"backoffLimt": 3, "template": {"spec": {"restartPolicy": "Never",
+                                                             "containers": [{"name": "a"}]}}}}
+    found = [str(r) for r in render.composed_refusals([object_wrapping(job)], XRDS)]
+    assert found == ["Object/qwen3-0-6b-job: spec.forProvider.manifest.spec.backoffLimt: "
+                     "unknown field 'backoffLimt': the API server would drop it; check its "
+                     "spelling and indentation"]
+
+
+def test_a_composed_manifest_name_is_checked_as_its_kind_requires():
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "engine.v1"}}
+    found = [str(r) for r in render.composed_refusals([object_wrapping(service)], XRDS)]
+    assert found == ["Object/qwen3-0-6b-job: spec.forProvider.manifest.metadata.name: "
+                     "'engine.v1' is not an RFC 1123 label (lower case letters, digits and '-';"
+                     " start and end with a letter or digit)"]
+
+
+def test_a_composed_fleetcache_kind_is_checked_against_its_xrd_without_its_status():
+    hydration = render.load_documents(FIXTURES / "hydration")[0]
+    hydration["spec"]["storage"]["size"] = "-1Gi"
+    hydration["status"] = {"anything": "the status subresource ignores it"}
+    found = [str(r) for r in render.composed_refusals([hydration], XRDS)]
+    assert found == ["ModelCacheHydration/qwen3-0-6b-gpu-east-1-89a45: spec.storage.size: "
+                     f"must match {kit.shown(pattern_of('ModelCacheHydration', 'spec.storage.size'))}"
+                     ", got '-1Gi'"]
+
+
+def test_a_composed_kind_without_a_schema_gets_its_names_checked():
+    config = {"apiVersion": kit.OBJECT_API_VERSION, "kind": "ClusterProviderConfig",
+              "metadata": {"name": "GPU"}, "spec": {"anything": True}}
+    found = [str(r) for r in render.composed_refusals([config], XRDS)]
+    assert found == ["ClusterProviderConfig/GPU: metadata.name: 'GPU' is not an RFC 1123 "
+                     "subdomain (lower case letters, digits and '-', dots between labels; start "
+                     "and end with a letter or digit)"]
+
+
+COMPOSITION_OF = {"FleetCluster": "fleetclusters", "ModelCache": "modelcaches",
+                  "ModelDeployment": "modeldeployments"}
+SINGLE_XR_EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", SINGLE_XR_EXAMPLES)
+def test_every_example_renders_output_the_api_server_would_accept(example):
+    kind = render.load_documents(ROOT / "examples" / example)[0]["kind"]
+    code, docs, err = render_example(example, COMPOSITION_OF[kind], "--required", "required",
+                                     "--required", "modelcache-partly-warm")
+    assert (code, err) == (0, "")
+    assert docs[0]["kind"] == kind
+
+
+def test_a_composed_model_replica_renders_a_deployment_the_api_server_would_accept(tmp_path):
+    _, docs, _ = render_example("modeldeployment-cached.yaml", "modeldeployments",
+                                "--required", "required", "--required", "modelcache-partly-warm")
+    replica = next(d for d in docs if d["kind"] == "ModelReplica")
+    replica["metadata"] = {k: replica["metadata"][k] for k in ("name", "namespace")}
+    (tmp_path / "replica.yaml").write_text(yaml.safe_dump(replica))
+    code, docs, err = run_cli(str(tmp_path / "replica.yaml"),
+                              "--composition", str(ROOT / "compositions/modelreplicas.yaml"),
+                              "--required", str(FIXTURES / "required"),
+                              "--required", str(ROOT / "examples/modeldeployment-cached.yaml"))
+    assert (code, err) == (0, "")
+    assert "Deployment" in [d["spec"]["forProvider"]["manifest"]["kind"]
+                            for d in docs if d["kind"] == "Object"]
+
+
+# --- render cannot run: one line, exit code 2 ---------------------------------------------------
+
+
+def test_a_composition_for_another_kind_exits_2(tmp_path):
+    code, docs, err = run_cli(str(ROOT / "examples/fleet/modelcache.yaml"),
+                              "--composition", str(ROOT / "compositions/modeldeployments.yaml"))
+    assert (code, docs) == (2, [])
+    assert err == ("fleetcache render: Composition 'modeldeployments.fleetcache.dev' composes "
+                   "'ModelDeployment' ('fleetcache.dev/v1alpha1'), not 'ModelCache' "
+                   "('fleetcache.dev/v1alpha1'); pass the Composition whose "
+                   "spec.compositeTypeRef names the XR's apiVersion and kind\n")
+
+
+def test_malformed_yaml_exits_2_with_one_line_naming_file_and_line(tmp_path):
+    (tmp_path / "xr.yaml").write_text("apiVersion: v1\nkind: [ModelCache\nspec: {}\n")
+    code, docs, err = run_cli(str(tmp_path / "xr.yaml"),
+                              "--composition", str(ROOT / "compositions/modelcaches.yaml"))
+    assert (code, docs) == (2, [])
+    assert err.startswith(f"fleetcache render: {tmp_path / 'xr.yaml'}: not valid YAML: ")
+    assert "at line 3, column 5" in err and err.count("\n") == 1
+
+
+def test_a_missing_file_exits_2_with_one_line(tmp_path):
+    code, _, err = run_cli(str(ROOT / "examples/fleet/modelcache.yaml"),
+                           "--composition", str(ROOT / "compositions/modelcaches.yaml"),
+                           "--required", str(tmp_path / "nothing-here"))
+    assert code == 2
+    assert err == f"fleetcache render: {tmp_path / 'nothing-here'}: no such file or directory\n"
+
+
+def test_an_unreachable_address_exits_2_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(render, "CONNECT_TIMEOUT_SECONDS", 0.5)
+    address = f"127.0.0.1:{render.free_port()}"
+    code, docs, err = render_cache(tmp_path, example_cache(), "--address", address)
+    assert (code, docs) == (2, [])
+    assert err == (f"fleetcache render: no function server answered at {address} within 0.5s;"
+                   " check --address (host:port) and that fleetcache-function runs there\n")
+
+
+def test_an_xr_file_with_two_documents_exits_2(tmp_path):
+    cache = yaml.safe_dump(example_cache())
+    (tmp_path / "xr.yaml").write_text(cache + "---\n" + cache)
+    code, _, err = run_cli(str(tmp_path / "xr.yaml"),
+                           "--composition", str(ROOT / "compositions/modelcaches.yaml"))
+    assert code == 2
+    assert err == (f"fleetcache render: {tmp_path / 'xr.yaml'}: must hold exactly one composite "
+                   f"resource, found 2\n")
 
 
 def test_requirements_are_answered_only_with_matching_resources():
@@ -104,14 +379,6 @@ def test_requirements_are_answered_only_with_matching_resources():
         api_version="fleetcache.dev/v1alpha1", kind="FleetCluster", match_name="gpu-west-1"))
     answered = render.answer_requirements(requirements, selector_docs)
     assert [d["metadata"]["name"] for d in answered["one"]] == ["gpu-west-1"]
-
-
-def test_xrd_defaults_are_applied_as_the_api_server_would():
-    schemas = render.xrd_schemas(render.load_documents(ROOT / "apis"))
-    cache = render.load_documents(ROOT / "examples/fleet/modelcache.yaml")[0]
-    admitted = render.admit(cache, schemas)
-    assert admitted["spec"]["rollout"]["maxConcurrent"] == 10
-    assert admitted["spec"]["source"]["huggingFace"]["endpoint"] == "https://huggingface.co"
 
 
 def test_the_example_deployment_renders_cache_source_source_from_repeated_required_dirs():
