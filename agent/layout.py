@@ -125,9 +125,8 @@ def file_problems(items: list[tuple[Path, Entry]]) -> list[str | None]:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def stat_mark(path: Path) -> str:
+def stat_mark(st: os.stat_result) -> str:
     """What the verification record keeps of a file: a write through the filesystem changes it."""
-    st = os.stat(path)
     return f"{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
 
 
@@ -193,25 +192,26 @@ class Layout:
                 continue
             blob = self.blob_path(entry)
             try:
-                if blob.stat().st_size == entry.size:
+                st = blob.stat()
+                if st.st_size == entry.size:
                     mark = marks.get(key)
-                    if mark == (stat_mark(blob), entry.digest):
+                    if mark == (stat_mark(st), entry.digest):
                         verified.add(key)
                         continue
                     if mark is None or mark[1] == entry.digest:  # unvouched, or changed since vouched
-                        suspect[key] = entry
+                        suspect[key] = (entry, st)
                         continue
             except FileNotFoundError:
                 pass
             if self.part_path(entry).exists():
                 partial[key] = read_journal(self.journal_path(entry))
         if suspect and report:
-            report(f"re-hashing {len(suspect)} files ({sum(e.size for e in suspect.values())} bytes) already "
-                   "on the volume that the verification record does not vouch for")
-        checked = zip(suspect.values(), file_problems([(self.blob_path(e), e) for e in suspect.values()]))
-        for entry, problem in checked:
-            if problem is None:
-                self.record_verified(entry)
+            report(f"re-hashing {len(suspect)} files ({sum(e.size for e, _ in suspect.values())} bytes) "
+                   "already on the volume that the verification record does not vouch for")
+        checked = zip(suspect.values(), file_problems([(self.blob_path(e), e) for e, _ in suspect.values()]))
+        for (entry, before), problem in checked:
+            if problem is None:  # vouch for the file as it was before hashing: a write since shows
+                self.record_verified(entry, before)
                 verified.add(self.key(entry))
             else:  # left in place for readers until the refetched bytes are renamed over it
                 log.warning("on-disk corruption: %s; fetching it again", problem)
@@ -243,9 +243,10 @@ class Layout:
         finally:
             os.close(fd)
 
-    def record_verified(self, entry: Entry) -> None:
-        """Vouch for the file as it is now, right after its bytes were hashed."""
-        self._append_verified([f"{stat_mark(self.blob_path(entry))} {entry.digest} {self.key(entry)}"])
+    def record_verified(self, entry: Entry, st: os.stat_result | None = None) -> None:
+        """Vouch for the file whose bytes were just hashed, as `st` saw it (default: now)."""
+        st = st or self.blob_path(entry).stat()
+        self._append_verified([f"{stat_mark(st)} {entry.digest} {self.key(entry)}"])
 
     def forget_verified(self, entries: list[Entry]) -> None:
         """Withdraw the record for files found corrupt, so the next fetch re-hashes and repairs them."""
