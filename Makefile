@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-slow bench lock clean
+.PHONY: demo test test-slow bench models lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleetcache needs Python 3.11 or newer")'
@@ -26,6 +26,10 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/compose_scale.py
 	$(BIN)/python bench/agent_throughput.py
+
+# The typed API models in functions/models/, regenerated from the XRDs in apis/.
+models: $(STAMP)
+	$(BIN)/python -m fleetcache.apigen
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt

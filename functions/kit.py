@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 from crossplane.function.resource import child_name as sdk_child_name
 from fleetcache import __version__, exitcodes, quantity
+from pydantic import BaseModel, ValidationError
 
 GROUP = "fleetcache.dev"
 VERSION = "v1alpha1"
@@ -684,49 +685,159 @@ def agent_job_manifest(
     }
 
 
+# --- reading a spec through its generated model -------------------------------------------
+
+POSITIVE_QUANTITY = r"^([1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+# What each `pattern` of the XRDs means, for the one-line error of a value that does not
+# match it (tests/test_models.py checks every pattern in apis/ has an entry here).
+PATTERN_MEANINGS: dict[str, str] = {
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$":
+        "a Kubernetes object name (lowercase letters, digits, '-' and '.', starting and "
+        "ending with a letter or digit)",
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$":
+        "a namespace name (lowercase letters, digits and '-', starting and ending with a "
+        "letter or digit)",
+    r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$":
+        "a FleetCluster name (lowercase letters, digits, '-' and '.', starting and ending "
+        "with a letter or digit)",
+    r"^[-._a-zA-Z0-9]+$": "a Secret key (letters, digits, '-', '_' and '.')",
+    r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$":
+        "a repository id of the shape org/name, e.g. Qwen/Qwen3-0.6B",
+    r"^\S+$": "a value without spaces",
+    r"^https?://[^\s/?#]+(/[^\s?#]*)?$":
+        "an http(s) URL without spaces, query or fragment, e.g. https://huggingface.co",
+    r"^[0-9a-f]{40}$": "a full commit hash (40 lowercase hex digits)",
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]"
+    r"([-A-Za-z0-9_.]*[A-Za-z0-9])?$": "a label key, e.g. gpu or example.com/gpu",
+    r"^[^=]+$": "an environment variable name (no '=')",
+    r"^/\S*$": "an HTTP path starting with /, e.g. /health",
+    POSITIVE_QUANTITY: "a positive quantity, e.g. 20Gi or 500M (no zero, sign, exponent "
+                       "or milli)",
+    "^$|" + POSITIVE_QUANTITY: "empty (unlimited) or a positive quantity, e.g. 200Mi",
+    quantity.PATTERN: "a Kubernetes quantity, e.g. 8, 500m or 64Gi",
+}
+TYPE_NAMES = {"int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
+              "dict_type": "an object", "model_type": "an object",
+              "model_attributes_type": "an object", "list_type": "a list"}
+
+
+def read_spec(model: type[BaseModel], spec: Any) -> dict:
+    """A composite's spec read through the root model generated from its XRD, e.g.
+    `models.model_cache.ModelCache` (see read_model), then held to the XRD's CEL rules
+    (the cross-field ones: "exactly one of", "required when"); Crossplane's
+    spec.crossplane left out. InputError names the first problem."""
+    from fleetcache import validation  # it reads kit itself: imported at first use
+
+    spec = read_model(model, {"spec": spec})["spec"]
+    spec.pop("crossplane", None)
+    broken = validation.cel_violations({"kind": model.__name__, "spec": spec})
+    if broken:
+        first = broken[0]
+        message = first.message if first.message.startswith(first.path) \
+            else f"{first.path}: {first.message}"
+        raise InputError(message + and_more(len(broken) - 1))
+    return spec
+
+
+def read_model(model: type[BaseModel], value: Any, path: str = "") -> dict:
+    """`value` read through a model generated from an XRD (types, enums, patterns, bounds,
+    and the XRD's defaults filled in), in API form (camelCase, unset fields absent), or
+    InputError naming the first wrong field, under `path` when the value sits there."""
+    try:
+        typed = model.model_validate(as_stored(value))
+    except ValidationError as err:
+        raise input_error(err, path) from None
+    return typed.model_dump(by_alias=True, exclude_none=True)
+
+
+def as_stored(value: Any) -> Any:
+    """Input as the API server stores it: a null field is pruned, so its default applies.
+    (Whole numbers are ints already: the server turns protobuf's floats back, see
+    server.plain.)"""
+    if isinstance(value, Mapping):
+        return {key: as_stored(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [as_stored(item) for item in value]
+    return value
+
+
+def input_error(error: ValidationError, path: str = "") -> InputError:
+    """One line for a model's ValidationError: the first problem's field path in API form
+    (under `path`), what is wrong and what is allowed, and how many more problems there are."""
+    problems = distinct_problems(error.errors(include_url=False), path)
+    where, first = problems[0]
+    message = f"{where} is required" if first["type"] == "missing" \
+        else f"{where}: {problem_text(first)}"
+    return InputError(message + and_more(len(problems) - 1))
+
+
+def and_more(count: int) -> str:
+    return f" (and {count} more problem{'s' if count > 1 else ''})" if count else ""
+
+
+def distinct_problems(errors: list[dict], path: str = "") -> list[tuple[str, dict]]:
+    """(API path, error) per field. An int-or-string value that fails both members of its
+    union (pydantic tags each member's error: `int`, then the string type's name) is one
+    problem, reported by its string member (the pattern) over the integer type error."""
+    unions = {tuple(e["loc"][:-1]) for e in errors if e["loc"][-1:] == ("int",)}
+    by_path: dict[str, dict] = {}
+    for error in errors:
+        loc = error["loc"]
+        where = api_path(loc[:-1] if tuple(loc[:-1]) in unions else loc, path)
+        kept = by_path.get(where)
+        if kept is None or (kept["type"].endswith("_type") and not error["type"].endswith("_type")):
+            by_path[where] = error
+    return list(by_path.items())
+
+
+def api_path(loc: Iterable[Any], path: str = "") -> str:
+    """`('spec', 'placement', 'clusterNames', 3)` -> `spec.placement.clusterNames[3]`,
+    after `path` when given."""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return clipped(path)
+
+
+def problem_text(error: dict) -> str:
+    kind, ctx, value = error["type"], error.get("ctx") or {}, shown(error.get("input"))
+    if kind == "extra_forbidden":
+        return "is not a field of this API (kubectl explain lists the fields)"
+    if kind == "literal_error":
+        allowed = re.findall(r"'((?:[^'\\]|\\.)*)'", str(ctx.get("expected", "")))
+        return f"{value} is not one of {', '.join(allowed)}"
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern", ""))
+        return f"{value} is not {PATTERN_MEANINGS.get(pattern, f'of the form {pattern}')}"
+    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
+              "greater_than": ("greater than", "gt"), "less_than": ("less than", "lt")}
+    if kind in bounds:
+        words, key = bounds[kind]
+        return f"{value} must be {words} {ctx.get(key)}"
+    if kind == "string_too_short":
+        limit = ctx.get("min_length")
+        return "must not be empty" if limit == 1 else f"{value} is shorter than {limit} characters"
+    if kind == "string_too_long":
+        return f"{value} is longer than {ctx.get('max_length')} characters"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')} item(s)"
+    if kind == "too_long":
+        return f"has more than {ctx.get('max_length')} items"
+    if kind in TYPE_NAMES:
+        return f"{value} must be {TYPE_NAMES[kind]}"
+    return f"{value}: {clipped(error.get('msg', 'is not valid'))}"
+
+
 COMMIT_SHAPE = re.compile(r"^[0-9a-f]{40}$")  # a full git commit: safe in a snapshot path
-REPO_SHAPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")  # the agent writes the volume: never ReadOnlyMany
 
 
-def read_source(source: Any, field_path: str = "spec.source") -> dict:
-    """A validated, normalized `source` (defaults filled in), or InputError naming the field."""
-    if not isinstance(source, Mapping) or not isinstance(source.get("huggingFace"), Mapping):
-        raise InputError(f"{field_path}.huggingFace is required: set repo (org/name) and "
-                         "optionally revision, endpoint and tokenSecretRef")
-    hf = source["huggingFace"]
-    repo = hf.get("repo")
-    if not isinstance(repo, str) or not REPO_SHAPE.match(repo):
-        raise InputError(f"{field_path}.huggingFace.repo: {str(repo)[:80]!r} is not of the "
-                         "form org/name, for example Qwen/Qwen3-0.6B")
-    revision = hf.get("revision") or "main"
-    endpoint = hf.get("endpoint") or DEFAULT_ENDPOINT
-    for name, value in (("revision", revision), ("endpoint", endpoint)):
-        if not isinstance(value, str) or any(c.isspace() for c in value):
-            raise InputError(f"{field_path}.huggingFace.{name}: {str(value)[:80]!r} must be a "
-                             "string without spaces")
-    if not endpoint.startswith(("https://", "http://")):
-        raise InputError(f"{field_path}.huggingFace.endpoint: {endpoint[:80]!r} must be an "
-                         "http(s) URL, for example https://huggingface.co")
-    token_ref = hf.get("tokenSecretRef")
-    if token_ref is not None:
-        key = (token_ref.get("key") or "HF_TOKEN") if isinstance(token_ref, Mapping) else None
-        if not (isinstance(token_ref, Mapping) and isinstance(token_ref.get("name"), str)
-                and token_ref["name"] and isinstance(key, str)):
-            raise InputError(f"{field_path}.huggingFace.tokenSecretRef needs a name (and "
-                             "optionally a key, default HF_TOKEN)")
-        object_name(token_ref["name"], f"{field_path}.huggingFace.tokenSecretRef.name")
-        token_ref = {"name": token_ref["name"], "key": key}
-    patterns = {}
-    for name in ("allowPatterns", "ignorePatterns"):
-        value = source.get(name) or []
-        if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-            raise InputError(f"{field_path}.{name} must be a list of glob strings")
-        patterns[name] = list(value)
+def read_source(source: Mapping) -> dict:
+    """The `source` of a spec read through its model, normalized to what is fetched: the
+    huggingFace fields with their defaults, and both pattern lists (empty when unset)."""
     return {
-        "huggingFace": {"repo": repo, "revision": revision, "endpoint": endpoint,
-                        **({"tokenSecretRef": token_ref} if token_ref else {})},
-        **patterns,
+        "huggingFace": dict(source["huggingFace"]),
+        "allowPatterns": list(source.get("allowPatterns", [])),
+        "ignorePatterns": list(source.get("ignorePatterns", [])),
     }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetcache.functions import kit
+from fleetcache.functions.models.model_cache import ModelCache
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 TOKEN_SECRET_KEY = "token-secret"
@@ -45,46 +46,16 @@ class CacheSpec:
     source_digest: str
 
 
-def read_spec(spec: dict) -> CacheSpec:
-    """Validate the spec; every error names the field and the fix."""
-    source = kit.read_source(spec.get("source"))
+def read_spec(spec: Any) -> CacheSpec:
+    """The spec read through the ModelCache model; every error names the field and the fix."""
+    spec = kit.read_spec(ModelCache, spec)
+    source = kit.read_source(spec["source"])
     hf = source["huggingFace"]
-
-    placement = spec.get("placement")
-    if not isinstance(placement, dict):
-        raise kit.InputError("spec.placement is required: set clusterSelector or clusterNames")
-    names, selector = placement.get("clusterNames"), placement.get("clusterSelector")
-    if (names is None) == (selector is None):
-        raise kit.InputError("spec.placement: set exactly one of clusterSelector and clusterNames")
-    if names is not None and (not isinstance(names, list)
-                              or not all(isinstance(n, str) for n in names)):
-        raise kit.InputError("spec.placement.clusterNames must be a list of FleetCluster names")
-    if selector is not None and not isinstance(selector, dict):
-        raise kit.InputError("spec.placement.clusterSelector must be a label selector object")
-
-    storage = spec.get("storage") or {}
-    if not isinstance(storage, dict):
-        raise kit.InputError("spec.storage must be an object with size and storageClassName")
-    if storage.get("size") is not None:
+    names, selector = spec["placement"].get("clusterNames"), \
+        spec["placement"].get("clusterSelector")
+    storage = spec.get("storage", {})
+    if "size" in storage:
         kit.quantity_bytes(storage["size"], "spec.storage.size")
-    rollout = spec.get("rollout") or {}
-    max_concurrent = rollout.get("maxConcurrent", 10) if isinstance(rollout, dict) else None
-    if not isinstance(max_concurrent, int) or isinstance(max_concurrent, bool) or max_concurrent < 1:
-        raise kit.InputError(f"spec.rollout.maxConcurrent: {max_concurrent!r} must be an "
-                             "integer of at least 1")
-    min_ready = spec.get("minReady", 0)
-    if not isinstance(min_ready, int) or isinstance(min_ready, bool) or min_ready < 0:
-        raise kit.InputError(f"spec.minReady: {min_ready!r} must be an integer of at least 0 "
-                             "(0 means every target cluster)")
-    job = spec.get("job") or {}
-    if not isinstance(job, dict):
-        raise kit.InputError("spec.job must be an object (backoffLimit, activeDeadlineSeconds, "
-                             "ttlSecondsAfterFinished)")
-
-    agent = spec.get("agent") or {}
-    if not isinstance(agent, dict):
-        raise kit.InputError("spec.agent must be an object (concurrency, bandwidth)")
-
     what_is_fetched = {k: v for k, v in hf.items() if k != "tokenSecretRef"}
     return CacheSpec(
         source=source,
@@ -94,10 +65,10 @@ def read_spec(spec: dict) -> CacheSpec:
         cluster_names=tuple(names) if names is not None else None,
         cluster_selector=selector,
         storage=storage,
-        max_concurrent=max_concurrent,
-        min_ready=min_ready,
-        job=job,
-        agent=agent,
+        max_concurrent=spec["rollout"]["maxConcurrent"],
+        min_ready=spec["minReady"],
+        job=spec["job"],
+        agent=spec.get("agent", {}),
         source_digest=kit.digest_of([what_is_fetched, source["allowPatterns"],
                                      source["ignorePatterns"]])[:16],
     )

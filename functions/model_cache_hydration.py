@@ -18,12 +18,12 @@ Secret from the XR namespace's Secret (kit.token_secret_object).
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from fleetcache.functions import kit
+from fleetcache.functions.models import model_cache_hydration as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
 NAMESPACE_KEY = "namespace"
@@ -35,7 +35,6 @@ JOB_PREFIX = "job-"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 COMMIT_SHAPE = kit.COMMIT_SHAPE
 PVC_BOUND_QUERY = "has(object.status) && has(object.status.phase) && object.status.phase == 'Bound'"
-DEFAULT_CONCURRENCY = 8
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -62,91 +61,38 @@ class HydrationSpec:
 
 
 def read_spec(request: kit.Request) -> HydrationSpec:
-    """Validate the spec; ModelCache writes it, but a hand-made one must fail clearly."""
+    """The spec read through the ModelCacheHydration model; ModelCache writes it, but a
+    hand-made one must fail clearly."""
     kit.object_name(request.name, "metadata.name")
     namespace = request.namespace
     if len(namespace) > 63 or not DNS_LABEL.match(namespace):
         raise kit.InputError(f"metadata.namespace: {namespace[:80]!r} is not a namespace name; "
                              "a ModelCacheHydration is namespaced like its ModelCache")
-    if not isinstance(request.composite.get("spec"), dict):
-        raise kit.InputError("spec is required: a ModelCacheHydration is written by its "
-                             "ModelCache (clusterName, modelCacheName, source, commit, storage)")
-    spec = request.spec
-    commit = spec.get("commit")
-    if not isinstance(commit, str) or not COMMIT_SHAPE.match(commit):
-        raise kit.InputError(f"spec.commit: {str(commit)[:80]!r} is not a full commit hash "
-                             "(40 lowercase hex digits); the ModelCache pins it after resolving")
-    digest = spec.get("manifestDigest", "")
-    if not isinstance(digest, str):
-        raise kit.InputError("spec.manifestDigest must be the resolved manifest's digest string")
-    model_bytes = integer(spec.get("bytes"), "spec.bytes", minimum=0, default=0)
-
-    storage = mapping(spec.get("storage"), "spec.storage", "{size, storageClassName, accessMode}")
-    size = storage.get("size")
-    if size is None and model_bytes:
-        size = kit.volume_size_for(model_bytes)
-    if size is None:
-        raise kit.InputError("spec.storage.size is required (e.g. 20Gi) when spec.bytes is "
-                             "not set")
-    kit.quantity_bytes(size, "spec.storage.size")
-    storage_class = storage.get("storageClassName")
-    if storage_class is not None:
-        kit.object_name(storage_class, "spec.storage.storageClassName")
-    access_mode = storage.get("accessMode")
-    if access_mode is not None and access_mode not in kit.ACCESS_MODES:
-        raise kit.InputError(f"spec.storage.accessMode: {str(access_mode)[:80]!r} is not one of "
-                             f"{', '.join(kit.ACCESS_MODES)}")
-
-    job = mapping(spec.get("job"), "spec.job",
-                  "{backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished}")
-    defaults = kit.JobPolicy()
-    policy = kit.JobPolicy(
-        backoff_limit=integer(job.get("backoffLimit"), "spec.job.backoffLimit",
-                              minimum=0, default=defaults.backoff_limit),
-        active_deadline_seconds=integer(job.get("activeDeadlineSeconds"),
-                                        "spec.job.activeDeadlineSeconds", minimum=60,
-                                        default=defaults.active_deadline_seconds),
-        ttl_seconds_after_finished=integer(job.get("ttlSecondsAfterFinished"),
-                                           "spec.job.ttlSecondsAfterFinished", minimum=0,
-                                           default=defaults.ttl_seconds_after_finished),
-    )
-    agent = mapping(spec.get("agent"), "spec.agent", "{concurrency, bandwidth}")
-    bandwidth = agent.get("bandwidth") or ""
+    spec = kit.read_spec(api.ModelCacheHydration, request.composite.get("spec"))
+    storage, job = spec["storage"], spec["job"]
+    kit.quantity_bytes(storage["size"], "spec.storage.size")
+    agent = spec.get("agent", {})
+    bandwidth = agent.get("bandwidth", "")
     if bandwidth:
         kit.quantity_bytes(bandwidth, "spec.agent.bandwidth")
     return HydrationSpec(
-        cluster=kit.object_name(spec.get("clusterName"), "spec.clusterName"),
-        cache=kit.object_name(spec.get("modelCacheName"), "spec.modelCacheName"),
-        source=kit.read_source(spec.get("source")),
-        commit=commit,
-        manifest_digest=digest,
-        bytes=model_bytes,
-        size=str(size),
-        storage_class=storage_class,
-        access_mode=access_mode,
-        policy=policy,
-        concurrency=integer(agent.get("concurrency"), "spec.agent.concurrency", minimum=1,
-                            default=DEFAULT_CONCURRENCY),
-        bandwidth=str(bandwidth),
+        cluster=spec["clusterName"],
+        cache=spec["modelCacheName"],
+        source=kit.read_source(spec["source"]),
+        commit=spec["commit"],
+        manifest_digest=spec.get("manifestDigest", ""),
+        bytes=spec.get("bytes", 0),
+        size=storage["size"],
+        storage_class=storage.get("storageClassName"),
+        access_mode=storage.get("accessMode"),
+        policy=kit.JobPolicy(
+            backoff_limit=job["backoffLimit"],
+            active_deadline_seconds=job["activeDeadlineSeconds"],
+            ttl_seconds_after_finished=job["ttlSecondsAfterFinished"],
+        ),
+        concurrency=agent.get("concurrency", api.Agent().concurrency),
+        bandwidth=bandwidth,
     )
-
-
-def mapping(value: Any, field_path: str, shape: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise kit.InputError(f"{field_path} must be an object {shape}")
-    return value
-
-
-def integer(value: Any, field_path: str, *, minimum: int, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value != int(value) or value < minimum:
-        raise kit.InputError(f"{field_path}: {str(value)[:80]!r} must be a whole number of at "
-                             f"least {minimum} (default {default})")
-    return int(value)
 
 
 @dataclass(frozen=True)

@@ -27,24 +27,24 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from fleetcache.functions import kit
+from fleetcache.functions.models import model_deployment as api
 from fleetcache.functions.model_replica import Engine, hf_snapshot_path
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 MODEL_CACHE_KEY = "model-cache"
 REPLICA_PREFIX = "replica-"
 MAX_REPLICAS = 1000
-WHILE_HYDRATING = ("Source", "Wait")
-ON_HYDRATION_FAILURE = ("Source", "Fail")
-SWITCH_TO_CACHE = ("OnReady", "Never")
 
 # --- 1. inputs ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Policy:
-    while_hydrating: str = "Source"
-    on_hydration_failure: str = "Source"
-    switch_to_cache: str = "OnReady"
+    """spec.delivery: what a replica does while its cluster's cache is not Ready."""
+
+    while_hydrating: str
+    on_hydration_failure: str
+    switch_to_cache: str
 
 
 @dataclass(frozen=True)
@@ -60,75 +60,26 @@ class DeploymentSpec:
     max_per_cluster: int | None
 
 
-def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
-    if value is None:
-        return allowed[0]
-    if value not in allowed:
-        raise kit.InputError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
-def _count(value: Any, where: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise kit.InputError(f"{where}: {value!r} must be an integer from {low} to {high}")
-    return value
-
-
-def read_spec(spec: dict) -> DeploymentSpec:
-    """Validate the spec; every error names the field and the fix."""
-    if not spec:
-        raise kit.InputError("spec is required: set modelCacheRef or model.huggingFace, "
-                             "placement and engine")
+def read_spec(spec: Any) -> DeploymentSpec:
+    """The spec read through the ModelDeployment model; every error names the field and the
+    fix."""
+    spec = kit.read_spec(api.ModelDeployment, spec)
     cache_ref, model = spec.get("modelCacheRef"), spec.get("model")
-    if (cache_ref is None) == (model is None):
-        raise kit.InputError("spec: set exactly one of modelCacheRef (a warm ModelCache) and "
-                             "model.huggingFace (load from the source)")
-    cache_name, repo, revision = None, None, "main"
-    if cache_ref is not None:
-        if not isinstance(cache_ref, Mapping):
-            raise kit.InputError("spec.modelCacheRef must be an object with a name")
-        cache_name = kit.object_name(cache_ref.get("name"), "spec.modelCacheRef.name")
-    else:
-        hf = kit.read_source(model, "spec.model")["huggingFace"]
-        repo, revision = hf["repo"], hf["revision"]
-
-    placement = spec.get("placement")
-    if not isinstance(placement, Mapping):
-        raise kit.InputError("spec.placement is required: set clusterSelector or clusterNames")
-    names, selector = placement.get("clusterNames"), placement.get("clusterSelector")
-    if (names is None) == (selector is None):
-        raise kit.InputError("spec.placement: set exactly one of clusterSelector and "
-                             "clusterNames")
-    if names is not None and (not isinstance(names, list)
-                              or not all(isinstance(n, str) for n in names)):
-        raise kit.InputError("spec.placement.clusterNames must be a list of FleetCluster names")
-    if selector is not None:
-        # Fails early on a malformed selector; every expression is checked again as
-        # clusters are matched (kit.selector_matches stops at the first mismatch).
-        kit.selector_matches(selector, {}, "spec.placement.clusterSelector")
-
-    delivery = spec.get("delivery") or {}
-    if not isinstance(delivery, Mapping):
-        raise kit.InputError("spec.delivery must be an object (whileHydrating, "
-                             "onHydrationFailure, switchToCache)")
-    policy = Policy(
-        _choice(delivery.get("whileHydrating"), WHILE_HYDRATING, "spec.delivery.whileHydrating"),
-        _choice(delivery.get("onHydrationFailure"), ON_HYDRATION_FAILURE,
-                "spec.delivery.onHydrationFailure"),
-        _choice(delivery.get("switchToCache"), SWITCH_TO_CACHE, "spec.delivery.switchToCache"),
-    )
-    max_per = spec.get("maxReplicasPerCluster")
+    names, selector = spec["placement"].get("clusterNames"), \
+        spec["placement"].get("clusterSelector")
+    hf = model["huggingFace"] if model else {}
+    delivery = spec["delivery"]
     return DeploymentSpec(
-        cache_name=cache_name,
-        repo=repo,
-        revision=revision,
-        replicas=_count(spec.get("replicas", 1), "spec.replicas", 0, MAX_REPLICAS),
+        cache_name=cache_ref["name"] if cache_ref else None,
+        repo=hf.get("repo"),
+        revision=hf.get("revision", ""),
+        replicas=spec["replicas"],
         cluster_names=tuple(sorted(set(names))) if names is not None else None,
-        cluster_selector=dict(selector) if selector is not None else None,
-        policy=policy,
-        engine=Engine.of(spec.get("engine")),
-        max_per_cluster=None if max_per is None else _count(
-            max_per, "spec.maxReplicasPerCluster", 1, MAX_REPLICAS),
+        cluster_selector=selector,
+        policy=Policy(delivery["whileHydrating"], delivery["onHydrationFailure"],
+                      delivery["switchToCache"]),
+        engine=Engine.of(spec["engine"]),
+        max_per_cluster=spec.get("maxReplicasPerCluster"),
     )
 
 

@@ -138,13 +138,14 @@ def test_bad_spec_is_an_input_error_naming_the_field(spec, named):
     assert named in str(err.value)
 
 
-@pytest.mark.parametrize("xr", [
-    {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"}},
-    {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"},
-     "spec": ["kubeconfigSecretRef"]},
+@pytest.mark.parametrize("xr, message", [
+    ({"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"}},
+     "spec is required"),
+    ({"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"},
+      "spec": ["kubeconfigSecretRef"]}, "spec: list must be an object"),
 ], ids=["missing-spec", "spec-is-a-list"])
-def test_missing_or_mistyped_spec_is_an_input_error(xr):
-    with pytest.raises(kit.InputError, match="spec is required"):
+def test_missing_or_mistyped_spec_is_an_input_error(xr, message):
+    with pytest.raises(kit.InputError, match=message):
         compose(request(xr))
 
 

@@ -443,9 +443,9 @@ def test_volume_uses_the_clusters_default_class_when_nothing_names_one():
     assert spec["accessModes"] == ["ReadWriteMany"]
 
 
-def test_volume_size_derives_from_bytes_when_storage_size_is_missing():
-    spec = remote(compose(hydration_request(hydration_xr(storage={}))), "volume")["spec"]
-    assert spec["resources"]["requests"]["storage"] == kit.volume_size_for(3 * GIB)
+def test_a_missing_storage_size_is_an_input_error_since_the_model_cache_always_sets_it():
+    with pytest.raises(kit.InputError, match=r"^spec\.storage\.size is required$"):
+        compose(hydration_request(hydration_xr(storage={})))
 
 
 # --- the Job ------------------------------------------------------------------------------
@@ -661,7 +661,7 @@ def xr_with(path: str, value: object) -> dict:
 
 @pytest.mark.parametrize("path,value,named", [
     ("spec", KeyError, "spec is required"),
-    ("spec", ["not", "a", "map"], "spec is required"),
+    ("spec", ["not", "a", "map"], "spec: list must be an object"),
     ("spec.commit", KeyError, "spec.commit"),
     ("spec.commit", 12345, "spec.commit"),
     ("spec.commit", "main", "spec.commit"),
@@ -671,8 +671,8 @@ def xr_with(path: str, value: object) -> dict:
     ("spec.clusterName", "gpü-øst", "spec.clusterName"),
     ("spec.modelCacheName", None, "spec.modelCacheName"),
     ("spec.modelCacheName", "Qwen 3", "spec.modelCacheName"),
-    ("spec.source", KeyError, "spec.source.huggingFace"),
-    ("spec.source", "Qwen/Qwen3-0.6B", "spec.source.huggingFace"),
+    ("spec.source", KeyError, "spec.source is required"),
+    ("spec.source", "Qwen/Qwen3-0.6B", "spec.source: 'Qwen/Qwen3-0.6B' must be an object"),
     ("spec.source.huggingFace.repo", "no-slash", "spec.source.huggingFace.repo"),
     ("spec.source.huggingFace.endpoint", "ftp://mirror", "spec.source.huggingFace.endpoint"),
     ("spec.source.huggingFace.tokenSecretRef", "hf-token", "tokenSecretRef"),
@@ -709,8 +709,8 @@ def test_an_empty_composite_is_an_input_error():
 
 
 def test_a_long_but_valid_model_cache_name_gives_valid_names_and_labels():
-    long_name = ("a" * 60 + ".") * 4  # 244 characters: a valid object name
-    xr = hydration_xr(modelCacheName=long_name.rstrip("."))
+    long_name = "a" * 31 + "." + "a" * 31  # 63 characters: the longest the XRD admits
+    xr = hydration_xr(modelCacheName=long_name)
     outcome = settle(xr, states={JOB_KEY: job_running(), **BOUND})
     for _, manifest in iter_remote_manifests(outcome):
         assert_valid_k8s(manifest)

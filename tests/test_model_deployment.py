@@ -532,7 +532,7 @@ HOSTILE_SPECS = [
         "matchExpressions": [{"key": "gpu", "operator": "Near"}]}}, "engine": ENGINE},
     {"modelCacheRef": {"name": CACHE}, "placement": [], "engine": ENGINE},
     *[{"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]},
-       "engine": ENGINE, "replicas": bad} for bad in ("3", True, -1, 1001, 2.5, None)],
+       "engine": ENGINE, "replicas": bad} for bad in ("3", True, -1, 1001, 2.5)],
     {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]}, "engine": ENGINE,
      "maxReplicasPerCluster": 0},
     {"modelCacheRef": {"name": CACHE}, "placement": {"clusterNames": ["a"]}, "engine": ENGINE,

@@ -1,0 +1,586 @@
+# Generated from apis/modelcaches/definition.yaml by `python -m fleetcache.apigen` (make models)
+# with datamodel-code-generator 0.89.0. Do not edit: edit the XRD and regenerate.
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt
+from typing_extensions import TypeAliasType
+
+
+class Agent(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    concurrency: Annotated[
+        StrictInt | None,
+        Field(
+            description='Files the agent downloads in parallel on each cluster.',
+            ge=1,
+            le=64,
+        ),
+    ] = 8
+    bandwidth: Annotated[
+        str | None,
+        Field(
+            description='Bytes per second the agent may use on each cluster, e.g. 200Mi; empty means unlimited.',
+            max_length=32,
+            pattern='^$|^([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$',
+        ),
+    ] = None
+
+
+class AllowPattern(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description='A glob over repository paths, e.g. "*.safetensors".',
+            max_length=256,
+            min_length=1,
+        ),
+    ]
+
+
+class Cluster(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[str, Field(description="The FleetCluster's name.")]
+    phase: Annotated[
+        Literal['Pending', 'Hydrating', 'Ready', 'Failed'] | None,
+        Field(
+            description='Pending, Hydrating, Ready or Failed, for the resolved commit: a cluster still on an older commit, waiting for a rollout slot, is Pending.'
+        ),
+    ] = None
+    bytes_done: Annotated[
+        StrictInt | None,
+        Field(
+            alias='bytesDone',
+            description='Bytes verified and on disk on this cluster.',
+            ge=0,
+        ),
+    ] = None
+    bytes_total: Annotated[
+        StrictInt | None,
+        Field(
+            alias='bytesTotal',
+            description='Bytes this cluster has to fetch in total.',
+            ge=0,
+        ),
+    ] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description='Machine-readable reason of the phase, e.g. ClusterNotReady or AuthFailed.'
+        ),
+    ] = None
+    message: Annotated[
+        str | None,
+        Field(description='What happened on this cluster and what to do about it.'),
+    ] = None
+    serving_commit: Annotated[
+        str | None,
+        Field(
+            alias='servingCommit',
+            description="The last commit of this repository that reached Ready on the cluster's volume (its hydration's servingCommit); empty when none has. While the resolved commit is not Ready there, ModelDeployments keep mounting this one.",
+        ),
+    ] = None
+
+
+class ClusterName(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description='The name of a FleetCluster.',
+            max_length=63,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$',
+        ),
+    ]
+
+
+class ClusterSelector(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    match_labels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty] | None,
+        Field(
+            alias='matchLabels',
+            description='Labels a FleetCluster must carry, each with exactly this value.',
+        ),
+    ] = None
+    match_expressions: Annotated[
+        list[MatchExpression] | None,
+        Field(
+            alias='matchExpressions',
+            description='Label requirements a FleetCluster must all satisfy.',
+            max_length=32,
+        ),
+    ] = None
+
+
+class HuggingFace(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    repo: Annotated[
+        str,
+        Field(
+            description='Repository id in the shape org/name, e.g. Qwen/Qwen3-0.6B.',
+            max_length=200,
+            min_length=3,
+            pattern='^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$',
+        ),
+    ]
+    revision: Annotated[
+        str | None,
+        Field(
+            description='Branch, tag or commit to warm. It is resolved once to a commit for the whole fleet (status.resolved.commit); every cluster fetches that commit.',
+            max_length=255,
+            min_length=1,
+            pattern='^\\S+$',
+        ),
+    ] = 'main'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of the Hub or of a mirror with the same API. The token is only ever sent to this host.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = 'https://huggingface.co'
+    token_secret_ref: Annotated[
+        TokenSecretRef | None,
+        Field(
+            alias='tokenSecretRef',
+            description='Optional Secret in this namespace holding a Hugging Face token, for private or gated repositories. It is copied to a cluster only while a Job there needs it and never appears in any status.',
+        ),
+    ] = None
+
+
+class IgnorePattern(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description='A glob over repository paths, e.g. "original/*".',
+            max_length=256,
+            min_length=1,
+        ),
+    ]
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    backoff_limit: Annotated[
+        StrictInt | None,
+        Field(
+            alias='backoffLimit',
+            description='Retries of a failed agent pod before the Job fails (permanent exit codes fail it at once).',
+            ge=0,
+            le=100,
+        ),
+    ] = 3
+    active_deadline_seconds: Annotated[
+        StrictInt | None,
+        Field(
+            alias='activeDeadlineSeconds',
+            description='Seconds an agent Job may run before Kubernetes stops it (reason DeadlineExceeded).',
+            ge=60,
+            le=604800,
+        ),
+    ] = 21600
+    ttl_seconds_after_finished: Annotated[
+        StrictInt | None,
+        Field(
+            alias='ttlSecondsAfterFinished',
+            description='Seconds a finished agent Job is kept for inspection before Kubernetes deletes it.',
+            ge=0,
+            le=604800,
+        ),
+    ] = 3600
+
+
+class MatchExpression(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    key: Annotated[
+        str,
+        Field(
+            description='The label key the requirement applies to.',
+            max_length=317,
+            min_length=1,
+            pattern='^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$',
+        ),
+    ]
+    operator: Annotated[
+        Literal['In', 'NotIn', 'Exists', 'DoesNotExist'],
+        Field(description="How the label's value relates to values."),
+    ]
+    values: Annotated[
+        list[Value] | None,
+        Field(
+            description='Label values for In and NotIn; must be empty for Exists and DoesNotExist.',
+            max_length=256,
+        ),
+    ] = None
+
+
+MatchLabelsAdditionalProperty = TypeAliasType(
+    "MatchLabelsAdditionalProperty",
+    Annotated[
+        str,
+        Field(
+            description='The label value the FleetCluster must carry under this key.',
+            max_length=63,
+        ),
+    ],
+)
+
+
+class ModelCache(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    spec: Annotated[Spec, Field(description='What to warm and where.')]
+    status: Annotated[
+        Status | None,
+        Field(
+            description='Where the cache stands across the fleet, written by compose-model-cache.'
+        ),
+    ] = None
+    api_version: Annotated[str | None, Field(alias='apiVersion')] = None
+    kind: str | None = None
+    metadata: Annotated[
+        dict[str, Any] | None, Field(description='Kubernetes object metadata.')
+    ] = None
+
+
+class Placement(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    cluster_selector: Annotated[
+        ClusterSelector | None,
+        Field(
+            alias='clusterSelector',
+            description='Selects FleetClusters by their labels (Kubernetes label selector semantics). An empty selector selects every FleetCluster.',
+        ),
+    ] = None
+    cluster_names: Annotated[
+        list[ClusterName] | None,
+        Field(
+            alias='clusterNames',
+            description='FleetClusters by name. A name with no FleetCluster shows up as Pending with reason ClusterNotFound.',
+            max_length=5000,
+            min_length=1,
+        ),
+    ] = None
+
+
+class Resolved(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    repo: Annotated[
+        str | None, Field(description='The repository that was resolved.')
+    ] = None
+    revision: Annotated[
+        str | None,
+        Field(description='The revision (branch, tag or commit) that was resolved.'),
+    ] = None
+    commit: Annotated[
+        str | None, Field(description='The full commit the revision resolved to.')
+    ] = None
+    bytes: Annotated[
+        StrictInt | None,
+        Field(description='Total bytes of the selected files at that commit.', ge=0),
+    ] = None
+    files: Annotated[
+        StrictInt | None,
+        Field(description='Number of selected files at that commit.', ge=0),
+    ] = None
+    manifest_digest: Annotated[
+        str | None,
+        Field(
+            alias='manifestDigest',
+            description='Digest of the resolved file list (paths, sizes, hashes); identical on every cluster.',
+        ),
+    ] = None
+    source_digest: Annotated[
+        str | None,
+        Field(
+            alias='sourceDigest',
+            description='Digest of spec.source when it was resolved; a changed source no longer matches and resolves again.',
+        ),
+    ] = None
+
+
+class Rollout(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    max_concurrent: Annotated[
+        StrictInt | None,
+        Field(
+            alias='maxConcurrent',
+            description='At most this many clusters hydrate at once (hydrations that are not yet Ready), taken in cluster-name order.',
+            ge=1,
+            le=10000,
+        ),
+    ] = 10
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    hugging_face: Annotated[
+        HuggingFace,
+        Field(
+            alias='huggingFace',
+            description='A model repository on the Hugging Face Hub or on a mirror that speaks the same HTTP API.',
+        ),
+    ]
+    allow_patterns: Annotated[
+        list[AllowPattern] | None,
+        Field(
+            alias='allowPatterns',
+            description='Only files matching at least one of these globs are fetched (huggingface_hub allow_patterns semantics). Empty or unset means every file.',
+            max_length=64,
+        ),
+    ] = None
+    ignore_patterns: Annotated[
+        list[IgnorePattern] | None,
+        Field(
+            alias='ignorePatterns',
+            description='Files matching any of these globs are skipped, even if an allow pattern matches (huggingface_hub ignore_patterns semantics).',
+            max_length=64,
+        ),
+    ] = None
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    source: Annotated[
+        Source,
+        Field(description='Where the weights come from and which files to take.'),
+    ]
+    placement: Annotated[
+        Placement,
+        Field(
+            description='The target clusters: FleetClusters matched by a label selector, or listed by name. Exactly one of clusterSelector or clusterNames.'
+        ),
+    ]
+    storage: Annotated[
+        Storage | None,
+        Field(
+            description="The cache volume on each target cluster. Every field is optional: the size defaults to the resolved bytes plus 10 %, rounded up to whole GiB; class and access mode default to the FleetCluster's spec.cache."
+        ),
+    ] = None
+    rollout: Annotated[
+        Rollout | None,
+        Field(
+            description='How fast the cache fans out across the fleet.',
+            validate_default=True,
+        ),
+    ] = {}
+    min_ready: Annotated[
+        StrictInt | None,
+        Field(
+            alias='minReady',
+            description='The cache is Available once this many target clusters are Ready; 0 means all target clusters.',
+            ge=0,
+            le=10000,
+        ),
+    ] = 0
+    job: Annotated[
+        Job | None,
+        Field(
+            description='Limits of the agent Jobs (resolve and hydrate) on the target clusters.',
+            validate_default=True,
+        ),
+    ] = {}
+    agent: Annotated[
+        Agent | None,
+        Field(
+            description='Optional tuning of the fetching agent, copied into every ModelCacheHydration.'
+        ),
+    ] = None
+    crossplane: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description='Composition selection and resource references, written by Crossplane.'
+        ),
+    ] = None
+
+
+class Status(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    resolved: Annotated[
+        Resolved | None,
+        Field(
+            description='The one commit the whole fleet fetches, latched from the resolve step.'
+        ),
+    ] = None
+    desired_clusters: Annotated[
+        StrictInt | None,
+        Field(alias='desiredClusters', description='Number of target clusters.', ge=0),
+    ] = None
+    ready_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='readyClusters',
+            description='Target clusters whose cache is Ready on the resolved commit.',
+            ge=0,
+        ),
+    ] = None
+    hydrating_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='hydratingClusters',
+            description='Target clusters currently fetching.',
+            ge=0,
+        ),
+    ] = None
+    failed_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='failedClusters',
+            description='Target clusters whose hydration failed permanently.',
+            ge=0,
+        ),
+    ] = None
+    pending_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='pendingClusters',
+            description='Target clusters waiting (not Ready yet, not found, or held back by rollout.maxConcurrent).',
+            ge=0,
+        ),
+    ] = None
+    summary: Annotated[
+        str | None,
+        Field(
+            description='Ready out of desired clusters, e.g. "2/3" (the READY column).'
+        ),
+    ] = None
+    progress_percent: Annotated[
+        StrictInt | None,
+        Field(
+            alias='progressPercent',
+            description='Fleet-wide bytesDone / bytesTotal as a whole percent, 0 to 100 (the PROGRESS column).',
+            ge=0,
+            le=100,
+        ),
+    ] = None
+    clusters_omitted: Annotated[
+        StrictInt | None,
+        Field(
+            alias='clustersOmitted',
+            description='Target clusters not listed in clusters (it lists at most 100); see everyCluster.',
+            ge=0,
+        ),
+    ] = None
+    every_cluster: Annotated[
+        str | None,
+        Field(
+            alias='everyCluster',
+            description="The command listing every target cluster's ModelCacheHydration, e.g. kubectl get modelcachehydrations -n ml -l fleetcache.dev/model-cache=qwen.",
+        ),
+    ] = None
+    size_human: Annotated[
+        str | None,
+        Field(
+            alias='sizeHuman',
+            description='Resolved bytes, human readable, e.g. "1.2GiB" (the SIZE column).',
+        ),
+    ] = None
+    commit_short: Annotated[
+        str | None,
+        Field(
+            alias='commitShort',
+            description='First 8 characters of the resolved commit (the COMMIT column).',
+        ),
+    ] = None
+    clusters: Annotated[
+        list[Cluster] | None,
+        Field(
+            description="At most 100 target clusters, those that need attention first: Failed, then Hydrating, Pending and Ready, each in name order (clustersOmitted counts the rest). Every cluster's state is in its ModelCacheHydration; everyCluster is the command that lists them all.",
+            max_length=100,
+        ),
+    ] = None
+    conditions: Annotated[
+        list[dict[str, Any]] | None,
+        Field(description='Conditions, written by Crossplane.'),
+    ] = None
+    crossplane: Annotated[
+        dict[str, Any] | None, Field(description="Crossplane's own status.")
+    ] = None
+
+
+class Storage(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    size: Annotated[
+        str | None,
+        Field(
+            description='Requested size of the cache volume on every target cluster, e.g. 20Gi.',
+            max_length=32,
+            pattern='^([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$',
+        ),
+    ] = None
+    storage_class_name: Annotated[
+        str | None,
+        Field(
+            alias='storageClassName',
+            description="StorageClass of the cache volume; overrides the FleetCluster's spec.cache.storageClassName.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ] = None
+    access_mode: Annotated[
+        Literal['ReadWriteMany', 'ReadWriteOnce'] | None,
+        Field(
+            alias='accessMode',
+            description="Access mode of the cache volume; overrides the FleetCluster's spec.cache.accessMode.",
+        ),
+    ] = None
+
+
+class TokenSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the Secret, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    key: Annotated[
+        str | None,
+        Field(
+            description="Key in the Secret's data that holds the token.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = 'HF_TOKEN'
+
+
+class Value(RootModel[str]):
+    root: Annotated[str, Field(description='One label value.', max_length=63)]

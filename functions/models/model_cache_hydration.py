@@ -1,0 +1,405 @@
+# Generated from apis/modelcachehydrations/definition.yaml by `python -m fleetcache.apigen` (make models)
+# with datamodel-code-generator 0.89.0. Do not edit: edit the XRD and regenerate.
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt
+
+
+class Agent(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    concurrency: Annotated[
+        StrictInt | None,
+        Field(
+            description='Files the agent downloads in parallel on each cluster.',
+            ge=1,
+            le=64,
+        ),
+    ] = 8
+    bandwidth: Annotated[
+        str | None,
+        Field(
+            description='Bytes per second the agent may use on each cluster, e.g. 200Mi; empty means unlimited.',
+            max_length=32,
+            pattern='^$|^([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$',
+        ),
+    ] = None
+
+
+class AllowPattern(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description='A glob over repository paths, e.g. "*.safetensors".',
+            max_length=256,
+            min_length=1,
+        ),
+    ]
+
+
+class HuggingFace(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    repo: Annotated[
+        str,
+        Field(
+            description='Repository id in the shape org/name, e.g. Qwen/Qwen3-0.6B.',
+            max_length=200,
+            min_length=3,
+            pattern='^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$',
+        ),
+    ]
+    revision: Annotated[
+        str | None,
+        Field(
+            description='Branch, tag or commit to warm. It is resolved once to a commit for the whole fleet (status.resolved.commit); every cluster fetches that commit.',
+            max_length=255,
+            min_length=1,
+            pattern='^\\S+$',
+        ),
+    ] = 'main'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of the Hub or of a mirror with the same API. The token is only ever sent to this host.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = 'https://huggingface.co'
+    token_secret_ref: Annotated[
+        TokenSecretRef | None,
+        Field(
+            alias='tokenSecretRef',
+            description='Optional Secret in this namespace holding a Hugging Face token, for private or gated repositories. It is copied to a cluster only while a Job there needs it and never appears in any status.',
+        ),
+    ] = None
+
+
+class IgnorePattern(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description='A glob over repository paths, e.g. "original/*".',
+            max_length=256,
+            min_length=1,
+        ),
+    ]
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    backoff_limit: Annotated[
+        StrictInt | None,
+        Field(
+            alias='backoffLimit',
+            description='Retries of a failed agent pod before the Job fails (permanent exit codes fail it at once).',
+            ge=0,
+            le=100,
+        ),
+    ] = 3
+    active_deadline_seconds: Annotated[
+        StrictInt | None,
+        Field(
+            alias='activeDeadlineSeconds',
+            description='Seconds an agent Job may run before Kubernetes stops it (reason DeadlineExceeded).',
+            ge=60,
+            le=604800,
+        ),
+    ] = 21600
+    ttl_seconds_after_finished: Annotated[
+        StrictInt | None,
+        Field(
+            alias='ttlSecondsAfterFinished',
+            description='Seconds a finished agent Job is kept for inspection before Kubernetes deletes it.',
+            ge=0,
+            le=604800,
+        ),
+    ] = 3600
+
+
+class ModelCacheHydration(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    spec: Annotated[
+        Spec,
+        Field(
+            description='The pinned snapshot to fetch and the cluster to fetch it on.'
+        ),
+    ]
+    status: Annotated[
+        Status | None,
+        Field(
+            description="The hydration's state on its cluster, written by compose-model-cache-hydration."
+        ),
+    ] = None
+    api_version: Annotated[str | None, Field(alias='apiVersion')] = None
+    kind: str | None = None
+    metadata: Annotated[
+        dict[str, Any] | None, Field(description='Kubernetes object metadata.')
+    ] = None
+
+
+class Progress(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    bytes_done: Annotated[
+        StrictInt | None,
+        Field(alias='bytesDone', description='Bytes verified and on disk.', ge=0),
+    ] = None
+    bytes_total: Annotated[
+        StrictInt | None,
+        Field(alias='bytesTotal', description='Bytes to fetch in total.', ge=0),
+    ] = None
+    files_done: Annotated[
+        StrictInt | None,
+        Field(alias='filesDone', description='Files verified and on disk.', ge=0),
+    ] = None
+    files_total: Annotated[
+        StrictInt | None,
+        Field(alias='filesTotal', description='Files to fetch in total.', ge=0),
+    ] = None
+    percent: Annotated[
+        StrictInt | None,
+        Field(
+            description='bytesDone / bytesTotal as a whole percent, 0 to 100 (the PROGRESS column).',
+            ge=0,
+            le=100,
+        ),
+    ] = None
+
+
+class Resolved(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    commit: Annotated[str | None, Field(description='The commit on disk.')] = None
+    manifest_digest: Annotated[
+        str | None,
+        Field(alias='manifestDigest', description='Digest of the file list on disk.'),
+    ] = None
+    bytes: Annotated[StrictInt | None, Field(description='Bytes on disk.', ge=0)] = None
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    hugging_face: Annotated[
+        HuggingFace,
+        Field(
+            alias='huggingFace',
+            description='A model repository on the Hugging Face Hub or on a mirror that speaks the same HTTP API.',
+        ),
+    ]
+    allow_patterns: Annotated[
+        list[AllowPattern] | None,
+        Field(
+            alias='allowPatterns',
+            description='Only files matching at least one of these globs are fetched (huggingface_hub allow_patterns semantics). Empty or unset means every file.',
+            max_length=64,
+        ),
+    ] = None
+    ignore_patterns: Annotated[
+        list[IgnorePattern] | None,
+        Field(
+            alias='ignorePatterns',
+            description='Files matching any of these globs are skipped, even if an allow pattern matches (huggingface_hub ignore_patterns semantics).',
+            max_length=64,
+        ),
+    ] = None
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    cluster_name: Annotated[
+        str,
+        Field(
+            alias='clusterName',
+            description='The FleetCluster to warm; its status.providerConfigName reaches the cluster.',
+            max_length=63,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$',
+        ),
+    ]
+    model_cache_name: Annotated[
+        str,
+        Field(
+            alias='modelCacheName',
+            description='The owning ModelCache, in the same namespace; the remote PVC and other names derive from it.',
+            max_length=63,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$',
+        ),
+    ]
+    source: Annotated[
+        Source,
+        Field(description='Where the weights come from and which files to take.'),
+    ]
+    commit: Annotated[
+        str,
+        Field(
+            description='The full 40-hex commit the ModelCache resolved; the agent fetches exactly this commit.',
+            pattern='^[0-9a-f]{40}$',
+        ),
+    ]
+    manifest_digest: Annotated[
+        str | None,
+        Field(
+            alias='manifestDigest',
+            description="Digest of the resolved file list; the agent's result must match it.",
+            max_length=128,
+        ),
+    ] = None
+    bytes: Annotated[
+        StrictInt | None,
+        Field(description='Resolved bytes of the selected files.', ge=0),
+    ] = None
+    storage: Annotated[Storage, Field(description='The cache volume on this cluster.')]
+    job: Annotated[
+        Job | None,
+        Field(
+            description='Limits of the agent Jobs (resolve and hydrate) on the target clusters.',
+            validate_default=True,
+        ),
+    ] = {}
+    agent: Annotated[
+        Agent | None,
+        Field(
+            description='Optional tuning of the fetching agent, copied from the ModelCache.'
+        ),
+    ] = None
+    crossplane: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description='Composition selection and resource references, written by Crossplane.'
+        ),
+    ] = None
+
+
+class Status(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    phase: Annotated[
+        Literal['Pending', 'Hydrating', 'Ready', 'Failed'] | None,
+        Field(
+            description='Pending (volume not Bound or Job not started), Hydrating (Job running), Ready (Job complete; latched) or Failed (permanent failure; see reason and message).'
+        ),
+    ] = None
+    progress: Annotated[
+        Progress | None, Field(description="The agent's last progress record.")
+    ] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description='Machine-readable reason of the phase, e.g. ClusterNotReady, AuthFailed, DigestMismatch.'
+        ),
+    ] = None
+    message: Annotated[
+        str | None, Field(description='What happened and the remedy.')
+    ] = None
+    resolved: Annotated[
+        Resolved | None,
+        Field(description='What the agent reported fetching, once it did.'),
+    ] = None
+    volume_name: Annotated[
+        str | None,
+        Field(
+            alias='volumeName',
+            description='Name of the cache PVC on the cluster (in the namespace named like this one).',
+        ),
+    ] = None
+    serving_commit: Annotated[
+        str | None,
+        Field(
+            alias='servingCommit',
+            description="The last commit that reached Ready on this cluster's volume; empty until the first Ready. Latched: kept while a newer spec.commit hydrates or fails, because its snapshot stays on the volume, so replicas keep mounting it until the new commit is Ready.",
+        ),
+    ] = None
+    serving_manifest_digest: Annotated[
+        str | None,
+        Field(
+            alias='servingManifestDigest',
+            description="Digest of servingCommit's file list, as verified on the volume.",
+        ),
+    ] = None
+    serving_repo: Annotated[
+        str | None,
+        Field(
+            alias='servingRepo',
+            description='The repository servingCommit belongs to; ModelCache offers servingCommit to replicas only while it still serves this repository.',
+        ),
+    ] = None
+    conditions: Annotated[
+        list[dict[str, Any]] | None,
+        Field(description='Conditions, written by Crossplane.'),
+    ] = None
+    crossplane: Annotated[
+        dict[str, Any] | None, Field(description="Crossplane's own status.")
+    ] = None
+
+
+class Storage(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    size: Annotated[
+        str,
+        Field(
+            description='Requested size of the cache volume (the PVC), e.g. 20Gi; always set by the ModelCache.',
+            max_length=32,
+            pattern='^([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$',
+        ),
+    ]
+    storage_class_name: Annotated[
+        str | None,
+        Field(
+            alias='storageClassName',
+            description="StorageClass of the cache volume; when unset, the FleetCluster's spec.cache.storageClassName.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ] = None
+    access_mode: Annotated[
+        Literal['ReadWriteMany', 'ReadWriteOnce'] | None,
+        Field(
+            alias='accessMode',
+            description="Access mode of the cache volume; when unset, the FleetCluster's spec.cache.accessMode.",
+        ),
+    ] = None
+
+
+class TokenSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the Secret, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    key: Annotated[
+        str | None,
+        Field(
+            description="Key in the Secret's data that holds the token.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = 'HF_TOKEN'
