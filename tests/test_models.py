@@ -186,6 +186,36 @@ def test_a_value_read_under_a_path_is_named_under_it():
                        "ModelDeployment ns/d spec.engine")
 
 
+# --- the composers and render agree --------------------------------------------------------
+
+REFUSED = [
+    ("FleetCluster", {"kubeconfigSecretRef": {"name": "Not_A_Name"}}),
+    ("FleetCluster", {"providerConfigRef": {"name": "cpc"}, "cache": {"capacity": "0"}}),
+    ("FleetCluster", {"providerConfigRef": {"name": "cpc"}, "agent": {"image": "a b"}}),
+    ("ModelCache", cache_spec(source={"huggingFace": {"repo": "Qwen/Qwen3-0.6B",
+                                                      "endpoint": "ftp://mirror"}})),
+    ("ModelCache", cache_spec(job={"activeDeadlineSeconds": 59})),
+    ("ModelCache", cache_spec(agent={"bandwidth": "1e9"})),
+    ("ModelCache", cache_spec(placement={"clusterNames": []})),
+    ("ModelCache", cache_spec(rollout={"maxConcurrent": "10"})),
+    ("ModelDeployment", deployment_spec(port=70000)),
+    ("ModelDeployment", deployment_spec(readinessPath="health")),
+    ("ModelDeployment", deployment_spec(env=[{"name": "HF_HUB_OFFLINE", "value": "0"}])),
+    ("ModelDeployment", {**deployment_spec(), "delivery": {"whileHydrating": "Later"}}),
+]
+
+
+@pytest.mark.parametrize("kind, spec", REFUSED, ids=[f"{k}-{i}" for i, (k, _) in
+                                                       enumerate(REFUSED)])
+def test_what_the_api_server_refuses_the_composers_refuse(kind, spec):
+    xr = {"apiVersion": kit.API_VERSION, "kind": kind, "spec": spec,
+          "metadata": {"name": "x", **({"namespace": "ml"} if kind != "FleetCluster" else {})}}
+    assert validation.violations(xr)
+    module = importlib.import_module(f"fleetcache.functions.models.{apigen.snake_case(kind)}")
+    with pytest.raises(kit.InputError):
+        kit.read_spec(getattr(module, kind), spec)
+
+
 # --- the CEL rules, through the same call --------------------------------------------------
 
 
