@@ -40,6 +40,7 @@ HOSTILE_SCALARS: tuple[Any, ...] = (
     "inf", "0x1F", "1_000", DIGITS_400, "-" + DIGITS_400, DIGITS_400 + "Ei", "9" * 5_000,
     "1" + "0" * 4_999 + "Gi", "0." + DIGITS_400, "9e+99999999999999999999Ki",
     LONG_TEXT, UNICODE, "UPPER_case.name", "a..b", "-a-", "a" * 64, "a" * 254,
+    "a" * 253, ".".join(["b" * 63] * 4)[:253],  # valid object names, too long for labels
     "../../etc/passwd", "a b\tc\nd", "$(FLEETCACHE_MODEL)", "${HOME}", "' OR 1=1 --",
 )
 HOSTILE_CONTAINERS: tuple[Any, ...] = (
