@@ -24,8 +24,8 @@ EXIT_CANNOT_RENDER = 2
 
 
 @main.command()
-@click.argument("xr", type=click.Path(dir_okay=False))
-@click.option("--composition", required=True, type=click.Path(dir_okay=False),
+@click.argument("xr", type=click.Path())
+@click.option("--composition", required=True, type=click.Path(),
               help="The Composition whose pipeline to run.")
 @click.option("--observed", type=click.Path(),
               help="File or directory of observed composed resources (each annotated with "
@@ -36,7 +36,7 @@ EXIT_CANNOT_RENDER = 2
 @click.option("--xrd", type=click.Path(), multiple=True,
               help="XRD file or directory to default and validate with, instead of the "
                    "repository's apis/; repeatable.")
-@click.option("--old", type=click.Path(dir_okay=False),
+@click.option("--old", type=click.Path(),
               help="The previous version of XR: also check the XRDs' transition rules "
                    "(oldSelf), as the API server does on update.")
 @click.option("--include-context", is_flag=True, help="Print the pipeline context too.")

@@ -290,7 +290,9 @@ def load_xrds(paths: Iterable[str | os.PathLike] | None = None) -> dict[str, Xrd
 
 
 def xrd_for_kind(kind: str, xrds: Mapping[str, Xrd] | None = None) -> Xrd | None:
-    """The XRD defining `kind`, or None."""
+    """The XRD defining `kind`, or None (also for a kind that is no string)."""
+    if not isinstance(kind, str):
+        return None
     return (_repo_xrds() if xrds is None else xrds).get(kind)
 
 
@@ -384,11 +386,11 @@ def manifest_violations(manifest: Mapping) -> list[Violation]:
     schema (strict: an unknown field is a violation), quantities, names and labels. A kind
     the Kubernetes schemas do not know gets only the metadata checks; `has_k8s_schema`
     tells which."""
-    kind = manifest.get("kind")
+    kind = str(manifest.get("kind"))
     limit, shape = (DNS_LABEL_MAX, DNS_LABEL) if kind in LABEL_NAMED_KINDS \
         else (DNS_SUBDOMAIN_MAX, DNS_SUBDOMAIN)
     found = object_meta_violations(manifest, limit, shape)
-    validator = k8s_validator(str(manifest.get("apiVersion")), str(kind))
+    validator = k8s_validator(str(manifest.get("apiVersion")), kind)
     if validator is not None:
         found += schema_violations(validator, dict(manifest))
     return found
@@ -420,15 +422,20 @@ def _k8s_registry() -> referencing.Registry:
     return referencing.Resource.from_contents(definitions) @ referencing.Registry()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1)
+def _k8s_schema_files() -> frozenset[str]:
+    return frozenset(os.listdir(_K8S_SCHEMAS))
+
+
+@functools.lru_cache(maxsize=256)
 def k8s_validator(api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
     """The strict Kubernetes schema of `kind`, compiled once, or None for a kind it does not
     define (custom resources)."""
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    path = _K8S_SCHEMAS / f"{kind.lower()}-{group_version}.json"
-    if "/" in kind or "/" in group_version or not path.is_file():
+    name = f"{kind.lower()}-{group_version}.json"
+    if name not in _k8s_schema_files():
         return None
-    schema = json.loads(path.read_text())
+    schema = json.loads((_K8S_SCHEMAS / name).read_text())
     if api_version not in ((schema.get("properties") or {}).get("apiVersion") or {}).get("enum", ()):
         return None
     return jsonschema.Draft202012Validator(schema, registry=_k8s_registry(),
@@ -509,6 +516,8 @@ def admit(obj: dict, schemas: Mapping[tuple[str, str], dict]) -> dict:
 
 # --- OpenAPI (Kubernetes dialect) to JSON Schema ------------------------------------------
 
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
 _K8S_ONLY = ("x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
              "x-kubernetes-map-type", "x-kubernetes-embedded-resource",
              "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string", "nullable",
@@ -520,10 +529,14 @@ def to_jsonschema(schema: Mapping) -> dict:
 
     Objects with `properties` reject unknown fields unless they preserve them; a `set` list
     must hold unique items; `x-kubernetes-int-or-string` is integer or string; `nullable`
-    admits null. Descriptions, formats and defaults do not validate anything."""
+    admits null; an integer is an int64. Descriptions, formats and defaults do not validate
+    anything."""
     out: dict = {k: v for k, v in schema.items()
                  if k not in _K8S_ONLY and k not in ("properties", "items", "additionalProperties",
                                                      "allOf", "anyOf", "oneOf", "not")}
+    if out.get("type") == "integer":  # the API server decodes JSON integers as int64
+        out.setdefault("minimum", INT64_MIN)
+        out.setdefault("maximum", INT64_MAX)
     if schema.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
@@ -644,9 +657,12 @@ def is_transition_rule(rule: str) -> bool:
 
 def evaluate_rule(rule: str, self_value: Any, old_value: Any = None) -> bool | str:
     """True or False, or the error text when the rule cannot be evaluated."""
-    activation = {"self": celpy.json_to_cel(self_value)}
-    if old_value is not None:
-        activation["oldSelf"] = celpy.json_to_cel(old_value)
+    try:
+        activation = {"self": celpy.json_to_cel(self_value)}
+        if old_value is not None:
+            activation["oldSelf"] = celpy.json_to_cel(old_value)
+    except (ValueError, TypeError) as err:  # e.g. an integer beyond CEL's 64 bits
+        return f"evaluation error: {kit.clipped(err)}"
     try:
         result = compile_rule(rule).evaluate(activation)
     except celpy.CELEvalError as err:

@@ -12,6 +12,7 @@ import copy
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -319,3 +320,17 @@ def test_an_oversized_file_is_refused_before_it_is_parsed(tmp_path, monkeypatch)
     (tmp_path / "big.yaml").write_text("kind: ConfigMap\n")
     with pytest.raises(validation.DocumentError, match="larger than"):
         validation.load_documents(tmp_path / "big.yaml")
+
+
+def test_an_integer_beyond_int64_is_refused_as_the_api_server_cannot_decode_it():
+    count = jsonschema.Draft7Validator(validation.to_jsonschema({"type": "integer"}))
+    assert validation.schema_violations(count, 2**63 - 1) == []
+    assert validation.schema_violations(count, 2**64) == [
+        Violation("", f"must be at most {2**63 - 1}, got {2**64}")]
+
+
+def test_a_kind_that_is_no_string_has_no_xrd_and_no_kubernetes_schema():
+    odd = {"apiVersion": "v1" * 5000, "kind": ["Job"], "metadata": {"name": "x"}}
+    assert validation.xrd_for_kind(odd["kind"]) is None
+    assert validation.has_k8s_schema(odd) is False
+    assert validation.manifest_violations(odd) == []
