@@ -3,8 +3,10 @@ whether it mounts the warm cache or loads from the source.
 
 Lifecycle, top to bottom:
 1. resolve inputs: read the spec; ask Crossplane for every FleetCluster and, with
-   modelCacheRef, for the ModelCache by name in this namespace; read where each replica
-   runs now from the observed ModelReplicas;
+   modelCacheRef, for the ModelCache by name in this namespace (its resolved commit and
+   its placement) and for its ModelCacheHydrations by label (where the cache stands on
+   each cluster, from each hydration's own status); read where each replica runs now from
+   the observed ModelReplicas;
 2. place: candidates are the Ready FleetClusters matching spec.placement; a replica keeps
    its cluster while that cluster is a candidate (and under maxReplicasPerCluster); new
    replicas go to the best-ranked candidate (cache Ready, then a cache serving the previous
@@ -14,26 +16,57 @@ Lifecycle, top to bottom:
 3. decide delivery per replica by the table of DESIGN.md §3 and spec.delivery, except that
    a cluster whose cache is not Ready on the resolved commit but still holds a verified
    earlier one (its servingCommit) keeps serving that one from the cache;
-4. compose one ModelReplica per placed replica;
+4. compose one ModelReplica per placed replica, carrying only what is its own (index,
+   cluster, delivery, model, cache mount) and the digest of the engine: the replica reads
+   the shared spec.engine from this ModelDeployment, so 1,000 replicas of a large engine
+   spec stay far under Crossplane's message limits;
 5. report replicas, placements and the ReplicasScheduled / ReplicasReady /
    ModelCacheResolved conditions; ready when every desired replica is ready.
 """
 
 from __future__ import annotations
 
-import copy
 import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fleetcache.functions import kit
+from fleetcache.functions import kit, model_cache
 from fleetcache.functions.models import model_deployment as api
-from fleetcache.functions.model_replica import Engine, hf_snapshot_path
+from fleetcache.functions.model_replica import (Engine, hf_snapshot_path, require_identity,
+                                                with_remedy)
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 MODEL_CACHE_KEY = "model-cache"
+HYDRATIONS_KEY = "model-cache-hydrations"
 REPLICA_PREFIX = "replica-"
 MAX_REPLICAS = 1000
+# status.placements rows: every ModelReplica requires this ModelDeployment (for its engine),
+# so its status stays small; each replica's own placement is on the ModelReplica.
+LISTED_PLACEMENTS = 100
+
+# What this composer reports beyond the kit's reasons and the replica's, with what to do
+# (README table): the placements' reasons first, then its conditions'.
+REASONS: dict[str, kit.Reason] = {r.name: r for r in (
+    kit.Reason("CacheReady", "None: the replica mounts its cluster's warm cache."),
+    kit.Reason("NotACacheTarget", "None: the replica's cluster is not one of the ModelCache's "
+               "targets, so it loads from the source; widen the ModelCache's spec.placement to "
+               "warm it there."),
+    kit.Reason("NoModelCache", "None: spec.model.huggingFace loads from the source; set "
+               "spec.modelCacheRef to serve from a warm ModelCache."),
+    kit.Reason("SwitchToCacheNever", "None: spec.delivery.switchToCache: Never keeps a running "
+               "Source replica on the source; set OnReady to move it to the cache."),
+    kit.Reason("PreviousCommitWhileHydrating", "None: the cluster serves the commit it has "
+               "verified from its cache until the new one is Ready there."),
+    kit.Reason("PreviousCommitHydrationFailed", "The new commit failed to hydrate on the "
+               "cluster, which keeps serving its previous commit from the cache: fix the cause "
+               "on the ModelCacheHydration (kubectl get modelcachehydrations)."),
+    kit.Reason("Scheduled", "None: every desired replica has a cluster."),
+    kit.Reason("ReplicasNotReady", "None while replicas start; if it lasts, the message "
+               "counts those waiting, failed and unscheduled: look at their ModelReplicas "
+               "(kubectl get modelreplicas)."),
+    kit.Reason("Resolved", "None: the commit every replica serves is known (a ModelCache's "
+               "Resolved condition, a ModelDeployment's ModelCacheResolved)."),
+)}
 
 # --- 1. inputs ----------------------------------------------------------------------------
 
@@ -83,20 +116,12 @@ def read_spec(spec: Any) -> DeploymentSpec:
     )
 
 
-@dataclass(frozen=True)
-class ClusterCache:
-    """One cluster's row of the ModelCache's status.clusters."""
-
-    phase: str
-    bytes_done: int = 0
-    bytes_total: int = 0
-    reason: str = ""
-    message: str = ""
-    serving_commit: str = ""  # an earlier commit still verified on the volume, or ""
-
-    def as_hydration(self) -> dict:
-        return {"phase": self.phase, "bytesDone": self.bytes_done,
-                "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message}
+def hydration_status(row: model_cache.ClusterReport) -> dict:
+    """A Wait or Fail replica's spec.hydration: where the cache stands on its cluster (what
+    the hydration says is input here: its phase, reason and message are cut to size)."""
+    return {"phase": kit.clipped(row.phase, 32), "bytesDone": max(0, row.bytes_done),
+            "bytesTotal": max(0, row.bytes_total), "reason": kit.reason_or_empty(row.reason),
+            "message": kit.clipped(row.message, kit.MESSAGE_LIMIT)}
 
 
 @dataclass(frozen=True)
@@ -108,7 +133,7 @@ class Model:
     commit: str
     cache_name: str | None = None
     cache_found: bool = False
-    targets: Mapping[str, ClusterCache] = field(default_factory=dict)
+    targets: Mapping[str, model_cache.ClusterReport] = field(default_factory=dict)
 
     def cache_mount(self, commit: str) -> dict:
         """A Cache replica's spec.cache: the cache's PVC and one commit's snapshot inside it."""
@@ -117,6 +142,14 @@ class Model:
                 "volumeName": kit.cache_volume_name(self.cache_name or ""), "mountPath": mount,
                 "snapshotPath": hf_snapshot_path(mount, self.repo, commit), "commit": commit}
 
+    def waiting_on(self, namespace: str, cluster: str) -> dict:
+        """A Wait or Fail replica's spec.hydration; with no ModelCache, why nothing runs."""
+        if self.cache_found:
+            return hydration_status(self.targets[cluster])
+        return {"phase": "Pending", "reason": "ModelCacheNotFound", "message": with_remedy(
+            f"ModelCache {namespace}/{self.cache_name} does not exist and no model was served "
+            "before, so there is nothing to load", "ModelCacheNotFound")}
+
     def as_status(self) -> dict:
         out = {"repo": self.repo, "revision": self.revision, "commit": self.commit}
         if self.cache_name:
@@ -124,35 +157,75 @@ class Model:
         return out
 
 
-def read_model(spec: DeploymentSpec, caches: list[dict], latched: Any) -> Model:
-    """The model from model.huggingFace, or from the ModelCache's status; a missing cache
-    falls back to the model this deployment last served (status.model), if any."""
+def _text(mapping: Mapping, key: str) -> str:
+    value = mapping.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def hydrations_by_cluster(cache: str, hydrations: list[Any], resolved: Mapping
+                          ) -> dict[str, dict]:
+    """Each cluster's hydration of this cache: the one pinned to the resolved content if
+    there are two (a rename in flight), else the first by name."""
+    found: dict[str, dict] = {}
+    for hydration in hydrations:
+        cluster = kit.get_path(hydration, "spec.clusterName")
+        if not isinstance(cluster, str) or not cluster \
+                or kit.get_path(hydration, "spec.modelCacheName") != cache:
+            continue
+        held = found.get(cluster)
+        rank = (not model_cache.pinned_to(hydration, resolved),
+                str(kit.get_path(hydration, "metadata.name") or ""))
+        if held is None or rank < (not model_cache.pinned_to(held, resolved),
+                                   str(kit.get_path(held, "metadata.name") or "")):
+            found[cluster] = hydration
+    return found
+
+
+def cache_targets(cache: Mapping, fleet: list[dict], hydrated: Mapping[str, dict]
+                  ) -> list[model_cache.Target]:
+    """The ModelCache's target clusters, by its own placement (Pending ones included, which
+    have no hydration yet while they wait for a rollout slot). A cache spec its composer
+    refuses composes no new hydrations: then the clusters that have one are the targets."""
+    try:
+        return model_cache.target_clusters(
+            model_cache.read_spec(cache.get("spec") if isinstance(cache.get("spec"), dict)
+                                  else {}), fleet)
+    except kit.InputError:
+        views = {v.name: v for v in (kit.FleetClusterView.of(r) for r in fleet)}
+        return [model_cache.Target(name, views.get(name)) for name in sorted(hydrated)]
+
+
+def read_model(spec: DeploymentSpec, request: kit.Request, outcome: kit.Outcome) -> Model:
+    """The model from model.huggingFace, or from the ModelCache's status.resolved with each
+    target cluster's standing read from its ModelCacheHydration (model_cache.report_of, the
+    reading the ModelCache itself does); a missing cache falls back to the model this
+    deployment last served (status.model), if any."""
     if spec.cache_name is None:
         return Model(spec.repo or "", spec.revision, "")
-    if not caches:
-        last = latched if isinstance(latched, Mapping) else {}
-        same = last.get("modelCacheName") == spec.cache_name
-        return Model(str(last.get("repo") or "") if same else "",
-                     str(last.get("revision") or "") if same else "",
-                     str(last.get("commit") or "") if same else "", spec.cache_name)
-    cache = caches[0]
-    resolved = kit.get_path(cache, "status.resolved")
-    resolved = resolved if isinstance(resolved, Mapping) else {}
-    hf = kit.get_path(cache, "spec.source.huggingFace")
-    hf = hf if isinstance(hf, Mapping) else {}
+    cache = next((c for c in request.required.get(MODEL_CACHE_KEY) or []
+                  if isinstance(c, Mapping)), None)
+    if cache is None:
+        last = request.status.get("model")
+        last = last if isinstance(last, Mapping) and last.get("modelCacheName") == \
+            spec.cache_name else {}
+        return Model(_text(last, "repo"), _text(last, "revision"), _text(last, "commit"),
+                     spec.cache_name)
+    raw = kit.get_path(cache, "status.resolved")
+    resolved = model_cache.read_resolved(raw) or {}
+    if raw is not None and not resolved:
+        outcome.warnings.append(f"ModelCache {request.namespace}/{spec.cache_name} "
+                                f"status.resolved {kit.shown(raw)} is not a resolve result; "
+                                "read as not resolved yet")
+    hf = kit.mapping_at(cache, "spec.source.huggingFace")
+    repo = _text(resolved, "repo") or _text(hf, "repo")
+    hydrated = hydrations_by_cluster(spec.cache_name, request.required.get(HYDRATIONS_KEY) or [],
+                                     resolved)
     targets = {}
-    rows = kit.get_path(cache, "status.clusters")
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, Mapping) and isinstance(row.get("name"), str):
-            serving = row.get("servingCommit")
-            targets[row["name"]] = ClusterCache(
-                str(row.get("phase") or "Pending"), kit.as_int(row.get("bytesDone")),
-                kit.as_int(row.get("bytesTotal")), str(row.get("reason") or ""),
-                str(row.get("message") or ""),
-                serving if isinstance(serving, str) and kit.COMMIT_SHAPE.match(serving) else "")
-    return Model(str(resolved.get("repo") or hf.get("repo") or ""),
-                 str(resolved.get("revision") or hf.get("revision") or "main"),
-                 str(resolved.get("commit") or ""), spec.cache_name, True, targets)
+    for target in cache_targets(cache, request.required.get(FLEET_CLUSTERS_KEY) or [], hydrated):
+        targets[target.name] = model_cache.report_of(
+            target, hydrated.get(target.name), kit.as_int(resolved.get("bytes")), resolved, repo)
+    return Model(repo, _text(resolved, "revision") or _text(hf, "revision") or "main",
+                 _text(resolved, "commit"), spec.cache_name, True, targets)
 
 
 @dataclass(frozen=True)
@@ -253,7 +326,10 @@ def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) 
     if model.cache_name is None:
         return Delivery("Source", "NoModelCache", model.commit)
     if not model.cache_found:
-        return Delivery("Source", "ModelCacheNotFound", model.commit)
+        # The model served last, from the source; never served one: nothing to load.
+        if model.repo:
+            return Delivery("Source", "ModelCacheNotFound", model.commit)
+        return Delivery("Wait", "ModelCacheNotFound", "")
     row = model.targets.get(cluster)
     if row is None:
         return Delivery("Source", "NotACacheTarget", model.commit)
@@ -303,22 +379,26 @@ def replica_key(index: int) -> str:
     return f"{REPLICA_PREFIX}{index:04d}"
 
 
-def model_replica(request: kit.Request, engine: dict, model: Model,
+def model_replica(request: kit.Request, engine_digest: str, model: Model,
                   placement: Placement) -> dict:
+    """The replica's own facts only: the engine stays on this ModelDeployment, which the
+    replica requires by name (spec.deploymentName); engineDigest says which engine."""
     cluster = placement.cluster or ""
     replica_spec: dict[str, Any] = {
         "deploymentName": request.name,
         "replica": placement.index,
         "clusterName": cluster,
         "delivery": placement.delivery,
-        "model": {"repo": model.repo, "revision": model.revision,
-                  "commit": placement.commit if placement.delivery == "Cache" else model.commit},
-        "engine": copy.deepcopy(engine),
     }
+    if placement.delivery in ("Cache", "Source"):
+        replica_spec["model"] = {
+            "repo": model.repo, "revision": model.revision,
+            "commit": placement.commit if placement.delivery == "Cache" else model.commit}
+        replica_spec["engineDigest"] = engine_digest
     if placement.delivery == "Cache":
         replica_spec["cache"] = model.cache_mount(placement.commit)
     if placement.delivery in ("Wait", "Fail"):
-        replica_spec["hydration"] = model.targets[cluster].as_hydration()
+        replica_spec["hydration"] = model.waiting_on(request.namespace, cluster)
     return {
         "apiVersion": kit.API_VERSION,
         "kind": "ModelReplica",
@@ -335,7 +415,7 @@ def model_replica(request: kit.Request, engine: dict, model: Model,
 def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
                      candidates: list[str], outcome: kit.Outcome) -> list[Placement]:
     previous = previous_replicas(request)
-    engine = spec.engine.as_spec()
+    engine_digest = spec.engine.digest
     placements = []
     for index, cluster in sorted(place(spec, candidates, model, previous).items()):
         before = previous.get(index)
@@ -347,12 +427,25 @@ def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
         ready = before is not None and before.cluster == cluster and before.ready
         placement = Placement(index, cluster, chosen.delivery, chosen.reason, ready,
                               chosen.commit)
-        outcome.compose(replica_key(index), model_replica(request, engine, model, placement))
+        outcome.compose(replica_key(index), model_replica(request, engine_digest, model,
+                                                          placement))
         placements.append(placement)
     return placements
 
 
 # --- 5. report ----------------------------------------------------------------------------
+
+ATTENTION = {"": 0, "Fail": 1, "Wait": 2, "Source": 3, "Cache": 4}  # "": unscheduled
+
+
+def listed(placements: list[Placement]) -> list[Placement]:
+    """Every placement up to LISTED_PLACEMENTS; past that the ones that most need attention
+    (not ready first, then unscheduled, Fail, Wait, Source, Cache), listed by index."""
+    if len(placements) <= LISTED_PLACEMENTS:
+        return placements
+    chosen = sorted(placements, key=lambda p: (p.ready, ATTENTION[p.delivery], p.index))
+    return sorted(chosen[:LISTED_PLACEMENTS], key=lambda p: p.index)
+
 
 
 def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates: list[str],
@@ -371,7 +464,7 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
                      "waiting": count("Wait"), "failed": count("Fail"),
                      "previousCommit": previous},
         "summary": f"{ready}/{desired}",
-        "placements": [p.as_status() for p in placements],
+        "placements": [p.as_status() for p in listed(placements)],
     }
     if model.repo:
         outcome.status["model"] = model.as_status()
@@ -405,9 +498,15 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
                           f"spec.model.huggingFace: every replica loads {model.repo}@"
                           f"{model.revision} from the source")
     elif not model.cache_found:
+        missing_cache = f"ModelCache {request.namespace}/{model.cache_name} does not exist"
+        if model.repo:
+            doing = (f"every replica loads {model.repo}@{model.commit or model.revision}, the "
+                     "model this deployment served last, from the source")
+        else:
+            doing = (f"this deployment never served a model, so nothing runs: its "
+                     f"{len(placed)} scheduled replicas wait for it")
         outcome.condition("ModelCacheResolved", False, "ModelCacheNotFound", kit.with_remedy(
-            f"ModelCache {request.namespace}/{model.cache_name} does not exist; every replica "
-            "loads from the source", "ModelCacheNotFound"))
+            f"{missing_cache}; {doing}", "ModelCacheNotFound"))
     elif model.commit:
         stale = (f"; {previous} replicas serve a previous commit from their cluster's cache "
                  f"until this one is Ready there") if previous else ""
@@ -423,19 +522,23 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
 
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
+    require_identity(request, "ModelDeployment")
     spec = read_spec(request.spec)
     outcome.require(FLEET_CLUSTERS_KEY, kit.FLEET_CLUSTERS)
+    wanted = [FLEET_CLUSTERS_KEY]
     if spec.cache_name is not None:
         outcome.require(MODEL_CACHE_KEY, kit.Requirement(
             kit.API_VERSION, "ModelCache", match_name=spec.cache_name,
             namespace=request.namespace))
-    if FLEET_CLUSTERS_KEY not in request.required or (
-            spec.cache_name is not None and MODEL_CACHE_KEY not in request.required):
+        outcome.require(HYDRATIONS_KEY, kit.Requirement(
+            kit.API_VERSION, "ModelCacheHydration", namespace=request.namespace,
+            match_labels=((kit.LABEL_MODEL_CACHE, kit.label_value(spec.cache_name)),)))
+        wanted += [MODEL_CACHE_KEY, HYDRATIONS_KEY]
+    if any(key not in request.required for key in wanted):
         kit.carry_over(request, outcome, request.observed)  # not fetched yet: keep all
         return outcome
 
-    model = read_model(spec, request.required.get(MODEL_CACHE_KEY) or [],
-                       request.status.get("model"))
+    model = read_model(spec, request, outcome)
     candidates, missing = candidate_clusters(spec, request.required[FLEET_CLUSTERS_KEY])
     placements = compose_replicas(request, spec, model, candidates, outcome)
     report(request, spec, model, candidates, missing, placements, outcome)

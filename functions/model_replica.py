@@ -1,10 +1,13 @@
 """compose-model-replica: run one replica of a model's engine on its cluster.
 
 Lifecycle, top to bottom:
-1. read the spec the ModelDeployment wrote (cluster, delivery, model, cache, engine) and
-   ask Crossplane for the replica's FleetCluster;
+1. read the spec the ModelDeployment wrote (cluster, delivery, model, cache, and the
+   digest of the engine it composed with); ask Crossplane for the replica's FleetCluster
+   and for its ModelDeployment, whose spec.engine every replica shares (a ModelReplica
+   carries only what is its own, so 1,000 replicas do not copy one engine 1,000 times);
 2. Wait and Fail compose nothing on the cluster: the replica reports Waiting (with the
-   hydration's progress) or Failed (with the hydration's reason and remedy);
+   hydration's progress, or the missing ModelCache) or Failed (with the hydration's reason
+   and remedy);
 3. Cache and Source compose, through provider-kubernetes Objects on that cluster, the
    namespace (create only, never deleted), a one-pod Deployment of the engine carrying
    the environment contract of DESIGN.md §3, and a Service;
@@ -24,17 +27,15 @@ from typing import Any, Mapping
 
 from fleetcache.agent.layout import HUB_DIR, repo_folder
 from fleetcache.functions import kit
+from fleetcache.functions.models import model_deployment as deployment_api
+from fleetcache.functions.models import model_replica as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
+DEPLOYMENT_KEY = "model-deployment"
 REMOTE_KEYS = ("namespace", "deployment", "service")
-DELIVERIES = ("Cache", "Source", "Wait", "Fail")
 
 ENGINE_UID = kit.AGENT_UID  # the agent's uid: the engine reads its files without a chown
 ENGINE_HOME = "/home/fleetcache"
-DEFAULT_PORT = 8000
-DEFAULT_READINESS_PATH = "/health"
-RESERVED_ENV = ("FLEETCACHE_MODEL", "FLEETCACHE_MODEL_REVISION", "FLEETCACHE_DELIVERY",
-                "HF_HUB_CACHE", "HF_HUB_OFFLINE")
 # Written only where the user has not set them: they point every cache an engine keeps
 # (Hugging Face, torch, triton, vLLM) at writable emptyDirs under a read-only root.
 # USER/LOGNAME: the uid has no passwd entry, and getpass.getuser() (torch inductor's cache
@@ -52,34 +53,56 @@ AVAILABLE_QUERY = ("has(object.status) && has(object.status.conditions) && "
                    "object.status.conditions.exists(c, c.type == 'Available' && "
                    "c.status == 'True')")
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL_DEPLOYMENT = f"{kit.GROUP}/model-deployment"
 LABEL_REPLICA = f"{kit.GROUP}/model-replica"
 LABEL_DELIVERY = f"{kit.GROUP}/delivery"
+ENGINE_DIGEST_LENGTH = 16
+
+# What this composer reports beyond the kit's reasons, with what to do (README table).
+REASONS: dict[str, kit.Reason] = {r.name: r for r in (
+    kit.Reason("Available", "None: the engine is available (a ModelReplica), or every replica "
+               "is (a ModelDeployment's ReplicasReady)."),
+    kit.Reason("Starting", "None while the image pulls and the model loads; if it lasts, "
+               "look at the engine pod on the cluster (kubectl describe pod -l "
+               "fleetcache.dev/model-replica=<replica>)."),
+    kit.Reason("Resolving", "None while a ModelCache resolves its revision to a commit (and a "
+               "ModelDeployment waits for it) or Crossplane fetches what a ModelReplica reads; "
+               "if it lasts, see the ModelCache's Resolved condition."),
+    kit.Reason("Hydrating", "None while the model is fetched onto the cluster; a replica under "
+               "spec.delivery.whileHydrating: Wait starts once it is Ready there (progress: "
+               "kubectl get modelcachehydrations)."),
+    kit.Reason("ProgressDeadlineExceeded", "The engine did not become available in time: read "
+               "the engine pod's events and logs on the cluster (image, GPUs, memory, the "
+               "model path in FLEETCACHE_MODEL)."),
+    kit.Reason("NotProgressing", "The engine's Deployment stopped progressing: kubectl "
+               "describe deployment on the cluster says why."),
+    kit.Reason("DeploymentNotFound", "A ModelReplica runs only for its ModelDeployment: "
+               "recreate the ModelDeployment named in spec.deploymentName, or delete the "
+               "replica."),
+    kit.Reason("EngineChanging", "None: the ModelDeployment's spec.engine changed and the "
+               "replica rolls once the ModelDeployment has recomposed it; if it lasts, look "
+               "for an error on the ModelDeployment."),
+)}
+
+
+def require_identity(request: kit.Request, kind: str) -> None:
+    """A namespaced composite's name and namespace, or InputError: Crossplane always sends
+    both, a hand-made request may not, and every composed name and label derives from them."""
+    kit.object_name(request.name, "metadata.name")
+    if not NAMESPACE_NAME.match(request.namespace):
+        raise kit.InputError(f"metadata.namespace: {kit.shown(request.namespace)} is not a "
+                             f"namespace name; a {kind} is namespaced")
+
+
+def with_remedy(message: str, reason: str) -> str:
+    """kit.with_remedy over the kit's reasons and this composer's own."""
+    if reason in REASONS:
+        return f"{message.rstrip('.')}. {REASONS[reason].remedy}"
+    return kit.with_remedy(message, reason)
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
-
-
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise kit.InputError(f"{where} must be a list of strings")
-    return tuple(value)
-
-
-def _mapping(value: Any, where: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise kit.InputError(f"{where} must be an object")
-    return dict(value)
-
-
-def _integer(value: Any, where: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise kit.InputError(f"{where}: {value!r} must be an integer from {low} to {high}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -95,42 +118,30 @@ class Engine:
     readiness_path: str
     shared_memory_size: str | None
 
+    @property
+    def digest(self) -> str:
+        """What a ModelReplica carries of its engine: the ModelDeployment composed it with
+        this engine, and the replica runs the engine only when the one it reads agrees."""
+        return kit.digest_of(self.as_spec())[:ENGINE_DIGEST_LENGTH]
+
     @classmethod
     def of(cls, value: Any, where: str = "spec.engine") -> "Engine":
-        if not isinstance(value, Mapping):
-            raise kit.InputError(f"{where} is required: set at least image (and args, for "
-                                 "example --model=$(FLEETCACHE_MODEL))")
-        image = value.get("image")
-        if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
-            raise kit.InputError(f"{where}.image: {image!r} must be a container image "
-                                 "reference, for example vllm/vllm-openai:v0.11.0")
-        env = value.get("env") or []
-        if not isinstance(env, list):
-            raise kit.InputError(f"{where}.env must be a list of {{name, value}} or "
-                                 "{name, valueFrom} entries")
-        for index, entry in enumerate(env):
-            name = entry.get("name") if isinstance(entry, Mapping) else None
-            if not isinstance(name, str) or not name or "=" in name:
-                raise kit.InputError(f"{where}.env[{index}].name must be a variable name")
-            if name in RESERVED_ENV:
-                raise kit.InputError(f"{where}.env[{index}]: {name} is set by fleetcache "
-                                     "from the delivery; remove it from spec.engine.env")
-        shm = value.get("sharedMemorySize")
+        """A ModelDeployment's spec.engine read through its model (defaults filled in). The
+        variables fleetcache sets may not appear in env: the XRD's CEL rule says so, and
+        compose-model-deployment holds its spec to it."""
+        engine = kit.read_model(deployment_api.Engine, value, where)
+        shm = engine.get("sharedMemorySize")
         if shm is not None:
             kit.quantity_bytes(shm, f"{where}.sharedMemorySize")
-        path = value.get("readinessPath", DEFAULT_READINESS_PATH)
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise kit.InputError(f"{where}.readinessPath: {path!r} must be an HTTP path "
-                                 "starting with /")
         return cls(
-            image=image,
-            command=_strings(value.get("command"), f"{where}.command"),
-            args=_strings(value.get("args"), f"{where}.args"),
-            env=tuple(dict(e) for e in env),
-            resources=_mapping(value.get("resources"), f"{where}.resources"),
-            port=_integer(value.get("port", DEFAULT_PORT), f"{where}.port", 1, 65535),
-            readiness_path=path,
-            shared_memory_size=str(shm) if shm is not None else None,
+            image=engine["image"],
+            command=tuple(engine.get("command", ())),
+            args=tuple(engine.get("args", ())),
+            env=tuple(engine.get("env", ())),
+            resources=engine.get("resources", {}),
+            port=engine["port"],
+            readiness_path=engine["readinessPath"],
+            shared_memory_size=shm,
         )
 
     def as_spec(self) -> dict:
@@ -157,18 +168,13 @@ class CacheMount:
     commit: str
 
     @classmethod
-    def of(cls, value: Any, where: str = "spec.cache") -> "CacheMount":
-        if not isinstance(value, Mapping):
-            raise kit.InputError(f"{where} is required when spec.delivery is Cache")
-        fields = {}
-        for key in ("modelCacheName", "volumeName", "mountPath", "snapshotPath", "commit"):
-            if not isinstance(value.get(key), str) or not value[key]:
-                raise kit.InputError(f"{where}.{key} is required when spec.delivery is Cache")
-            fields[key] = value[key]
-        if not fields["snapshotPath"].startswith(fields["mountPath"].rstrip("/") + "/"):
+    def of(cls, value: Mapping, where: str = "spec.cache") -> "CacheMount":
+        """The cache of a spec read through the ModelReplica model (required on Cache by
+        the XRD's CEL rule)."""
+        if not value["snapshotPath"].startswith(value["mountPath"].rstrip("/") + "/"):
             raise kit.InputError(f"{where}.snapshotPath must lie under {where}.mountPath")
-        return cls(fields["modelCacheName"], fields["volumeName"], fields["mountPath"],
-                   fields["snapshotPath"], fields["commit"])
+        return cls(value["modelCacheName"], value["volumeName"], value["mountPath"],
+                   value["snapshotPath"], value["commit"])
 
     def as_spec(self) -> dict:
         return {"modelCacheName": self.model_cache, "volumeName": self.volume,
@@ -199,7 +205,7 @@ class ReplicaSpec:
     commit: str
     cache: CacheMount | None
     hydration: dict
-    engine: Engine
+    engine_digest: str
 
     @property
     def model(self) -> str:
@@ -215,36 +221,23 @@ class ReplicaSpec:
 
 
 def read_spec(request: kit.Request) -> ReplicaSpec:
-    spec = request.spec
-    if not spec:
-        raise kit.InputError("spec is required: a ModelReplica is written by its "
-                             "ModelDeployment; do not create one by hand")
-    cluster = spec.get("clusterName")
-    if not isinstance(cluster, str) or not cluster:
-        raise kit.InputError("spec.clusterName is required: the FleetCluster to run on")
-    kit.object_name(cluster, "spec.clusterName")
-    delivery = spec.get("delivery")
-    if delivery not in DELIVERIES:
-        raise kit.InputError(f"spec.delivery: {delivery!r} is not one of "
-                             f"{', '.join(DELIVERIES)}")
-    model = _mapping(spec.get("model"), "spec.model")
-    for key in ("repo", "revision", "commit"):
-        if not isinstance(model.get(key, ""), str):
-            raise kit.InputError(f"spec.model.{key} must be a string")
-    hydration = _mapping(spec.get("hydration"), "spec.hydration")
+    """The spec read through the ModelReplica model; the ModelDeployment writes it."""
+    spec = kit.read_spec(api.ModelReplica, request.composite.get("spec"))
+    delivery = spec["delivery"]
+    model = spec.get("model", {})
     return ReplicaSpec(
         name=request.name,
         namespace=request.namespace,
-        deployment=str(spec.get("deploymentName") or ""),
-        index=_integer(spec.get("replica", 0), "spec.replica", 0, 999),
-        cluster=cluster,
+        deployment=spec["deploymentName"],
+        index=spec["replica"],
+        cluster=spec["clusterName"],
         delivery=delivery,
         repo=model.get("repo", ""),
-        revision=model.get("revision", "") or "main",
+        revision=model.get("revision") or "main",
         commit=model.get("commit", ""),
         cache=CacheMount.of(spec.get("cache")) if delivery == "Cache" else None,
-        hydration=hydration,
-        engine=Engine.of(spec.get("engine")),
+        hydration=spec.get("hydration", {}),
+        engine_digest=spec.get("engineDigest", "") if delivery in ("Cache", "Source") else "",
     )
 
 
@@ -252,20 +245,21 @@ def read_spec(request: kit.Request) -> ReplicaSpec:
 
 
 def hydration_progress(hydration: Mapping, cluster: str) -> str:
-    phase = str(hydration.get("phase") or "Pending")
+    """The hydration's phase, bytes and message (cut: they are input to this replica)."""
+    phase = kit.clipped(hydration.get("phase") or "Pending", 32)
     done, total = kit.as_int(hydration.get("bytesDone")), kit.as_int(hydration.get("bytesTotal"))
     text = f"waiting for the model cache on cluster {cluster}: {phase}"
     if total > 0:
         text += f", {kit.human_bytes(min(done, total))} of {kit.human_bytes(total)} " \
                 f"({done * 100 // total}%)"
-    detail = str(hydration.get("message") or "")
+    detail = kit.clipped(hydration.get("message") or "", kit.MESSAGE_LIMIT)
     return f"{text} ({detail})" if detail else text
 
 
 def hydration_failure(hydration: Mapping, cluster: str) -> tuple[str, str]:
     """The message for a Fail replica: the hydration's own reason and remedy."""
-    cause = str(hydration.get("reason") or "")
-    detail = str(hydration.get("message") or "")
+    cause = kit.reason_or_empty(hydration.get("reason"))
+    detail = kit.clipped(hydration.get("message") or "", kit.MESSAGE_LIMIT)
     text = f"the model cache failed to hydrate on cluster {cluster}"
     if cause:
         text += f" ({cause})"
@@ -278,15 +272,13 @@ def hydration_failure(hydration: Mapping, cluster: str) -> tuple[str, str]:
 
 
 def labels_of(spec: ReplicaSpec) -> dict[str, str]:
-    labels = {kit.LABEL_MANAGED_BY: "fleetcache", kit.LABEL_COMPONENT: "engine",
-              LABEL_REPLICA: kit.label_value(spec.name),
-              kit.LABEL_CLUSTER: kit.label_value(spec.cluster)}
-    if spec.deployment:
-        labels[LABEL_DEPLOYMENT] = kit.label_value(spec.deployment)
-    return labels
+    return {kit.LABEL_MANAGED_BY: "fleetcache", kit.LABEL_COMPONENT: "engine",
+            LABEL_REPLICA: kit.label_value(spec.name),
+            LABEL_DEPLOYMENT: kit.label_value(spec.deployment),
+            kit.LABEL_CLUSTER: kit.label_value(spec.cluster)}
 
 
-def engine_env(spec: ReplicaSpec) -> list[dict]:
+def engine_env(spec: ReplicaSpec, engine: Engine) -> list[dict]:
     """The environment contract of DESIGN.md §3, then writable-path defaults, then the
     user's env (last, so its $(VAR) references can use the contract's variables)."""
     env = [{"name": "FLEETCACHE_MODEL", "value": spec.model},
@@ -295,17 +287,17 @@ def engine_env(spec: ReplicaSpec) -> list[dict]:
     if spec.cache:
         env += [{"name": "HF_HUB_CACHE", "value": hf_hub_cache(spec.cache.mount_path)},
                 {"name": "HF_HUB_OFFLINE", "value": "1"}]
-    user_names = {e["name"] for e in spec.engine.env}
+    user_names = {e["name"] for e in engine.env}
     env += [{"name": n, "value": v} for n, v in WRITABLE_ENV if n not in user_names]
-    return env + [dict(e) for e in spec.engine.env]
+    return env + [dict(e) for e in engine.env]
 
 
-def pod_volumes(spec: ReplicaSpec) -> tuple[list[dict], list[dict]]:
+def pod_volumes(spec: ReplicaSpec, engine: Engine) -> tuple[list[dict], list[dict]]:
     """(volumes, mounts): writable emptyDirs for /tmp and $HOME, memory-backed /dev/shm,
     and on Cache the model cache PVC, read-only at both the pod and the container."""
     shm: dict[str, Any] = {"medium": "Memory"}
-    if spec.engine.shared_memory_size:
-        shm["sizeLimit"] = spec.engine.shared_memory_size
+    if engine.shared_memory_size:
+        shm["sizeLimit"] = engine.shared_memory_size
     volumes = [{"name": "tmp", "emptyDir": {}}, {"name": "home", "emptyDir": {}},
                {"name": "dshm", "emptyDir": shm}]
     mounts = [{"name": "tmp", "mountPath": "/tmp"}, {"name": "home", "mountPath": ENGINE_HOME},
@@ -318,17 +310,16 @@ def pod_volumes(spec: ReplicaSpec) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
-def deployment_manifest(spec: ReplicaSpec, name: str) -> dict:
+def deployment_manifest(spec: ReplicaSpec, engine: Engine, name: str) -> dict:
     """A one-pod Deployment of the engine under Pod Security `restricted`."""
     labels = labels_of(spec)
-    volumes, mounts = pod_volumes(spec)
-    engine = spec.engine
+    volumes, mounts = pod_volumes(spec, engine)
     container: dict[str, Any] = {
         "name": "engine",
         "image": engine.image,
         "imagePullPolicy": "IfNotPresent",
         "args": list(engine.args),
-        "env": engine_env(spec),
+        "env": engine_env(spec, engine),
         "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": engine.readiness_path, "port": "http"},
                            "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
@@ -373,7 +364,7 @@ def deployment_manifest(spec: ReplicaSpec, name: str) -> dict:
     }
 
 
-def service_manifest(spec: ReplicaSpec, name: str) -> dict:
+def service_manifest(spec: ReplicaSpec, engine: Engine, name: str) -> dict:
     labels = labels_of(spec)
     return {
         "apiVersion": "v1",
@@ -381,7 +372,7 @@ def service_manifest(spec: ReplicaSpec, name: str) -> dict:
         "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
         "spec": {"type": "ClusterIP",
                  "selector": {LABEL_REPLICA: labels[LABEL_REPLICA]},
-                 "ports": [{"name": "http", "port": spec.engine.port, "targetPort": "http",
+                 "ports": [{"name": "http", "port": engine.port, "targetPort": "http",
                             "protocol": "TCP"}]},
     }
 
@@ -393,8 +384,8 @@ def remote_name(replica: str) -> str:
         else kit.child_name("replica", replica)
 
 
-def compose_engine(spec: ReplicaSpec, cluster: kit.FleetClusterView,
-                   outcome: kit.Outcome) -> str:
+def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: kit.FleetClusterView,
+                   outcome: kit.Outcome) -> None:
     name = remote_name(spec.name)
 
     def remote(what: str, manifest: dict, **kwargs: Any) -> None:
@@ -404,64 +395,117 @@ def compose_engine(spec: ReplicaSpec, cluster: kit.FleetClusterView,
 
     remote("namespace", kit.namespace_manifest(spec.namespace),
            management_policies=kit.CREATE_ONLY)
-    remote("deployment", deployment_manifest(spec, name), readiness_query=AVAILABLE_QUERY)
-    remote("service", service_manifest(spec, name))
-    return name
+    remote("deployment", deployment_manifest(spec, engine, name),
+           readiness_query=AVAILABLE_QUERY)
+    remote("service", service_manifest(spec, engine, name))
+
+
+def shared_engine(request: kit.Request, spec: ReplicaSpec) -> tuple[Engine | None, str, str]:
+    """(engine, "", "") from the ModelDeployment's spec.engine, or (None, reason, message).
+
+    A required resource is read, never trusted: a missing ModelDeployment or a malformed
+    engine reads as absent, so what runs is kept."""
+    owners = request.required.get(DEPLOYMENT_KEY) or []
+    owner = owners[0] if isinstance(owners[0] if owners else None, Mapping) else None
+    where = f"ModelDeployment {spec.namespace}/{spec.deployment}"
+    if owner is None:
+        return None, "DeploymentNotFound", with_remedy(f"{where} does not exist",
+                                                        "DeploymentNotFound")
+    try:
+        return Engine.of(kit.get_path(owner, "spec.engine"), f"{where} spec.engine"), "", ""
+    except kit.InputError as err:
+        return None, "InvalidSpec", with_remedy(str(err), "InvalidSpec")
 
 
 # --- 4. report ----------------------------------------------------------------------------
 
 
-def engine_state(request: kit.Request, cluster: str, name: str) -> tuple[str, str, str]:
-    """(phase, reason, message) of the composed engine, from its Deployment Object."""
+@dataclass(frozen=True)
+class Phase:
+    phase: str  # Pending | Waiting | Ready | Failed
+    reason: str
+    message: str
+
+
+def engine_phase(request: kit.Request, cluster: str, name: str) -> Phase:
+    """The composed engine's phase, from its Deployment Object."""
     observed = request.observed.get("deployment")
     if kit.is_true(observed, "Ready"):
-        return "Ready", "Available", f"Deployment {name} is available on cluster {cluster}"
+        return Phase("Ready", "Available", f"Deployment {name} is available on cluster {cluster}")
     progressing = kit.condition_of(kit.remote_manifest(observed), "Progressing")
     if progressing.get("status") == "False":
-        reason = str(progressing.get("reason") or "NotProgressing")
-        return "Pending", reason, (f"Deployment {name} on cluster {cluster} is not "
-                                   f"progressing: {progressing.get('message', '')}").rstrip(": ")
-    return "Pending", "Starting", (f"waiting for Deployment {name} on cluster {cluster} to "
-                                   "become available (pulling the image, loading the model)")
+        reason = progressing.get("reason")
+        reason = reason if isinstance(reason, str) and reason in REASONS else "NotProgressing"
+        return Phase("Pending", reason, with_remedy(
+            f"Deployment {name} on cluster {cluster} is not progressing: "
+            f"{kit.shown(str(progressing.get('message') or ''))}", reason))
+    return Phase("Pending", "Starting", f"waiting for Deployment {name} on cluster {cluster} "
+                 "to become available (pulling the image, loading the model)")
+
+
+def waiting_phase(spec: ReplicaSpec) -> Phase:
+    """A Wait replica waits for its cluster's cache, or for a ModelCache that does not exist
+    (its ModelDeployment never served a model: there is nothing to load yet)."""
+    if spec.hydration.get("reason") == "ModelCacheNotFound":
+        detail = kit.clipped(spec.hydration.get("message") or "", kit.MESSAGE_LIMIT)
+        return Phase("Waiting", "ModelCacheNotFound", with_remedy(
+            f"nothing runs on cluster {spec.cluster}: {detail}", "ModelCacheNotFound"))
+    return Phase("Waiting", "Hydrating", hydration_progress(spec.hydration, spec.cluster))
+
+
+def running_phase(request: kit.Request, spec: ReplicaSpec, outcome: kit.Outcome) -> Phase:
+    """Compose the engine on its cluster, or keep what runs while an input is missing."""
+    clusters = request.required.get(FLEET_CLUSTER_KEY)
+    if clusters is None or DEPLOYMENT_KEY not in request.required:  # not fetched yet
+        kit.carry_over(request, outcome, REMOTE_KEYS)
+        return Phase("Pending", "Resolving", f"looking up FleetCluster {spec.cluster} and "
+                     f"ModelDeployment {spec.deployment}")
+    view = kit.FleetClusterView.of(clusters[0]) if clusters and isinstance(
+        clusters[0], Mapping) else None
+    if view is None or not view.ready:
+        reason = "ClusterNotFound" if view is None else "ClusterNotReady"
+        kit.carry_over(request, outcome, REMOTE_KEYS)
+        return Phase("Pending", reason, kit.with_remedy(
+            f"FleetCluster {spec.cluster} " + ("does not exist" if view is None
+                                               else "is not Ready"), reason))
+    engine, reason, message = shared_engine(request, spec)
+    if engine is None:
+        kit.carry_over(request, outcome, REMOTE_KEYS)
+        outcome.warnings.append(message)
+        return Phase("Pending", reason, message)
+
+    name = remote_name(spec.name)
+    outcome.status["endpoint"] = f"{name}.{spec.namespace}.svc:{engine.port}"
+    outcome.status["model"] = {"name": spec.model, "revision": spec.model_revision}
+    if engine.digest != spec.engine_digest:
+        kit.carry_over(request, outcome, REMOTE_KEYS)
+        running = engine_phase(request, spec.cluster, name)
+        if running.phase == "Ready":
+            return running
+        return Phase("Pending", "EngineChanging", with_remedy(
+            f"ModelDeployment {spec.deployment}'s spec.engine is not the one it composed this "
+            f"replica with (engineDigest {spec.engine_digest}); waiting for it to recompose "
+            "the replica", "EngineChanging"))
+    compose_engine(spec, engine, view, outcome)
+    return engine_phase(request, spec.cluster, name)
 
 
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
+    require_identity(request, "ModelReplica")
     spec = read_spec(request)
-    outcome.require(FLEET_CLUSTER_KEY, kit.fleet_cluster_requirement(spec.cluster))
-    status: dict[str, Any] = {"clusterName": spec.cluster, "delivery": spec.delivery}
-    outcome.status = status
-    outcome.composite_ready = False
-
-    def phase(value: str, reason: str, message: str) -> kit.Outcome:
-        status.update({"phase": value, "reason": reason, "message": message})
-        return outcome
-
+    outcome.status = {"clusterName": spec.cluster, "delivery": spec.delivery}
     if spec.delivery == "Wait":
-        return phase("Waiting", "Hydrating", hydration_progress(spec.hydration, spec.cluster))
-    if spec.delivery == "Fail":
-        return phase("Failed", *hydration_failure(spec.hydration, spec.cluster))
-    if not spec.model:
-        return phase("Pending", "ModelUnknown",
-                     "no model to load: the ModelDeployment's modelCacheRef names no "
-                     "ModelCache and no model was ever resolved for it")
-
-    clusters = request.required.get(FLEET_CLUSTER_KEY)
-    if clusters is None:  # not fetched yet: keep what runs
-        kit.carry_over(request, outcome, REMOTE_KEYS)
-        return phase("Pending", "Resolving", f"looking up FleetCluster {spec.cluster}")
-    view = kit.FleetClusterView.of(clusters[0]) if clusters else None
-    if view is None or not view.ready:
-        reason = "ClusterNotFound" if view is None else "ClusterNotReady"
-        kit.carry_over(request, outcome, REMOTE_KEYS)
-        return phase("Pending", reason, kit.with_remedy(
-            f"FleetCluster {spec.cluster} " + ("does not exist" if view is None
-                                               else "is not Ready"), reason))
-
-    name = compose_engine(spec, view, outcome)
-    status["endpoint"] = f"{name}.{spec.namespace}.svc:{spec.engine.port}"
-    status["model"] = {"name": spec.model, "revision": spec.model_revision}
-    value, reason, message = engine_state(request, spec.cluster, name)
-    outcome.composite_ready = value == "Ready"
-    return phase(value, reason, message)
+        current = waiting_phase(spec)
+    elif spec.delivery == "Fail":
+        current = Phase("Failed", *hydration_failure(spec.hydration, spec.cluster))
+    else:
+        outcome.require(FLEET_CLUSTER_KEY, kit.fleet_cluster_requirement(spec.cluster))
+        outcome.require(DEPLOYMENT_KEY, kit.Requirement(
+            kit.API_VERSION, "ModelDeployment", match_name=spec.deployment,
+            namespace=request.namespace))
+        current = running_phase(request, spec, outcome)
+    outcome.status.update({"phase": current.phase, "reason": current.reason,
+                           "message": current.message})
+    outcome.composite_ready = current.phase == "Ready"
+    return outcome

@@ -19,15 +19,16 @@ from fleetcache import render
 from fleetcache.functions import kit, model_replica, server
 from fleetcache.functions import model_deployment as composer
 from tests.support import xrd
-from tests.support.deployments import (CACHE, ENGINE, NAMESPACE, cache_row, deployment,
-                                       model_cache)
+from tests.support.deployments import (CACHE, ENGINE, NAMESPACE, NO_CACHE, cache_required,
+                                       cache_row, deployment, hydration)
 from tests.support.fleet import COMMIT, GIB, fleet_cluster
 
 def request(xr: dict, clusters: list[dict], cache: dict | None = None,
             observed: dict | None = None) -> kit.Request:
+    """`cache`: what cache_required gives; None: the ModelCache does not exist."""
     required = {composer.FLEET_CLUSTERS_KEY: clusters}
     if "modelCacheRef" in (xr.get("spec") or {}):
-        required[composer.MODEL_CACHE_KEY] = [cache] if cache else []
+        required.update(cache or NO_CACHE)
     return kit.Request(composite=xr, observed=observed or {}, required=required)
 
 
@@ -75,8 +76,25 @@ def test_asks_for_every_fleet_cluster_and_the_model_cache_in_its_namespace():
     assert outcome.desired == {} and outcome.status == {}
 
 
+def test_asks_for_the_caches_hydrations_by_its_label_in_its_namespace():
+    outcome = composer.compose(kit.Request(composite=deployment()))
+    assert outcome.requirements[composer.HYDRATIONS_KEY] == kit.Requirement(
+        kit.API_VERSION, "ModelCacheHydration", namespace=NAMESPACE,
+        match_labels=((kit.LABEL_MODEL_CACHE, CACHE),))
+    assert hydration(cache_row("gpu-a", "Ready"))["metadata"]["labels"][
+        kit.LABEL_MODEL_CACHE] == CACHE
+
+
+def test_a_long_cache_name_is_asked_for_by_its_label_value():
+    name = "q" * 80
+    outcome = composer.compose(kit.Request(composite=deployment(modelCacheRef={"name": name})))
+    labels = dict(outcome.requirements[composer.HYDRATIONS_KEY].match_labels)
+    assert labels == {kit.LABEL_MODEL_CACHE: kit.label_value(name)} and len(
+        labels[kit.LABEL_MODEL_CACHE]) <= 63
+
+
 def test_keeps_every_replica_while_requirements_are_not_fetched_yet():
-    first = compose(deployment(replicas=2), FLEET, model_cache(cache_row("gpu-a", "Ready")))
+    first = compose(deployment(replicas=2), FLEET, cache_required(cache_row("gpu-a", "Ready")))
     observed = observe(first)
     again = composer.compose(kit.Request(composite=deployment(replicas=2), observed=observed,
                                          required={composer.FLEET_CLUSTERS_KEY: FLEET}))
@@ -114,7 +132,7 @@ def test_delivery_follows_the_table(phase, policy, delivery, reason):
                       else "", message="token rejected" if phase == "Failed" else "")] \
         if phase else [cache_row("gpu-z", "Ready")]
     xr = deployment(placement={"clusterNames": ["gpu-a"]}, delivery=policy)
-    outcome = compose(xr, [fleet_cluster("gpu-a")], model_cache(*rows))
+    outcome = compose(xr, [fleet_cluster("gpu-a")], cache_required(*rows))
     replica = replicas(outcome)[0]
     assert replica["spec"]["delivery"] == delivery
     assert outcome.status["placements"] == [
@@ -124,9 +142,12 @@ def test_delivery_follows_the_table(phase, policy, delivery, reason):
     assert (counts["cache"], counts["source"], counts["waiting"], counts["failed"]) == (
         int(delivery == "Cache"), int(delivery == "Source"), int(delivery == "Wait"),
         int(delivery == "Fail"))
-    # Every replica of a cached model serves the cache's commit, Cache or Source.
-    assert replica["spec"]["model"] == {"repo": "Qwen/Qwen3-0.6B", "revision": "main",
-                                        "commit": COMMIT}
+    # Every replica of a cached model serves the cache's commit, Cache or Source; a Wait
+    # or Fail replica runs nothing, so it names no model and no engine.
+    if delivery in ("Cache", "Source"):
+        assert replica["spec"]["model"] == {"repo": "Qwen/Qwen3-0.6B", "revision": "main",
+                                            "commit": COMMIT}
+    assert ("engineDigest" in replica["spec"]) == (delivery in ("Cache", "Source"))
     assert ("cache" in replica["spec"]) == (delivery == "Cache")
     assert ("hydration" in replica["spec"]) == (delivery in ("Wait", "Fail"))
     if delivery == "Cache":
@@ -139,31 +160,103 @@ def test_delivery_follows_the_table(phase, policy, delivery, reason):
     assert conditions(outcome)["ModelCacheResolved"].status == "True"
 
 
+def test_each_clusters_standing_comes_from_its_hydration_not_the_caches_rows():
+    cache = cache_required(cache_row("gpu-a", "Hydrating"))
+    cache[composer.MODEL_CACHE_KEY][0]["status"]["clusters"] = [cache_row("gpu-a", "Ready")]
+    outcome = compose(deployment(**ON_GPU_A), FLEET, cache)
+    assert outcome.status["placements"][0]["reason"] == "Hydrating"
+
+
+def test_a_target_without_a_hydration_yet_is_pending_and_waits_under_wait():
+    cache = cache_required(cache_row("gpu-a", "Ready"))
+    cache[composer.MODEL_CACHE_KEY][0]["spec"]["placement"] = {
+        "clusterNames": ["gpu-a", "gpu-b"]}
+    xr = deployment(placement={"clusterNames": ["gpu-b"]}, delivery={"whileHydrating": "Wait"})
+    replica = replicas(compose(xr, FLEET, cache))[0]["spec"]
+    assert replica["delivery"] == "Wait" and replica["hydration"]["phase"] == "Pending"
+
+
+def test_a_hydration_still_pinned_to_the_old_commit_serves_it_from_the_cache():
+    queued = hydration(cache_row("gpu-a", "Ready", servingCommit=OLD_COMMIT), OLD_COMMIT)
+    cache = cache_required(cache_row("gpu-a", "Ready"))
+    cache[composer.HYDRATIONS_KEY] = [queued]
+    spec = replicas(compose(deployment(**ON_GPU_A), FLEET, cache))[0]["spec"]
+    assert (spec["delivery"], spec["cache"]["commit"]) == ("Cache", OLD_COMMIT)
+
+
+def test_a_hydration_of_another_cache_is_not_read():
+    other = hydration(cache_row("gpu-a", "Ready"), cache="other")
+    cache = cache_required(cache_row("gpu-a", "Hydrating"))
+    cache[composer.HYDRATIONS_KEY].insert(0, other)
+    outcome = compose(deployment(**ON_GPU_A), FLEET, cache)
+    assert outcome.status["placements"][0]["reason"] == "Hydrating"
+
+
+def test_of_two_hydrations_of_a_cluster_the_one_pinned_to_the_commit_counts():
+    old = hydration(cache_row("gpu-a", "Failed"), OLD_COMMIT)
+    old["metadata"]["name"] = "a-first-by-name"
+    cache = cache_required(cache_row("gpu-a", "Ready"))
+    cache[composer.HYDRATIONS_KEY].append(old)
+    outcome = compose(deployment(**ON_GPU_A), FLEET, cache)
+    assert outcome.status["placements"][0]["reason"] == "CacheReady"
+
+
+def test_an_invalid_cache_spec_makes_the_clusters_with_hydrations_its_targets():
+    cache = cache_required(cache_row("gpu-a", "Ready"))
+    cache[composer.MODEL_CACHE_KEY][0]["spec"] = {"placement": "everywhere"}
+    outcome = compose(deployment(replicas=2, maxReplicasPerCluster=1), FLEET, cache)
+    assert {p["cluster"]: p["reason"] for p in outcome.status["placements"]} == {
+        "gpu-a": "CacheReady", "gpu-b": "NotACacheTarget"}
+
+
 def test_a_ready_row_without_a_resolved_commit_is_still_hydrating():
     outcome = compose(deployment(delivery={"whileHydrating": "Wait"}), [fleet_cluster("gpu-a")],
-                      model_cache(cache_row("gpu-a", "Ready"), commit=None))
+                      cache_required(cache_row("gpu-a", "Ready"), commit=None))
     assert replicas(outcome)[0]["spec"]["delivery"] == "Wait"
     resolved = conditions(outcome)["ModelCacheResolved"]
     assert (resolved.status, resolved.reason) == ("False", "Resolving")
 
 
-def test_a_model_cache_that_does_not_exist_makes_every_replica_source():
+def test_a_model_cache_that_never_existed_makes_every_replica_wait():
     outcome = compose(deployment(replicas=3), FLEET, cache=None)
-    assert {r["spec"]["delivery"] for r in replicas(outcome).values()} == {"Source"}
+    assert {r["spec"]["delivery"] for r in replicas(outcome).values()} == {"Wait"}
     assert {p["reason"] for p in outcome.status["placements"]} == {"ModelCacheNotFound"}
-    resolved = conditions(outcome)["ModelCacheResolved"]
+    assert outcome.status["replicas"]["waiting"] == 3
+    assert {r["spec"]["hydration"]["reason"] for r in replicas(outcome).values()} == {
+        "ModelCacheNotFound"}
+
+
+def test_a_model_cache_that_never_existed_says_nothing_runs():
+    resolved = conditions(compose(deployment(replicas=3), FLEET, cache=None))[
+        "ModelCacheResolved"]
     assert (resolved.status, resolved.reason) == ("False", "ModelCacheNotFound")
+    assert f"ModelCache {NAMESPACE}/{CACHE} does not exist" in resolved.message
+    assert "nothing runs: its 3 scheduled replicas wait" in resolved.message
+    assert "from the source" not in resolved.message
     assert "Create the ModelCache" in resolved.message
 
 
+def test_a_replica_waiting_for_a_missing_cache_says_so_with_the_remedy():
+    outcome = compose(deployment(), FLEET, cache=None)
+    replica = model_replica.compose(kit.Request(composite=replicas(outcome)[0]))
+    assert (replica.status["phase"], replica.status["reason"]) == ("Waiting",
+                                                                   "ModelCacheNotFound")
+    assert f"ModelCache {NAMESPACE}/{CACHE} does not exist" in replica.status["message"]
+    assert "Create the ModelCache" in replica.status["message"]
+    assert replica.desired == {}
+
+
 def test_a_vanished_model_cache_keeps_serving_the_last_model_from_the_source():
-    first = compose(deployment(), FLEET, model_cache(cache_row("gpu-a", "Ready")))
+    first = compose(deployment(), FLEET, cache_required(cache_row("gpu-a", "Ready")))
     xr = deployment()
     xr["status"] = copy.deepcopy(first.status)
     outcome = compose(xr, FLEET, cache=None, observed=observe(first, ready=True))
     replica = replicas(outcome)[0]
     assert replica["spec"]["delivery"] == "Source"
     assert replica["spec"]["model"]["commit"] == COMMIT
+    resolved = conditions(outcome)["ModelCacheResolved"]
+    assert f"every replica loads Qwen/Qwen3-0.6B@{COMMIT}, the model this deployment " \
+           "served last, from the source" in resolved.message
 
 
 def test_a_direct_huggingface_model_is_always_source():
@@ -193,7 +286,7 @@ ON_GPU_A = {"placement": {"clusterNames": ["gpu-a"]}}
 
 
 def test_a_cluster_hydrating_a_new_commit_keeps_serving_the_old_one_from_the_cache():
-    outcome = compose(deployment(**ON_GPU_A), FLEET, model_cache(serving_row("Hydrating")))
+    outcome = compose(deployment(**ON_GPU_A), FLEET, cache_required(serving_row("Hydrating")))
     spec = replicas(outcome)[0]["spec"]
     assert spec["delivery"] == "Cache"
     assert spec["cache"]["commit"] == OLD_COMMIT and spec["cache"]["snapshotPath"] == OLD_SNAPSHOT
@@ -206,14 +299,14 @@ def test_a_cluster_hydrating_a_new_commit_keeps_serving_the_old_one_from_the_cac
 @pytest.mark.parametrize("policy", [{}, {"whileHydrating": "Wait"}], ids=["source", "wait"])
 def test_serving_the_old_commit_beats_while_hydrating(policy):
     outcome = compose(deployment(delivery=policy, **ON_GPU_A), FLEET,
-                      model_cache(serving_row("Pending", reason="RolloutQueued")))
+                      cache_required(serving_row("Pending", reason="RolloutQueued")))
     assert replicas(outcome)[0]["spec"]["delivery"] == "Cache"
 
 
 @pytest.mark.parametrize("policy", [{}, {"onHydrationFailure": "Fail"}], ids=["source", "fail"])
 def test_a_failed_new_commit_keeps_serving_the_old_one_from_the_cache(policy):
     outcome = compose(deployment(delivery=policy, **ON_GPU_A), FLEET,
-                      model_cache(serving_row("Failed", reason="DigestMismatch")))
+                      cache_required(serving_row("Failed", reason="DigestMismatch")))
     spec = replicas(outcome)[0]["spec"]
     assert (spec["delivery"], spec["cache"]["commit"]) == ("Cache", OLD_COMMIT)
     assert outcome.status["placements"][0]["reason"] == "PreviousCommitHydrationFailed"
@@ -226,7 +319,7 @@ def test_replicas_move_to_the_new_commit_in_one_change_once_it_is_ready():
                 serving_row("Pending", reason="RolloutQueued"), serving_row("Hydrating"),
                 serving_row("Hydrating", bytesDone=GIB), cache_row("gpu-a", "Ready",
                                                                    servingCommit=COMMIT)):
-        cache = model_cache(row, commit=OLD_COMMIT if not specs else COMMIT)
+        cache = cache_required(row, commit=OLD_COMMIT if not specs else COMMIT)
         outcome = compose(xr, FLEET, cache, observed)
         specs.append(replicas(outcome)[0]["spec"])
         observed = observe(outcome, ready=True)
@@ -238,9 +331,9 @@ def test_replicas_move_to_the_new_commit_in_one_change_once_it_is_ready():
 
 def test_a_replica_already_on_source_is_not_sent_back_to_the_old_commit():
     xr = deployment(**ON_GPU_A)
-    first = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Hydrating")))
+    first = compose(xr, FLEET, cache_required(cache_row("gpu-a", "Hydrating")))
     assert replicas(first)[0]["spec"]["delivery"] == "Source"
-    outcome = compose(xr, FLEET, model_cache(serving_row("Hydrating")), observe(first))
+    outcome = compose(xr, FLEET, cache_required(serving_row("Hydrating")), observe(first))
     assert (replicas(outcome)[0]["spec"]["delivery"],
             outcome.status["placements"][0]["reason"]) == ("Source", "Hydrating")
 
@@ -248,19 +341,19 @@ def test_a_replica_already_on_source_is_not_sent_back_to_the_old_commit():
 @pytest.mark.parametrize("phase,policy,delivery", [row[:3] for row in TABLE if row[0]])
 def test_without_a_serving_commit_the_table_holds(phase, policy, delivery):
     outcome = compose(deployment(delivery=policy, **ON_GPU_A), FLEET,
-                      model_cache(cache_row("gpu-a", phase, servingCommit="")))
+                      cache_required(cache_row("gpu-a", phase, servingCommit="")))
     assert replicas(outcome)[0]["spec"]["delivery"] == delivery
     assert outcome.status["replicas"]["previousCommit"] == 0
 
 
 def test_a_serving_commit_that_is_not_a_commit_is_ignored():
     outcome = compose(deployment(**ON_GPU_A), FLEET,
-                      model_cache(cache_row("gpu-a", "Hydrating", servingCommit="../../etc")))
+                      cache_required(cache_row("gpu-a", "Hydrating", servingCommit="../../etc")))
     assert replicas(outcome)[0]["spec"]["delivery"] == "Source"
 
 
 def test_status_counts_replicas_on_the_previous_commit_within_cache():
-    cache = model_cache(serving_row("Hydrating"), cache_row("gpu-b", "Ready"))
+    cache = cache_required(serving_row("Hydrating"), cache_row("gpu-b", "Ready"))
     outcome = compose(deployment(replicas=2, maxReplicasPerCluster=1), FLEET, cache)
     counts = outcome.status["replicas"]
     assert (counts["cache"], counts["previousCommit"], counts["source"]) == (2, 1, 0)
@@ -268,7 +361,7 @@ def test_status_counts_replicas_on_the_previous_commit_within_cache():
 
 
 def test_new_replicas_rank_a_cluster_serving_the_previous_commit_after_cache_ready():
-    cache = model_cache(cache_row("gpu-a", "Hydrating"), cache_row("gpu-b", "Ready"),
+    cache = cache_required(cache_row("gpu-a", "Hydrating"), cache_row("gpu-b", "Ready"),
                         cache_row("gpu-c", "Hydrating", servingCommit=OLD_COMMIT))
     outcome = compose(deployment(replicas=3, maxReplicasPerCluster=1), FLEET, cache)
     assert clusters_of(outcome) == {0: "gpu-b", 1: "gpu-c", 2: "gpu-a"}
@@ -278,7 +371,7 @@ def test_new_replicas_rank_a_cluster_serving_the_previous_commit_after_cache_rea
 
 
 def three_state_cache() -> dict:
-    return model_cache(cache_row("gpu-b", "Hydrating"), cache_row("gpu-c", "Ready"))
+    return cache_required(cache_row("gpu-b", "Hydrating"), cache_row("gpu-c", "Ready"))
 
 
 def test_new_replicas_rank_cache_ready_then_hydrating_then_the_rest():
@@ -288,12 +381,12 @@ def test_new_replicas_rank_cache_ready_then_hydrating_then_the_rest():
 
 
 def test_ties_go_to_the_cluster_with_fewest_replicas_then_by_name():
-    outcome = compose(deployment(replicas=5), FLEET, model_cache(cache_row("gpu-z", "Ready")))
+    outcome = compose(deployment(replicas=5), FLEET, cache_required(cache_row("gpu-z", "Ready")))
     assert clusters_of(outcome) == {0: "gpu-a", 1: "gpu-b", 2: "gpu-c", 3: "gpu-a", 4: "gpu-b"}
 
 
 def test_a_failed_cache_target_ranks_with_the_rest():
-    cache = model_cache(cache_row("gpu-a", "Failed"), cache_row("gpu-b", "Pending"))
+    cache = cache_required(cache_row("gpu-a", "Failed"), cache_row("gpu-b", "Pending"))
     outcome = compose(deployment(replicas=1), FLEET, cache)
     assert clusters_of(outcome) == {0: "gpu-b"}
 
@@ -307,11 +400,11 @@ def test_placement_by_cluster_names_reports_names_that_do_not_exist():
 
 def test_replicas_stick_to_their_cluster_across_composes():
     xr = deployment(replicas=4)
-    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-z", "Ready")))
+    outcome = compose(xr, FLEET, cache_required(cache_row("gpu-z", "Ready")))
     first = clusters_of(outcome)
     # A warmer cluster appears: new replicas would go there, existing ones stay put.
     fleet = FLEET + [fleet_cluster("gpu-0")]
-    cache = model_cache(cache_row("gpu-0", "Ready"))
+    cache = cache_required(cache_row("gpu-0", "Ready"))
     for _ in range(3):
         outcome = compose(xr, fleet, cache, observe(outcome))
         assert clusters_of(outcome) == first
@@ -380,10 +473,10 @@ def test_max_replicas_per_cluster_caps_and_reports_the_rest():
 
 def test_lowering_max_replicas_per_cluster_moves_the_highest_indices():
     outcome = compose(deployment(replicas=4), FLEET[:1] + FLEET[1:2],
-                      model_cache(cache_row("gpu-a", "Ready")))
+                      cache_required(cache_row("gpu-a", "Ready")))
     assert clusters_of(outcome) == {0: "gpu-a", 1: "gpu-a", 2: "gpu-a", 3: "gpu-a"}
     outcome = compose(deployment(replicas=4, maxReplicasPerCluster=2), FLEET[:2],
-                      model_cache(cache_row("gpu-a", "Ready")), observe(outcome))
+                      cache_required(cache_row("gpu-a", "Ready")), observe(outcome))
     assert clusters_of(outcome) == {0: "gpu-a", 1: "gpu-a", 2: "gpu-b", 3: "gpu-b"}
 
 
@@ -396,11 +489,11 @@ def hydrating_then_ready(policy: dict, steps: int = 4) -> list[dict]:
     specs, observed = [], {}
     for step in range(steps):
         row = cache_row("gpu-a", "Hydrating", bytesDone=step * GIB // 2)
-        outcome = compose(xr, FLEET, model_cache(row), observed)
+        outcome = compose(xr, FLEET, cache_required(row), observed)
         specs.append(replicas(outcome)[0]["spec"])
         observed = observe(outcome, ready=True)
     for _ in range(2):
-        outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Ready")), observed)
+        outcome = compose(xr, FLEET, cache_required(cache_row("gpu-a", "Ready")), observed)
         specs.append(replicas(outcome)[0]["spec"])
         observed = observe(outcome, ready=True)
     return specs
@@ -418,7 +511,7 @@ def test_never_keeps_a_running_source_replica_as_it_is():
     assert all(s == specs[0] for s in specs)
     outcome = compose(deployment(delivery={"switchToCache": "Never"},
                                  placement={"clusterNames": ["gpu-a"]}),
-                      FLEET, model_cache(cache_row("gpu-a", "Ready")),
+                      FLEET, cache_required(cache_row("gpu-a", "Ready")),
                       {composer.replica_key(0): {"spec": specs[-1]}})
     assert outcome.status["placements"][0]["reason"] == "SwitchToCacheNever"
 
@@ -426,16 +519,16 @@ def test_never_keeps_a_running_source_replica_as_it_is():
 def test_never_still_gives_new_replicas_the_cache():
     xr = deployment(delivery={"switchToCache": "Never"}, replicas=2,
                     placement={"clusterNames": ["gpu-a"]})
-    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Ready")))
+    outcome = compose(xr, FLEET, cache_required(cache_row("gpu-a", "Ready")))
     assert {r["spec"]["delivery"] for r in replicas(outcome).values()} == {"Cache"}
 
 
 def test_a_waiting_replica_takes_the_cache_when_it_is_ready_under_never():
     xr = deployment(delivery={"switchToCache": "Never", "whileHydrating": "Wait"},
                     placement={"clusterNames": ["gpu-a"]})
-    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Hydrating")))
+    outcome = compose(xr, FLEET, cache_required(cache_row("gpu-a", "Hydrating")))
     assert replicas(outcome)[0]["spec"]["delivery"] == "Wait"
-    outcome = compose(xr, FLEET, model_cache(cache_row("gpu-a", "Ready")), observe(outcome))
+    outcome = compose(xr, FLEET, cache_required(cache_row("gpu-a", "Ready")), observe(outcome))
     assert replicas(outcome)[0]["spec"]["delivery"] == "Cache"
 
 
@@ -455,10 +548,40 @@ def test_ready_only_when_every_desired_replica_is_ready():
     assert (ready.status, ready.reason) == ("True", "Available")
 
 
+def test_placements_list_every_replica_up_to_the_limit():
+    outcome = compose(deployment(replicas=composer.LISTED_PLACEMENTS), FLEET,
+                      three_state_cache())
+    assert [p["replica"] for p in outcome.status["placements"]] == list(
+        range(composer.LISTED_PLACEMENTS))
+
+
+def test_past_the_limit_placements_list_the_replicas_needing_attention_by_index():
+    xr = deployment(replicas=150, maxReplicasPerCluster=40,
+                    delivery={"whileHydrating": "Wait"})
+    cache = cache_required(cache_row("gpu-a", "Ready"), cache_row("gpu-b", "Hydrating"))
+    outcome = compose(xr, FLEET, cache)
+    listed = outcome.status["placements"]
+    assert len(listed) == composer.LISTED_PLACEMENTS
+    assert [p["replica"] for p in listed] == sorted(p["replica"] for p in listed)
+    shown = [p["delivery"] for p in listed]
+    assert (shown.count(""), shown.count("Wait"), shown.count("Source"),
+            shown.count("Cache")) == (30, 40, 30, 0)
+    assert outcome.status["replicas"] == {
+        "desired": 150, "scheduled": 120, "ready": 0, "cache": 40, "source": 40,
+        "waiting": 40, "failed": 0, "previousCommit": 0}
+
+
+def test_status_stays_small_at_a_thousand_replicas():
+    fleet = [fleet_cluster(f"gpu-{i:03d}") for i in range(500)]
+    xr = deployment(replicas=1000, maxReplicasPerCluster=4)
+    outcome = compose(xr, fleet, cache_required(cache_row("gpu-000", "Ready")))
+    assert len(json.dumps(outcome.status)) < 20_000
+
+
 def test_status_and_replicas_are_valid_against_their_xrds():
     xr = deployment(replicas=5, maxReplicasPerCluster=2,
                     delivery={"whileHydrating": "Wait", "onHydrationFailure": "Fail"})
-    cache = model_cache(cache_row("gpu-a", "Failed"), cache_row("gpu-b", "Hydrating"),
+    cache = cache_required(cache_row("gpu-a", "Failed"), cache_row("gpu-b", "Hydrating"),
                         cache_row("gpu-c", "Ready"))
     outcome = compose(xr, FLEET, cache)
     assert {p["delivery"] for p in outcome.status["placements"]} == {"Cache", "Wait", "Fail"}
@@ -475,7 +598,7 @@ def test_a_deployment_example_is_valid_and_composes():
             continue
         xrd.assert_valid(doc)
         outcome = compose(xrd.xrd_for(doc).with_defaults(doc), FLEET,
-                          model_cache(cache_row("gpu-a", "Ready")))
+                          cache_required(cache_row("gpu-a", "Ready")))
         assert outcome.status["replicas"]["desired"] == doc["spec"].get("replicas", 1), path
 
 
@@ -491,13 +614,11 @@ def test_every_xrd_field_has_a_description():
 def run_proto(xr: dict, clusters: list[dict], cache: dict | None) -> fnv1.RunFunctionResponse:
     req = fnv1.RunFunctionRequest()
     resource.update(req.observed.composite, xr)
-    for item in clusters:
-        req.required_resources[composer.FLEET_CLUSTERS_KEY].items.add().resource.CopyFrom(
-            resource.dict_to_struct(item))
-    req.required_resources[composer.MODEL_CACHE_KEY].SetInParent()
-    if cache:
-        req.required_resources[composer.MODEL_CACHE_KEY].items.add().resource.CopyFrom(
-            resource.dict_to_struct(cache))
+    for key, items in {composer.FLEET_CLUSTERS_KEY: clusters, **(cache or NO_CACHE)}.items():
+        req.required_resources[key].SetInParent()
+        for item in items:
+            req.required_resources[key].items.add().resource.CopyFrom(
+                resource.dict_to_struct(item))
     return server.run(req, kit.Request(composite={}).now)
 
 
@@ -571,8 +692,21 @@ def test_hostile_specs_are_input_errors_or_fatal_results(spec):
     assert fatal and "internal error" not in fatal[0], fatal
 
 
-def test_long_and_unicode_names_give_valid_child_names():
-    for name in ("x" * 300, "modèle-été-🚀", "7b.chat"):
+@pytest.mark.parametrize("metadata", [{}, {"name": "chat"}, {"name": "chat", "namespace": "Not OK"},
+                                      {"namespace": NAMESPACE},
+                                      {"name": "Chat_0", "namespace": NAMESPACE},
+                                      {"name": "modèle-🚀", "namespace": NAMESPACE}],
+                         ids=["none", "no-namespace", "bad-namespace", "no-name", "bad-name",
+                              "unicode-name"])
+def test_a_composite_without_a_valid_name_and_namespace_is_an_input_error(metadata):
+    xr = deployment()
+    xr["metadata"] = metadata
+    with pytest.raises(kit.InputError, match="metadata"):
+        compose(xr, FLEET, three_state_cache())
+
+
+def test_long_and_dotted_names_give_valid_child_names():
+    for name in ("x" * 253, "7b.chat", "a" + "-b" * 100):
         xr = deployment(replicas=3)
         xr["metadata"]["name"] = name
         outcome = compose(xr, FLEET, three_state_cache())
@@ -588,17 +722,54 @@ def test_long_and_unicode_names_give_valid_child_names():
 def test_hostile_observed_and_required_resources_do_not_break_compose():
     observed = {composer.replica_key(0): {"spec": {"replica": "zero", "clusterName": 5}},
                 composer.replica_key(1): {"spec": "nope"}, "other": {"kind": "Thing"}}
-    cache = model_cache(cache_row("gpu-a", "Ready"))
-    cache["status"]["clusters"] += ["junk", {"name": 7}, {"name": "gpu-b", "phase": None}]
+    cache = cache_required(cache_row("gpu-a", "Ready"), cache_row("gpu-b", "Hydrating"))
+    broken = cache[composer.HYDRATIONS_KEY][1]
+    broken["status"] = {"phase": ["Ready"], "progress": "half", "servingCommit": {"x": 1}}
+    cache[composer.HYDRATIONS_KEY] += [
+        "junk", {"spec": "nope"}, {"spec": {"clusterName": 7, "modelCacheName": CACHE}},
+        {"spec": {"clusterName": "gpu-c", "modelCacheName": CACHE}, "status": "Ready"}]
     fleet = FLEET + [{"metadata": "bad"}, "junk", {"metadata": {"name": "gpu-x",
-                                                                 "labels": "oops"}}]
-    outcome = compose(deployment(replicas=3), fleet, cache, observed)
+                                                                 "labels": "oops"}},
+                     {"metadata": {"name": "gpu-y"}, "status": {"conditions": "Ready"}}]
+    outcome = compose(deployment(replicas=3, maxReplicasPerCluster=1), fleet, cache, observed)
     assert len(outcome.desired) == 3
+    assert {p["cluster"]: p["delivery"] for p in outcome.status["placements"]} == {
+        "gpu-a": "Cache", "gpu-b": "Source", "gpu-c": "Source"}
+
+
+def test_what_a_hostile_hydration_says_reaches_a_replica_cut_to_size():
+    row = cache_row("gpu-a", "Failed", reason="not a reason " * 50, message="m" * 10_000,
+                    bytesDone=-5)
+    outcome = compose(deployment(delivery={"onHydrationFailure": "Fail"}, **ON_GPU_A), FLEET,
+                      cache_required(row))
+    replica = replicas(outcome)[0]
+    told = replica["spec"]["hydration"]
+    assert (told["reason"], told["bytesDone"]) == ("", 0)
+    assert len(told["message"]) <= kit.MESSAGE_LIMIT
+    xrd.assert_valid(replica)
+
+
+@pytest.mark.parametrize("resolved", ["abc", {"commit": 7}, {"commit": "../../etc"}, []],
+                         ids=["string", "number", "path", "list"])
+def test_a_malformed_resolved_commit_reads_as_not_resolved_with_a_warning(resolved):
+    cache = cache_required(cache_row("gpu-a", "Ready"))
+    cache[composer.MODEL_CACHE_KEY][0]["status"]["resolved"] = resolved
+    outcome = compose(deployment(), FLEET, cache)
+    assert replicas(outcome)[0]["spec"]["delivery"] == "Source"
+    assert conditions(outcome)["ModelCacheResolved"].reason == "Resolving"
+    assert any("is not a resolve result" in w and len(w) < 400 for w in outcome.warnings)
+
+
+def test_a_malformed_latched_model_reads_as_none():
+    xr = deployment()
+    xr["status"] = {"model": {"modelCacheName": CACHE, "repo": ["x"], "commit": 7}}
+    outcome = compose(xr, FLEET, cache=None)
+    assert replicas(outcome)[0]["spec"]["delivery"] == "Wait"
 
 
 def test_a_thousand_replicas_over_five_hundred_clusters():
     fleet = [fleet_cluster(f"gpu-{i:03d}") for i in range(500)]
-    cache = model_cache(*[cache_row(f"gpu-{i:03d}", ("Ready", "Hydrating", "Failed")[i % 3])
+    cache = cache_required(*[cache_row(f"gpu-{i:03d}", ("Ready", "Hydrating", "Failed")[i % 3])
                           for i in range(0, 500, 2)])
     xr = deployment(replicas=1000, maxReplicasPerCluster=4)
     outcome = compose(xr, fleet, cache)
@@ -622,10 +793,11 @@ def test_render_of_the_example_gives_cache_source_and_source():
              for doc in xrd.load_yaml_docs(xrd.EXAMPLES / "fleet" / "fleetclusters.yaml")
              for n in [doc["metadata"]["name"]]]
     example = xrd.load_yaml_docs(xrd.EXAMPLES / "modeldeployment-cached.yaml")[0]
-    cache = model_cache(cache_row("gpu-east-1", "Ready"),
-                        cache_row("gpu-east-2", "Hydrating", bytesDone=GIB))
-    cache["metadata"] = {"name": example["spec"]["modelCacheRef"]["name"],
-                         "namespace": example["metadata"]["namespace"]}
+    cache = cache_required(cache_row("gpu-east-1", "Ready"),
+                           cache_row("gpu-east-2", "Hydrating", bytesDone=GIB),
+                           name=example["spec"]["modelCacheRef"]["name"])
+    for item in (*cache[composer.MODEL_CACHE_KEY], *cache[composer.HYDRATIONS_KEY]):
+        item["metadata"]["namespace"] = example["metadata"]["namespace"]
     compositions = {p.stem: xrd.load_yaml_docs(p)[0] for p in xrd.COMPOSITIONS.glob("*.yaml")}
 
     def envs(policy: dict) -> dict[str, tuple[str, str, dict]]:
@@ -634,13 +806,15 @@ def test_render_of_the_example_gives_cache_source_and_source():
         out = {}
         with render.InProcessServer() as srv, render.channel_to(srv.address) as channel:
             stub = grpcv1.FunctionRunnerServiceStub(channel)
-            rendered = render.run_pipeline(stub, xrd.xrd_for(xr).with_defaults(xr),
-                                           compositions["modeldeployments"], [], fleet + [cache])
+            xr = xrd.xrd_for(xr).with_defaults(xr)
+            rendered = render.run_pipeline(stub, xr, compositions["modeldeployments"], [],
+                                           fleet + [item for items in cache.values()
+                                                    for item in items])
             assert not rendered.fatal, rendered.fatal
             for replica in rendered.by_kind("ModelReplica"):
                 xrd.assert_valid(replica)
                 inner = render.run_pipeline(stub, replica, compositions["modelreplicas"], [],
-                                            fleet)
+                                            fleet + [xr])
                 assert not inner.fatal, inner.fatal
                 objects = {r["metadata"]["name"]: r for r in inner.by_kind("Object")}
                 deployments = [o["spec"]["forProvider"]["manifest"] for o in objects.values()
@@ -668,12 +842,28 @@ def test_render_of_the_example_gives_cache_source_and_source():
     assert waiting["gpu-west-1"][0] == "Source"
 
 
-def test_model_replica_module_owns_the_engine_template():
-    """The deployment writes exactly what the replica reads (one normalizer for both)."""
-    outcome = compose(deployment(engine={**ENGINE, "port": 9000}), FLEET, three_state_cache())
-    engine = replicas(outcome)[0]["spec"]["engine"]
-    assert model_replica.Engine.of(engine).as_spec() == engine
-    assert engine["port"] == 9000 and engine["readinessPath"] == "/health"
+def test_replicas_carry_the_engines_digest_not_the_engine():
+    """The replica reads spec.engine from its ModelDeployment; the digest says which one
+    the deployment composed it with (one normalizer, model_replica.Engine, for both)."""
+    engine = {**ENGINE, "port": 9000}
+    spec = replicas(compose(deployment(engine=engine), FLEET, three_state_cache()))[0]["spec"]
+    assert "engine" not in spec
+    assert spec["engineDigest"] == model_replica.Engine.of(engine).digest
+    assert spec["deploymentName"] == "chat"
+
+
+def test_changing_the_engine_changes_every_replicas_spec_once():
+    before = compose(deployment(replicas=2), FLEET, three_state_cache())
+    after = compose(deployment(replicas=2, engine={**ENGINE, "args": ["--max-model-len=8192"]}),
+                    FLEET, three_state_cache(), observe(before))
+    digests = {r["spec"]["engineDigest"] for r in replicas(before).values()}
+    changed = {r["spec"]["engineDigest"] for r in replicas(after).values()}
+    assert len(digests) == len(changed) == 1 and digests != changed
+
+
+def test_equivalent_engines_share_a_digest():
+    defaulted = {**ENGINE, "port": 8000, "readinessPath": "/health", "env": []}
+    assert model_replica.Engine.of(defaulted).digest == model_replica.Engine.of(ENGINE).digest
 
 
 def test_printer_columns_are_the_designed_ones():

@@ -15,19 +15,31 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache.functions import kit, server
+from fleetcache.functions import kit, model_deployment, server
 from fleetcache.functions import model_replica as composer
 from tests.support import xrd
-from tests.support.deployments import CACHE, CLUSTER, NAMESPACE, SNAPSHOT, replica_xr
+from tests.support.deployments import (CACHE, CLUSTER, NAMESPACE, REPLICA_ENGINE, SNAPSHOT,
+                                       deployment, engine_digest, replica_xr)
 from tests.support.fleet import COMMIT, fleet_cluster, observed_object
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 
-def compose(xr: dict, clusters: list[dict] | None = None, observed: dict | None = None
-            ) -> kit.Outcome:
+
+def compose(xr: dict, clusters: list[dict] | None = None, observed: dict | None = None,
+            owners: list | None = None) -> kit.Outcome:
+    """Compose with its FleetCluster and its ModelDeployment (running REPLICA_ENGINE)
+    fetched, unless given."""
     required = {composer.FLEET_CLUSTER_KEY: [fleet_cluster(CLUSTER)] if clusters is None
-                else clusters}
+                else clusters,
+                composer.DEPLOYMENT_KEY: [deployment(engine=REPLICA_ENGINE)] if owners is None
+                else owners}
     return composer.compose(kit.Request(composite=xr, observed=observed or {},
                                         required=required))
+
+
+def running(delivery: str, engine: dict) -> kit.Outcome:
+    """A replica of a ModelDeployment whose spec.engine is `engine`."""
+    return compose(replica_xr(delivery, engineDigest=engine_digest(engine)),
+                   owners=[deployment(engine=engine)])
 
 
 def remote(outcome: kit.Outcome, key: str) -> dict:
@@ -68,22 +80,20 @@ def test_source_replica_without_a_commit_loads_the_revision():
 
 
 def test_user_env_follows_the_contract_and_may_override_writable_paths():
-    xr = replica_xr("Cache")
-    xr["spec"]["engine"]["env"] = [{"name": "HOME", "value": "/data"},
-                                   {"name": "MODEL_DIR", "value": "$(FLEETCACHE_MODEL)"},
-                                   {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
-                                       "name": "hf", "key": "token"}}}]
-    names = [e["name"] for e in pod_spec(compose(xr))["containers"][0]["env"]]
+    outcome = running("Cache", {**REPLICA_ENGINE, "env": [
+        {"name": "HOME", "value": "/data"}, {"name": "MODEL_DIR", "value": "$(FLEETCACHE_MODEL)"},
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]})
+    names = [e["name"] for e in pod_spec(outcome)["containers"][0]["env"]]
     assert names.index("MODEL_DIR") > names.index("FLEETCACHE_MODEL")
-    assert names.count("HOME") == 1 and env_of(compose(xr))["HOME"] == "/data"
+    assert names.count("HOME") == 1 and env_of(outcome)["HOME"] == "/data"
     assert names[:5] == ["FLEETCACHE_MODEL", "FLEETCACHE_MODEL_REVISION", "FLEETCACHE_DELIVERY",
                          "HF_HUB_CACHE", "HF_HUB_OFFLINE"]
 
 
 def test_the_engine_runs_its_own_command_line_unchanged():
-    outcome = compose(replica_xr("Cache", engine={
+    outcome = running("Cache", {
         "image": "lmsysorg/sglang:v0.5.3", "command": ["python3", "-m", "sglang.launch_server"],
-        "args": ["--model-path=$(FLEETCACHE_MODEL)"], "port": 30000, "readinessPath": "/ready"}))
+        "args": ["--model-path=$(FLEETCACHE_MODEL)"], "port": 30000, "readinessPath": "/ready"})
     container = pod_spec(outcome)["containers"][0]
     assert container["command"] == ["python3", "-m", "sglang.launch_server"]
     assert container["args"] == ["--model-path=$(FLEETCACHE_MODEL)"]
@@ -110,7 +120,7 @@ def test_source_replica_mounts_no_cache():
 
 
 def test_writable_tmp_home_and_memory_backed_shm_under_a_read_only_root():
-    spec = pod_spec(compose(replica_xr("Cache", engine={"image": "x", "sharedMemorySize": "8Gi"})))
+    spec = pod_spec(running("Cache", {"image": "x", "sharedMemorySize": "8Gi"}))
     volumes = {v["name"]: v for v in spec["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
     assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
@@ -132,11 +142,11 @@ def test_pod_passes_restricted_and_runs_as_the_agents_uid(delivery):
 
 @pytest.mark.parametrize("delivery", ["Cache", "Source"])
 def test_every_remote_manifest_is_valid_kubernetes(delivery):
-    outcome = compose(replica_xr(delivery, engine={
+    outcome = running(delivery, {
         "image": "x", "env": [{"name": "A", "valueFrom": {"fieldRef": {
             "fieldPath": "metadata.name"}}}],
         "resources": {"limits": {"nvidia.com/gpu": 1, "memory": "24Gi"}},
-        "sharedMemorySize": "1Gi"}))
+        "sharedMemorySize": "1Gi"})
     kinds = []
     for _, manifest in iter_remote_manifests(outcome):
         assert_valid_k8s(manifest)
@@ -222,8 +232,6 @@ def test_a_stuck_rollout_says_so():
 def test_wait_composes_nothing_and_shows_the_hydrations_progress():
     outcome = compose(replica_xr("Wait"))
     assert outcome.desired == {}
-    assert outcome.requirements[composer.FLEET_CLUSTER_KEY] == kit.fleet_cluster_requirement(
-        CLUSTER)
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Waiting", "Hydrating")
     assert "1.0GiB of 4.0GiB (25%)" in outcome.status["message"]
     assert outcome.composite_ready is False
@@ -241,6 +249,13 @@ def test_fail_composes_nothing_and_carries_the_hydrations_remedy():
     assert remedy in bare.status["message"]
 
 
+@pytest.mark.parametrize("delivery", ["Wait", "Fail"])
+def test_a_huge_hydration_message_is_cut_in_the_status(delivery):
+    xr = replica_xr(delivery, hydration={"phase": "x" * 5000, "reason": "r" * 5000,
+                                         "message": "m" * 50_000})
+    assert len(compose(xr).status["message"]) < 2 * kit.MESSAGE_LIMIT
+
+
 def test_a_running_replica_is_kept_while_its_cluster_is_not_ready():
     first = compose(replica_xr("Cache"))
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
@@ -252,24 +267,127 @@ def test_a_running_replica_is_kept_while_its_cluster_is_not_ready():
         assert kit.remedy(reason) in outcome.status["message"]
 
 
-def test_nothing_is_deleted_before_the_cluster_is_fetched():
+def test_nothing_is_deleted_before_the_cluster_and_deployment_are_fetched():
     first = compose(replica_xr("Cache"))
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
     outcome = composer.compose(kit.Request(composite=replica_xr("Cache"), observed=observed))
     assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "Resolving")
 
 
-def test_source_with_no_known_model_waits_with_a_clear_reason():
-    outcome = compose(replica_xr("Source", model={"repo": "", "revision": "", "commit": ""}))
-    assert outcome.desired == {} and outcome.status["reason"] == "ModelUnknown"
+# --- the engine, by reference to the ModelDeployment ----------------------------------------
 
 
-def test_status_is_valid_against_the_xrd():
-    for delivery in ("Cache", "Source", "Wait", "Fail"):
-        xr = replica_xr(delivery)
-        outcome = compose(xr)
-        xr["status"] = outcome.status
-        xrd.assert_valid(xr)
+def test_asks_for_its_fleet_cluster_and_its_model_deployment_by_name():
+    outcome = composer.compose(kit.Request(composite=replica_xr("Source")))
+    assert outcome.requirements == {
+        composer.FLEET_CLUSTER_KEY: kit.fleet_cluster_requirement(CLUSTER),
+        composer.DEPLOYMENT_KEY: kit.Requirement(kit.API_VERSION, "ModelDeployment",
+                                                 match_name="chat", namespace=NAMESPACE)}
+
+
+@pytest.mark.parametrize("delivery", ["Wait", "Fail"])
+def test_a_replica_that_runs_nothing_asks_for_nothing(delivery):
+    assert composer.compose(kit.Request(composite=replica_xr(delivery))).requirements == {}
+
+
+def test_runs_the_engine_its_model_deployment_names():
+    container = pod_spec(running("Source", {"image": "vllm/vllm-openai:v0.11.0",
+                                            "args": ["--max-model-len=8192"]}))["containers"][0]
+    assert (container["image"], container["args"]) == ("vllm/vllm-openai:v0.11.0",
+                                                       ["--max-model-len=8192"])
+
+
+def test_a_missing_model_deployment_keeps_what_runs_and_says_so():
+    first = compose(replica_xr("Cache"))
+    observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
+    outcome = compose(replica_xr("Cache"), observed=observed, owners=[])
+    assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+    assert kit.canonical(outcome.desired["deployment"][0]) == kit.canonical(
+        kit.strip_observed(observed["deployment"]))
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending",
+                                                                   "DeploymentNotFound")
+    assert f"ModelDeployment {NAMESPACE}/chat does not exist" in outcome.status["message"]
+    assert composer.REASONS["DeploymentNotFound"].remedy in outcome.status["message"]
+
+
+@pytest.mark.parametrize("engine", [None, "vllm", {"image": ""}, {"image": "x", "port": "80"},
+                                    {"image": "x", "args": "x" * 5000}],
+                         ids=["absent", "string", "no-image", "port-string", "huge-args"])
+def test_a_malformed_engine_on_the_deployment_keeps_what_runs_with_a_warning(engine):
+    first = compose(replica_xr("Cache"))
+    observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
+    owner = deployment()
+    owner["spec"]["engine"] = engine
+    outcome = compose(replica_xr("Cache"), observed=observed, owners=[owner])
+    assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "InvalidSpec")
+    assert f"ModelDeployment {NAMESPACE}/chat spec.engine" in outcome.status["message"]
+    assert len(outcome.status["message"]) < 600 and outcome.warnings
+
+
+def test_a_required_deployment_that_is_not_an_object_reads_as_missing():
+    outcome = compose(replica_xr("Cache"), owners=["chat"])
+    assert outcome.status["reason"] == "DeploymentNotFound" and outcome.desired == {}
+
+
+def test_an_engine_changed_since_composing_keeps_the_running_one():
+    first = compose(replica_xr("Cache"))
+    observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
+    observed["deployment"]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    newer = deployment(engine={**REPLICA_ENGINE, "args": ["--new-flag"]})
+    outcome = compose(replica_xr("Cache"), observed=observed, owners=[newer])
+    assert kit.canonical(outcome.desired["deployment"][0]) == kit.canonical(
+        kit.strip_observed(observed["deployment"]))
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "EngineChanging")
+
+
+def test_an_engine_changed_since_composing_keeps_a_ready_replica_ready():
+    first = compose(replica_xr("Cache"))
+    observed = {"deployment": observed_object(first.desired["deployment"][0])}
+    newer = deployment(engine={**REPLICA_ENGINE, "args": ["--new-flag"]})
+    outcome = compose(replica_xr("Cache"), observed=observed, owners=[newer])
+    assert (outcome.status["phase"], outcome.composite_ready) == ("Ready", True)
+
+
+def test_the_new_engine_runs_once_the_deployment_recomposed_the_replica():
+    newer = {**REPLICA_ENGINE, "args": ["--new-flag"]}
+    first = compose(replica_xr("Cache"))
+    observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
+    outcome = compose(replica_xr("Cache", engineDigest=engine_digest(newer)), observed=observed,
+                      owners=[deployment(engine=newer)])
+    assert pod_spec(outcome)["containers"][0]["args"] == ["--new-flag"]
+
+
+def test_the_request_with_a_4kib_engine_and_1000_replicas_stays_small():
+    """What Crossplane sends compose-model-replica for one of 1,000 replicas of a 4 KiB
+    engine: the replica, its three Objects as observed, its FleetCluster and its
+    ModelDeployment with that deployment's whole status."""
+    engine = {**REPLICA_ENGINE, "args": ["--model=$(FLEETCACHE_MODEL)", "x" * 4096]}
+    xr = replica_xr("Cache", engineDigest=engine_digest(engine))
+    owner = deployment(engine=engine, replicas=1000)
+    owner["status"] = {"placements": [
+        {"replica": i, "cluster": f"gpu-{i % 500:03d}", "delivery": "Cache",
+         "reason": "PreviousCommitWhileHydrating", "commit": COMMIT}
+        for i in range(model_deployment.LISTED_PLACEMENTS)]}
+    first = compose(xr, owners=[owner])
+    req = fnv1.RunFunctionRequest()
+    resource.update(req.observed.composite, xr)
+    for key, (desired, _) in first.desired.items():
+        resource.update(req.observed.resources[key], observed_object(desired))
+    for key, items in {composer.FLEET_CLUSTER_KEY: [fleet_cluster(CLUSTER)],
+                       composer.DEPLOYMENT_KEY: [owner]}.items():
+        for item in items:
+            req.required_resources[key].items.add().resource.CopyFrom(
+                resource.dict_to_struct(item))
+    assert req.ByteSize() < 64 * 1024
+
+
+@pytest.mark.parametrize("delivery", ["Cache", "Source", "Wait", "Fail"])
+def test_status_is_valid_against_the_xrd(delivery):
+    xr = replica_xr(delivery)
+    xr["status"] = compose(xr).status
+    xrd.assert_valid(xr)
 
 
 # --- determinism and hostile input ----------------------------------------------------------
@@ -280,9 +398,9 @@ def test_same_request_gives_the_same_output():
     assert kit.canonical(a.desired) == kit.canonical(b.desired) and a.status == b.status
 
 
-def test_names_are_valid_for_long_unicode_and_digit_leading_replicas():
-    for name in ("r" * 300, "réplica-ü-🚀", "7b-chat-0"):
-        xr = replica_xr("Cache", deploymentName=name)
+def test_names_are_valid_for_long_dotted_and_digit_leading_replicas():
+    for name in ("r" * 253, "chat.0", "7b-chat-0"):
+        xr = replica_xr("Cache", deploymentName="d" * 253)
         xr["metadata"]["name"] = name
         outcome = compose(xr)
         for _, manifest in iter_remote_manifests(outcome):
@@ -307,6 +425,9 @@ def spec_with(**changes: Any) -> dict:
 
 
 HOSTILE = [
+    {**replica_xr(), "metadata": {"name": "chat-0"}},
+    {**replica_xr(), "metadata": {"namespace": NAMESPACE}},
+    {**replica_xr(), "metadata": {"name": "chat-0", "namespace": "a" * 64}},
     {k: v for k, v in replica_xr().items() if k != "spec"},
     {**replica_xr(), "spec": "Cache"},
     spec_with(clusterName=...),
@@ -317,16 +438,11 @@ HOSTILE = [
     spec_with(cache=...),
     spec_with(cache__snapshotPath="/etc/passwd"),
     spec_with(cache__commit=3),
-    spec_with(engine=...),
-    spec_with(engine="vllm"),
-    spec_with(engine__image=None),
-    spec_with(engine__image="has space"),
-    spec_with(engine__args=[1, 2]),
-    spec_with(engine__env=[{"value": "x"}]),
-    spec_with(engine__env=[{"name": "HF_HUB_OFFLINE", "value": "0"}]),
-    spec_with(engine__port="8000"),
-    spec_with(engine__port=0),
-    spec_with(engine__resources=["gpu"]),
+    spec_with(engineDigest=...),
+    spec_with(engineDigest=7),
+    spec_with(deploymentName=...),
+    spec_with(deploymentName="Not A Name"),
+    spec_with(model__repo=""),
     spec_with(replica=-1),
     spec_with(replica=True),
     spec_with(model="Qwen/Qwen3-0.6B"),
@@ -358,6 +474,8 @@ def test_hostile_input_is_a_fatal_result_through_the_server(xr):
     resource.update(req.observed.composite, copy.deepcopy(xr))
     req.required_resources[composer.FLEET_CLUSTER_KEY].items.add().resource.CopyFrom(
         resource.dict_to_struct(fleet_cluster(CLUSTER)))
+    req.required_resources[composer.DEPLOYMENT_KEY].items.add().resource.CopyFrom(
+        resource.dict_to_struct(deployment(engine=REPLICA_ENGINE)))
     rsp = server.run(req, kit.Request(composite={}).now)
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert fatal and "internal error" not in fatal[0], fatal

@@ -9,6 +9,7 @@ import pytest
 
 from fleetcache import render
 from fleetcache.functions import kit, model_deployment
+from tests.support.deployments import cache_required, cache_row
 from tests.support.fleet import fleet_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,17 +68,14 @@ def test_the_tours_replicas_are_where_and_how_compose_model_deployment_puts_them
     deployment = example("examples/modeldeployment-cached.yaml")[0]
     deployment["metadata"]["uid"] = "1"
     phases = {row[1]: row[2] for row in printed_rows("modelcachehydrations")[1:]}
-    cache = example("examples/fleet/modelcache.yaml")[0]
-    cache["status"] = {
-        "resolved": {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": "c" * 40,
-                     "bytes": 1_500_000_000, "files": 5},
-        "clusters": [{"name": n, "phase": p, "bytesDone": 0, "bytesTotal": 1_500_000_000,
-                      "reason": "", "message": ""} for n, p in sorted(phases.items())]}
+    cache = example("examples/fleet/modelcache.yaml")[0]["metadata"]["name"]
     labels = {"fleetcache.dev/tier": "serving", "gpu": "h100"}
     fleet = [fleet_cluster(n, labels=labels) for n in sorted(phases)]
     outcome = model_deployment.compose(kit.Request(
-        composite=deployment, required={model_deployment.FLEET_CLUSTERS_KEY: fleet,
-                                        model_deployment.MODEL_CACHE_KEY: [cache]}))
+        composite=deployment, required={
+            model_deployment.FLEET_CLUSTERS_KEY: fleet,
+            **cache_required(*(cache_row(n, p) for n, p in sorted(phases.items())),
+                             name=cache)}))
     composed = sorted((r["metadata"]["name"], r["spec"]["clusterName"], r["spec"]["delivery"])
                       for r, _ in outcome.desired.values())
     shown = sorted((row[0], row[1], row[2]) for row in printed_rows("modelreplicas")[1:])

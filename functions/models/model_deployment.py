@@ -519,7 +519,10 @@ class Status(BaseModel):
     ] = None
     placements: Annotated[
         list[Placement1] | None,
-        Field(description='One entry per desired replica, by index.'),
+        Field(
+            description="One entry per desired replica, by index, up to 100; past 100 replicas the 100 that most need attention (not ready, unscheduled, Fail, Wait, Source, then Cache). Every replica's own placement is on its ModelReplica.",
+            max_length=100,
+        ),
     ] = None
     conditions: Annotated[
         list[dict[str, Any]] | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
 class Cache(BaseModel):
@@ -17,6 +17,7 @@ class Cache(BaseModel):
         Field(
             alias='modelCacheName',
             description='The ModelCache whose volume is mounted.',
+            min_length=1,
         ),
     ]
     volume_name: Annotated[
@@ -24,6 +25,7 @@ class Cache(BaseModel):
         Field(
             alias='volumeName',
             description='The cache PVC on the cluster, in the namespace named like this one.',
+            min_length=1,
         ),
     ]
     mount_path: Annotated[
@@ -31,6 +33,7 @@ class Cache(BaseModel):
         Field(
             alias='mountPath',
             description='Where the PVC is mounted read-only (HF_HUB_CACHE).',
+            min_length=1,
         ),
     ]
     snapshot_path: Annotated[
@@ -38,63 +41,16 @@ class Cache(BaseModel):
         Field(
             alias='snapshotPath',
             description='The snapshot directory models--ORG--NAME/snapshots/<commit> under mountPath (FLEETCACHE_MODEL).',
+            min_length=1,
         ),
     ]
     commit: Annotated[
         str,
-        Field(description='The commit of the snapshot (FLEETCACHE_MODEL_REVISION).'),
-    ]
-
-
-class Engine(BaseModel):
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    image: Annotated[
-        str, Field(description='Container image of the engine.', min_length=1)
-    ]
-    command: Annotated[list[str] | None, Field(description='Entrypoint override.')] = (
-        None
-    )
-    args: Annotated[list[str] | None, Field(description='Arguments of the engine.')] = (
-        None
-    )
-    env: Annotated[
-        list[EnvItem] | None, Field(description='Extra environment variables.')
-    ] = None
-    resources: Annotated[
-        Resources | None,
-        Field(description='Compute resources of the engine container.'),
-    ] = None
-    port: Annotated[
-        StrictInt | None,
-        Field(description='Port the engine serves HTTP on.', ge=1, le=65535),
-    ] = 8000
-    readiness_path: Annotated[
-        str | None,
-        Field(alias='readinessPath', description='HTTP path of the readiness probe.'),
-    ] = '/health'
-    shared_memory_size: Annotated[
-        str | None,
         Field(
-            alias='sharedMemorySize',
-            description='Size limit of the memory-backed /dev/shm, e.g. 16Gi.',
-            max_length=32,
-            pattern='^([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$',
+            description='The commit of the snapshot (FLEETCACHE_MODEL_REVISION).',
+            min_length=1,
         ),
-    ] = None
-
-
-class EnvItem(BaseModel):
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    name: Annotated[str, Field(description='Name of the variable.')]
-    value: Annotated[str | None, Field(description='Literal value.')] = None
-    value_from: Annotated[
-        dict[str, Any] | None,
-        Field(alias='valueFrom', description='A Kubernetes EnvVarSource.'),
-    ] = None
+    ]
 
 
 class Hydration(BaseModel):
@@ -118,17 +74,6 @@ class Hydration(BaseModel):
     message: Annotated[
         str | None, Field(description="The hydration's message with its remedy.")
     ] = None
-
-
-class Limits(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description='A quantity, e.g. 1, 500m or 96Gi.',
-            max_length=64,
-            pattern='^(\\d+(\\.\\d*)?|\\.\\d+)([eE][+-]?\\d{1,2}|[KMGTPE]i|[numkMGTPE])?$',
-        ),
-    ]
 
 
 class Model(BaseModel):
@@ -184,41 +129,26 @@ class ModelReplica(BaseModel):
     ] = None
 
 
-class Requests(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description='A quantity, e.g. 8, 500m or 64Gi.',
-            max_length=64,
-            pattern='^(\\d+(\\.\\d*)?|\\.\\d+)([eE][+-]?\\d{1,2}|[KMGTPE]i|[numkMGTPE])?$',
-        ),
-    ]
-
-
-class Resources(BaseModel):
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    requests: Annotated[
-        dict[str, StrictInt | Requests] | None,
-        Field(description='Minimum resources, e.g. cpu 8 and memory 64Gi.'),
-    ] = None
-    limits: Annotated[
-        dict[str, StrictInt | Limits] | None,
-        Field(description='Maximum resources, e.g. nvidia.com/gpu 1 and memory 96Gi.'),
-    ] = None
-
-
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
     deployment_name: Annotated[
-        str | None,
+        str,
         Field(
             alias='deploymentName',
-            description='The ModelDeployment this replica belongs to.',
+            description="The ModelDeployment this replica belongs to, in the same namespace; the replica runs that ModelDeployment's spec.engine.",
             max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    engine_digest: Annotated[
+        str | None,
+        Field(
+            alias='engineDigest',
+            description="Digest of the ModelDeployment's spec.engine this replica was composed with (Cache and Source); the replica runs the engine only when the one it reads from its ModelDeployment has this digest.",
+            max_length=64,
         ),
     ] = None
     replica: Annotated[
@@ -234,6 +164,7 @@ class Spec(BaseModel):
             description='The FleetCluster the replica runs on.',
             max_length=253,
             min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
         ),
     ]
     delivery: Annotated[
@@ -252,12 +183,6 @@ class Spec(BaseModel):
             description="The cache's state on the cluster, for Wait and Fail replicas."
         ),
     ] = None
-    engine: Annotated[
-        Engine,
-        Field(
-            description="The engine's container template, copied from the ModelDeployment's spec.engine."
-        ),
-    ]
     crossplane: Annotated[
         dict[str, Any] | None,
         Field(

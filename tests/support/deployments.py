@@ -1,13 +1,13 @@
-"""Builders for ModelDeployment-level state: deployments, the caches they reference,
-and replicas."""
+"""Builders for ModelDeployment-level state: deployments, the caches they reference (the
+ModelCache and its ModelCacheHydrations), and replicas."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from fleetcache.functions import kit
-from tests.support.fleet import COMMIT, GIB
+from fleetcache.functions import kit, model_deployment, model_replica
+from tests.support.fleet import COMMIT, DIGEST, GIB
 
 NAMESPACE = "ml"
 CACHE = "qwen"
@@ -28,32 +28,67 @@ def deployment(**spec: Any) -> dict:
 
 
 def cache_row(name: str, phase: str, **extra: Any) -> dict:
+    """One cluster's standing: what its ModelCacheHydration's status says."""
     row = {"name": name, "phase": phase, "bytesDone": 3 * GIB if phase == "Ready" else 0,
            "bytesTotal": 3 * GIB, "reason": "", "message": ""}
     row.update(extra)
     return row
 
 
-def model_cache(*rows: dict, commit: str | None = COMMIT) -> dict:
-    status: dict = {"clusters": list(rows)}
+def model_cache(*rows: dict, commit: str | None = COMMIT, name: str = CACHE) -> dict:
+    """The ModelCache: its placement names every row's cluster; status.resolved the commit."""
+    status: dict = {}
     if commit:
         status["resolved"] = {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": commit,
-                              "bytes": 3 * GIB, "files": 5}
+                              "bytes": 3 * GIB, "files": 5, "manifestDigest": DIGEST}
     return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
-            "metadata": {"name": CACHE, "namespace": NAMESPACE},
+            "metadata": {"name": name, "namespace": NAMESPACE},
             "spec": {"source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"}},
                      "placement": {"clusterNames": [r["name"] for r in rows] or ["x"]}},
             "status": status}
 
 
+def hydration(row: dict, commit: str | None = COMMIT, cache: str = CACHE) -> dict:
+    """The row's cluster's ModelCacheHydration of `cache`, pinned to `commit`, as its
+    composer reports it (servingCommit, when the row has one, of the same repo)."""
+    status = {"phase": row["phase"], "reason": row["reason"], "message": row["message"],
+              "progress": {"bytesDone": row["bytesDone"], "bytesTotal": row["bytesTotal"]}}
+    if "servingCommit" in row:
+        status.update(servingCommit=row["servingCommit"], servingRepo="Qwen/Qwen3-0.6B")
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+            "metadata": {"name": kit.child_name(cache, row["name"]), "namespace": NAMESPACE,
+                         "labels": {kit.LABEL_MODEL_CACHE: kit.label_value(cache),
+                                    kit.LABEL_CLUSTER: kit.label_value(row["name"])}},
+            "spec": {"clusterName": row["name"], "modelCacheName": cache,
+                     "commit": commit or "", "manifestDigest": DIGEST if commit else ""},
+            "status": status}
+
+
+def cache_required(*rows: dict, commit: str | None = COMMIT, name: str = CACHE
+                   ) -> dict[str, list[dict]]:
+    """What compose-model-deployment requires of its cache: the ModelCache and one
+    ModelCacheHydration per row."""
+    return {model_deployment.MODEL_CACHE_KEY: [model_cache(*rows, commit=commit, name=name)],
+            model_deployment.HYDRATIONS_KEY: [hydration(r, commit, name) for r in rows]}
+
+
+NO_CACHE = {model_deployment.MODEL_CACHE_KEY: [], model_deployment.HYDRATIONS_KEY: []}
+
+
+REPLICA_ENGINE = {"image": "vllm/vllm-openai:v0.11.0", "args": ["--model=$(FLEETCACHE_MODEL)"]}
+
+
+def engine_digest(engine: dict) -> str:
+    return model_replica.Engine.of(engine).digest
+
+
 def replica_xr(delivery: str = "Cache", **spec: Any) -> dict:
-    base: dict = {
-        "deploymentName": "chat", "replica": 0, "clusterName": CLUSTER, "delivery": delivery,
-        "model": {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": COMMIT},
-        "engine": {"image": "vllm/vllm-openai:v0.11.0",
-                   "args": ["--model=$(FLEETCACHE_MODEL)"], "env": [], "port": 8000,
-                   "readinessPath": "/health"},
-    }
+    """A ModelReplica as `deployment(engine=REPLICA_ENGINE)` composes it."""
+    base: dict = {"deploymentName": "chat", "replica": 0, "clusterName": CLUSTER,
+                  "delivery": delivery}
+    if delivery in ("Cache", "Source"):
+        base["model"] = {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": COMMIT}
+        base["engineDigest"] = engine_digest(REPLICA_ENGINE)
     if delivery == "Cache":
         base["cache"] = {"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
                          "mountPath": kit.CACHE_MOUNT_PATH, "snapshotPath": SNAPSHOT,
