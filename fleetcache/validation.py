@@ -272,9 +272,14 @@ def xrds_in(docs: Iterable[Mapping], path: Path | None = None) -> dict[str, Xrd]
 
 @functools.lru_cache(maxsize=None)
 def _repo_xrds() -> dict[str, Xrd]:
+    """The repository's XRDs. None found is an error, not an empty set: checking against
+    no XRD would pass everything silently (e.g. an install that left apis/ behind)."""
     xrds: dict[str, Xrd] = {}
     for path in sorted(APIS.glob("*/definition.yaml")):
         xrds.update(xrds_in(load_documents(path), path))
+    if not xrds:
+        raise DocumentError(f"{APIS}: no apis/*/definition.yaml; fleetcache.validation needs "
+                            f"the XRDs beside the package (or pass the XRD files)")
     return xrds
 
 

@@ -334,3 +334,15 @@ def test_a_kind_that_is_no_string_has_no_xrd_and_no_kubernetes_schema():
     assert validation.xrd_for_kind(odd["kind"]) is None
     assert validation.has_k8s_schema(odd) is False
     assert validation.manifest_violations(odd) == []
+
+
+def test_without_the_repository_xrds_loading_fails_instead_of_passing_everything(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(validation, "APIS", tmp_path)
+    validation._repo_xrds.cache_clear()
+    try:
+        with pytest.raises(validation.DocumentError, match="no apis/\\*/definition.yaml"):
+            validation.load_xrds()
+    finally:
+        monkeypatch.undo()
+        validation._repo_xrds.cache_clear()
