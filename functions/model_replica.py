@@ -405,10 +405,9 @@ def shared_engine(request: kit.Request, spec: ReplicaSpec) -> tuple[Engine | Non
 
     A required resource is read, never trusted: a missing ModelDeployment or a malformed
     engine reads as absent, so what runs is kept."""
-    owners = request.required.get(DEPLOYMENT_KEY) or []
-    owner = owners[0] if isinstance(owners[0] if owners else None, Mapping) else None
+    owner = next(iter(request.required.get(DEPLOYMENT_KEY) or []), None)
     where = f"ModelDeployment {spec.namespace}/{spec.deployment}"
-    if owner is None:
+    if not isinstance(owner, Mapping):
         return None, "DeploymentNotFound", with_remedy(f"{where} does not exist",
                                                         "DeploymentNotFound")
     try:
