@@ -470,9 +470,11 @@ def cel_rules(schema: Mapping) -> Iterator[tuple[str, dict]]:
 
 
 def joined(path: str, name: Any) -> str:
+    """`path` one step down: `[index]` into a list, `.name` into an object (a name from
+    input cut to 200 characters, so no path carries a hostile key whole)."""
     if isinstance(name, int):
         return f"{path}[{name}]"
-    return f"{path}.{name}" if path else str(name)
+    return f"{path}.{kit.clipped(name)}" if path else kit.clipped(name)
 
 
 # --- defaults ------------------------------------------------------------------------------

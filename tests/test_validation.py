@@ -346,3 +346,9 @@ def test_without_the_repository_xrds_loading_fails_instead_of_passing_everything
     finally:
         monkeypatch.undo()
         validation._repo_xrds.cache_clear()
+
+
+def test_a_field_path_carries_at_most_200_characters_of_a_key_from_input():
+    cache = model_cache()
+    cache["spec"]["x" * 10_000] = 1
+    assert [len(v.path) for v in validation.violations(cache)] == [len("spec.") + 200]
