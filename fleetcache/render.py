@@ -226,7 +226,8 @@ def run_pipeline(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, compos
     for res in observed or []:
         key = (res.get("metadata", {}).get("annotations", {}) or {}).get(RESOURCE_NAME_ANNOTATION)
         if not key:
-            raise RenderError(f"observed {res.get('kind')} {res.get('metadata', {}).get('name')} "
+            raise RenderError(f"observed {kit.shown(res.get('kind'))} "
+                              f"{kit.shown(res.get('metadata', {}).get('name'))} "
                               f"has no {RESOURCE_NAME_ANNOTATION} annotation")
         observed_by_key[key] = res
     desired = fnv1.State()

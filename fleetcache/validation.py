@@ -17,6 +17,11 @@ checked here is what a cluster would enforce:
 Each rule is compiled once per process and evaluated per call, so composers can afford to
 check a spec on every request. Public API: `load_xrds`, `xrd_for_kind`, `violations`,
 `with_defaults`, `cel_violations`, `Violation`.
+
+Kubernetes manifests (`manifest_violations`) are checked against kubernetes-validate's
+strict 1.37 schemas, quantities parsed by `fleetcache.quantity`, names and labels as the
+API server requires. `load_documents` reads YAML with bounded cost. `fleetcache render`
+uses all of it; design/testing.md says where it differs from a real API server.
 """
 
 from __future__ import annotations

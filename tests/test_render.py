@@ -391,3 +391,14 @@ def test_the_example_deployment_renders_cache_source_source_from_repeated_requir
     assert deliveries == {"gpu-east-1": "Cache", "gpu-east-2": "Source", "gpu-west-1": "Source"}
     assert {d["spec"]["model"]["commit"] for d in docs if d["kind"] == "ModelReplica"} == {
         PINNED}
+
+
+def test_an_observed_resource_without_its_resource_name_exits_2(tmp_path):
+    observed = render.load_documents(FIXTURES / "observed")[0]
+    del observed["metadata"]["annotations"][render.RESOURCE_NAME_ANNOTATION]
+    (tmp_path / "observed.yaml").write_text(yaml.safe_dump(observed))
+    code, _, err = render_example("fleet/modelcache.yaml", "modelcaches", "--required", "required",
+                                  "--observed", str(tmp_path / "observed.yaml"))
+    assert code == 2
+    assert err == (f"fleetcache render: observed 'Object' {observed['metadata']['name']!r} has no "
+                   f"{render.RESOURCE_NAME_ANNOTATION} annotation\n")
