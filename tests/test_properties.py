@@ -33,13 +33,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetcache import exitcodes, render
-from fleetcache.functions import (kit, model_cache, model_cache_hydration, model_deployment,
-                                  model_replica, server)
-from fleetcache.functions.fleet_cluster import compose as compose_fleet_cluster
+from fleetcache.functions import kit, model_cache, model_cache_hydration, model_deployment, server
 from tests.support import builders
-from tests.support.cases import CASES, FLEET, Case
-from tests.support.deployments import cache_row, deployment
-from tests.support.deployments import model_cache as referenced_cache
+from tests.support.cases import FLEET, Case
+from tests.support.deployments import deployment
 from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, model_cache_xr,
                                  observed_object)
 from tests.support.k8s import DNS_LABEL, LABEL_VALUE, metadata_problems
@@ -294,14 +291,15 @@ def internal_errors(rsp: fnv1.RunFunctionResponse) -> list[str]:
             if r.severity == fnv1.SEVERITY_FATAL and "internal error" in r.message]
 
 
-def _walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+def _walk(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) of every map inside `value`, at any depth."""
     if isinstance(value, dict):
-        for k, v in value.items():
-            yield k, v
-            yield from _walk(v, k)
+        for key, inner in value.items():
+            yield key, inner
+            yield from _walk(inner)
     elif isinstance(value, list):
         for item in value:
-            yield from _walk(item, key)
+            yield from _walk(item)
 
 
 def messages(rsp: fnv1.RunFunctionResponse) -> list[str]:
