@@ -66,8 +66,8 @@ def read_spec(request: kit.Request) -> HydrationSpec:
     kit.object_name(request.name, "metadata.name")
     namespace = request.namespace
     if len(namespace) > 63 or not DNS_LABEL.match(namespace):
-        raise kit.InputError(f"metadata.namespace: {namespace[:80]!r} is not a namespace name; "
-                             "a ModelCacheHydration is namespaced like its ModelCache")
+        raise kit.InputError(f"metadata.namespace: {kit.shown(namespace)} is not a namespace "
+                             "name; a ModelCacheHydration is namespaced like its ModelCache")
     spec = kit.read_spec(api.ModelCacheHydration, request.composite.get("spec"))
     storage, job = spec["storage"], spec["job"]
     kit.quantity_bytes(storage["size"], "spec.storage.size")
