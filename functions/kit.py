@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import re
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -746,7 +747,7 @@ def read_model(model: type[BaseModel], value: Any, path: str = "") -> dict:
     try:
         typed = model.model_validate(as_stored(value))
     except ValidationError as err:
-        raise input_error(err, path) from None
+        raise input_error(err, model, path) from None
     return typed.model_dump(by_alias=True, exclude_none=True)
 
 
@@ -761,13 +762,19 @@ def as_stored(value: Any) -> Any:
     return value
 
 
-def input_error(error: ValidationError, path: str = "") -> InputError:
-    """One line for a model's ValidationError: the first problem's field path in API form
+def input_error(error: ValidationError, model: type[BaseModel], path: str = "") -> InputError:
+    """One line for `model`'s ValidationError: the first problem's field path in API form
     (under `path`), what is wrong and what is allowed, and how many more problems there are."""
     problems = distinct_problems(error.errors(include_url=False), path)
     where, first = problems[0]
-    message = f"{where} is required" if first["type"] == "missing" \
-        else f"{where}: {problem_text(first)}"
+    if first["type"] == "missing":
+        message = f"{where} is required"
+    elif first["type"] == "extra_forbidden":
+        known = ", ".join(fields_at(model, first["loc"][:-1]))
+        message = f"{where}: is not a field of this API" + (f"; the fields here are {known}"
+                                                           if known else "")
+    else:
+        message = f"{where}: {problem_text(first)}"
     return InputError(message + and_more(len(problems) - 1))
 
 
@@ -798,10 +805,42 @@ def api_path(loc: Iterable[Any], path: str = "") -> str:
     return clipped(path)
 
 
+def fields_at(model: type[BaseModel], loc: Iterable[Any]) -> list[str]:
+    """The API names of the fields of the object at `loc` in `model` (Crossplane's own
+    spec.crossplane left out), or [] when `loc` leads to no object."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue  # a list item: the item's model is already current
+        found = next((f for name, f in model_fields(current).items()
+                      if (f.alias or name) == part), None)
+        current = model_in(found.annotation) if found else None
+    return [f.alias or name for name, f in model_fields(current).items() if name != "crossplane"]
+
+
+def model_fields(model: Any) -> dict:
+    """A generated model's fields with their types resolved (the modules define models
+    before the models they refer to; pydantic resolves those names on first rebuild)."""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return {}
+    if not model.__pydantic_complete__:
+        model.model_rebuild()
+    return model.model_fields
+
+
+def model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model class inside a field's type (`Storage | None`, `list[MatchExpression]`)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def problem_text(error: dict) -> str:
     kind, ctx, value = error["type"], error.get("ctx") or {}, shown(error.get("input"))
-    if kind == "extra_forbidden":
-        return "is not a field of this API (kubectl explain lists the fields)"
     if kind == "literal_error":
         allowed = re.findall(r"'((?:[^'\\]|\\.)*)'", str(ctx.get("expected", "")))
         return f"{value} is not one of {', '.join(allowed)}"

@@ -150,9 +150,17 @@ def test_a_missing_spec_is_named():
     assert error_of(model_cache.ModelCache, None) == "spec is required"
 
 
-def test_an_unknown_field_is_refused_since_the_api_server_would_drop_it():
+def test_an_unknown_field_is_refused_naming_the_fields_there_since_the_api_server_would_drop_it():
     message = error_of(model_cache.ModelCache, cache_spec(storage={"sise": "20Gi"}))
-    assert message.startswith("spec.storage.sise: is not a field of this API")
+    assert message == ("spec.storage.sise: is not a field of this API; the fields here are "
+                       "size, storageClassName, accessMode")
+
+
+def test_an_unknown_field_in_a_list_item_names_the_item_fields():
+    message = error_of(model_deployment.ModelDeployment,
+                       deployment_spec(env=[{"name": "A", "valu": "1"}]))
+    assert message == ("spec.engine.env[0].valu: is not a field of this API; the fields here "
+                       "are name, value, valueFrom")
 
 
 @pytest.mark.parametrize("value", ["3", True, 2.5])
