@@ -28,7 +28,6 @@ API_VERSION = f"{GROUP}/{VERSION}"
 OBJECT_API_VERSION = "kubernetes.m.crossplane.io/v1alpha1"
 PROVIDER_CONFIG_KIND = "ClusterProviderConfig"
 DEFAULT_AGENT_IMAGE = f"ghcr.io/fleetcache/fleetcache-agent:v{__version__}"
-DEFAULT_ENDPOINT = "https://huggingface.co"
 CACHE_MOUNT_PATH = "/var/cache/fleetcache"
 TOKEN_MOUNT_PATH = "/var/run/secrets/fleetcache/token"
 TOKEN_SECRET_KEY = "token"
@@ -594,18 +593,15 @@ AGENT_UID = 65532
 
 @dataclass(frozen=True)
 class JobPolicy:
-    backoff_limit: int = 3
-    active_deadline_seconds: int = 21600
-    ttl_seconds_after_finished: int = 3600
+    backoff_limit: int
+    active_deadline_seconds: int
+    ttl_seconds_after_finished: int
 
     @classmethod
-    def of(cls, job_spec: Mapping | None) -> "JobPolicy":
-        job_spec = job_spec or {}
-        return cls(
-            backoff_limit=as_int(job_spec.get("backoffLimit"), 3),
-            active_deadline_seconds=as_int(job_spec.get("activeDeadlineSeconds"), 21600),
-            ttl_seconds_after_finished=as_int(job_spec.get("ttlSecondsAfterFinished"), 3600),
-        )
+    def of(cls, job: Mapping) -> "JobPolicy":
+        """A spec's `job` read through its model: the XRD's defaults are filled in."""
+        return cls(job["backoffLimit"], job["activeDeadlineSeconds"],
+                   job["ttlSecondsAfterFinished"])
 
 
 def agent_job_manifest(
@@ -881,14 +877,14 @@ def read_source(source: Mapping) -> dict:
 
 
 def source_args(source: Mapping) -> list[str]:
-    """The agent flags that say what to fetch (repo, endpoint, patterns)."""
-    hf = source.get("huggingFace") or {}
-    args = ["--endpoint", str(hf.get("endpoint") or DEFAULT_ENDPOINT),
-            "--repo", str(hf.get("repo", ""))]
-    for pattern in source.get("allowPatterns") or []:
-        args += ["--allow", str(pattern)]
-    for pattern in source.get("ignorePatterns") or []:
-        args += ["--ignore", str(pattern)]
+    """The agent flags that say what to fetch (repo, endpoint, patterns), from a source
+    normalized by read_source."""
+    hf = source["huggingFace"]
+    args = ["--endpoint", hf["endpoint"], "--repo", hf["repo"]]
+    for pattern in source["allowPatterns"]:
+        args += ["--allow", pattern]
+    for pattern in source["ignorePatterns"]:
+        args += ["--ignore", pattern]
     if hf.get("tokenSecretRef"):
         args += ["--token-file", f"{TOKEN_MOUNT_PATH}/{TOKEN_SECRET_KEY}"]
     return args

@@ -69,7 +69,7 @@ def read_spec(request: kit.Request) -> HydrationSpec:
         raise kit.InputError(f"metadata.namespace: {kit.shown(namespace)} is not a namespace "
                              "name; a ModelCacheHydration is namespaced like its ModelCache")
     spec = kit.read_spec(api.ModelCacheHydration, request.composite.get("spec"))
-    storage, job = spec["storage"], spec["job"]
+    storage = spec["storage"]
     kit.quantity_bytes(storage["size"], "spec.storage.size")
     agent = spec.get("agent", {})
     bandwidth = agent.get("bandwidth", "")
@@ -85,11 +85,7 @@ def read_spec(request: kit.Request) -> HydrationSpec:
         size=storage["size"],
         storage_class=storage.get("storageClassName"),
         access_mode=storage.get("accessMode"),
-        policy=kit.JobPolicy(
-            backoff_limit=job["backoffLimit"],
-            active_deadline_seconds=job["activeDeadlineSeconds"],
-            ttl_seconds_after_finished=job["ttlSecondsAfterFinished"],
-        ),
+        policy=kit.JobPolicy.of(spec["job"]),
         concurrency=agent.get("concurrency", api.Agent().concurrency),
         bandwidth=bandwidth,
     )

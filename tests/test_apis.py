@@ -377,17 +377,12 @@ def test_hydration_storage_matches_model_cache_storage_but_requires_size():
 def test_a_minimal_model_cache_gets_the_designed_defaults():
     spec = XRDS["ModelCache"].with_defaults(model_cache())["spec"]
     assert spec["source"]["huggingFace"]["revision"] == "main"
-    assert spec["source"]["huggingFace"]["endpoint"] == kit.DEFAULT_ENDPOINT
+    assert spec["source"]["huggingFace"]["endpoint"] == "https://huggingface.co"
     assert spec["rollout"] == {"maxConcurrent": 10}
     assert spec["minReady"] == 0
     assert spec["job"] == {"backoffLimit": 3, "activeDeadlineSeconds": 21600,
                            "ttlSecondsAfterFinished": 3600}
     assert "storage" not in spec and "agent" not in spec
-
-
-def test_job_defaults_are_the_kit_job_policy():
-    job = XRDS["ModelCache"].with_defaults(model_cache())["spec"]["job"]
-    assert kit.JobPolicy.of(job) == kit.JobPolicy()
 
 
 def test_a_token_reference_defaults_its_key_to_hf_token():
