@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.resources
 import json
 import os
 import re
@@ -44,8 +45,7 @@ import yaml
 from fleetcache import quantity
 from fleetcache.functions import kit
 
-REPO = Path(__file__).resolve().parents[1]
-APIS = REPO / "apis"
+APIS = Path(str(importlib.resources.files("fleetcache.apis")))
 
 XRD_API_VERSION = "apiextensions.crossplane.io/v2"
 CROSSPLANE_NAME_MAX = 63
@@ -284,7 +284,7 @@ def _repo_xrds() -> dict[str, Xrd]:
         xrds.update(xrds_in(load_documents(path), path))
     if not xrds:
         raise DocumentError(f"{APIS}: no apis/*/definition.yaml; fleetcache.validation needs "
-                            f"the XRDs beside the package (or pass the XRD files)")
+                            f"the XRDs shipped as the fleetcache.apis package (or pass the XRD files)")
     return xrds
 
 

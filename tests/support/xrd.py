@@ -14,11 +14,12 @@ from typing import Mapping
 import yaml
 
 from fleetcache.validation import (  # noqa: F401  (re-exported for the tests)
-    APIS, CROSSPLANE_NAME_MAX, CROSSPLANE_PRINTER_COLUMNS, REPO, XRD_API_VERSION, Violation,
+    APIS, CROSSPLANE_NAME_MAX, CROSSPLANE_PRINTER_COLUMNS, XRD_API_VERSION, Violation,
     Xrd, apply_defaults, cel_rules, compile_rule, evaluate_rule, is_transition_rule,
     list_key_violations, load_xrds, to_jsonschema, walk_schema, xrd_for_kind,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 COMPOSITIONS = REPO / "compositions"
 EXAMPLES = REPO / "examples"
 
