@@ -258,6 +258,14 @@ def with_remedy(message: str, reason: str) -> str:
     return f"{message.rstrip('.')}. {fix}" if message else fix
 
 
+def agents_own_words(message: Any, reason: str) -> str:
+    """The agent's record message without the table's remedy it ends with: clipping the
+    whole would cut the remedy mid-sentence, and `with_remedy` adds it back whole."""
+    text = str(message or "")
+    fix = remedy(reason)
+    return text.replace(fix, "").strip().rstrip(".") if fix else text
+
+
 SHOWN_LIMIT = 200
 MESSAGE_LIMIT = 1024  # a whole message (condition, result, warning): a few shown values
 
@@ -929,7 +937,7 @@ def failure_reason(job: JobState, record: Mapping[str, Any]) -> tuple[str, str]:
     row = exitcodes.for_code(job.exit_code) if job.exit_code is not None else None
     record = record if isinstance(record, Mapping) else {}
     recorded_reason = reason_or_empty(record.get("reason"))
-    recorded_message = clipped(record.get("message") or "")
+    recorded_message = clipped(agents_own_words(record.get("message"), recorded_reason))
     if row is not None:
         detail = recorded_message if recorded_reason == row.reason else ""
         return row.reason, with_remedy(detail or f"agent exited {row.code} ({row.reason})",

@@ -252,9 +252,11 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
             f"PVC {names.volume} {where} is {state}", "VolumeNotBound"))
     message = f"agent Job {names.job} is fetching {spec.commit[:10]} {where}"
     retried = kit.reason_or_empty(seen.record.get("reason"))
+    note = kit.clipped(kit.agents_own_words(seen.record.get("message"), retried))
     if retried:
-        message += f"; its last attempt ended with {retried}: " \
-                   f"{kit.clipped(seen.record.get('message') or '')}"
+        message += f"; its last attempt ended with {retried}: {note}"
+    elif note:
+        message += f"; {note}"  # the agent is retrying a hung or failing endpoint
     return Phase("Hydrating", "Hydrating", message)
 
 

@@ -109,6 +109,24 @@ def test_hydrating_mentions_the_last_retried_failure():
     assert "RateLimited: 429 from the Hub" in outcome.status["message"]
 
 
+def test_hydrating_shows_the_agents_note_while_it_retries_a_hung_endpoint():
+    note = "retrying GET /api/models (attempt 2 of 5) after: no answer within 30s"
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(1, 10, message=note))
+    assert outcome.status["phase"] == "Hydrating"
+    assert note in outcome.status["message"]
+
+
+def test_a_long_agent_message_keeps_its_remedy_whole_and_once():
+    remedy = exitcodes.BY_REASON["DigestMismatch"].remedy
+    message = f"model-00001.safetensors: sha256 {'ab' * 60} expected. {remedy}"
+    outcome = settle(states={JOB_KEY: job_failed_exit(12), **BOUND},
+                     data=progress(1, 10, phase="Failed", reason="DigestMismatch",
+                                   message=message))
+    assert outcome.status["message"].count(remedy[:20]) == 1  # no cut-off copy before it
+    assert outcome.status["message"].endswith(remedy)
+
+
 def test_progress_record_of_an_earlier_commit_is_ignored():
     outcome = settle(states={JOB_KEY: job_running(), **BOUND},
                      data=progress(GIB, GIB, commit=NEW_COMMIT))
