@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow && FLEETCACHE_HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest -q tests/test_properties.py
+	$(BIN)/python -m pytest -q -m slow && FLEETCACHE_HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest -q -m "not slow" tests/test_properties.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/compose_scale.py

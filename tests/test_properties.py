@@ -22,6 +22,7 @@ import copy
 import datetime
 import functools
 import os
+import re
 import signal
 import time
 from typing import Any, Iterator
@@ -41,7 +42,7 @@ from tests.support.deployments import deployment
 from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, model_cache_xr,
                                  observed_object)
 from tests.support.k8s import DNS_LABEL, LABEL_VALUE, metadata_problems
-from tests.support.mutate import Mutated, mutated_request
+from tests.support.mutate import Mutated, mutated_request, single_mutations
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
 KINDS = sorted(server.COMPOSER_MODULES)
@@ -489,6 +490,42 @@ def test_every_realistic_request_composes_cleanly(kind):
         assert (fatal, name_problems(rsp), long_messages(rsp)) == ([], [], []), case.id
         assert rsp.desired.resources or rsp.desired.composite.resource, case.id
         assert cpu < CPU_BOUND_SECONDS, f"{case.id}: {cpu:.2f} s of CPU"
+
+
+# --- every single mutation, systematically (make test-slow) ---------------------------------
+
+
+def violations(rsp: fnv1.RunFunctionResponse, cpu: float) -> list[str]:
+    """Every property one response breaks, in words (but determinism: it takes two calls)."""
+    found = [f"internal error: {message[:200]}" for message in internal_errors(rsp)]
+    if cpu >= CPU_BOUND_SECONDS:
+        found.append(f"{cpu:.1f} s of CPU")
+    return found + name_problems(rsp) + long_messages(rsp)
+
+
+def _kind_of_problem(problem: str) -> str:
+    """A problem with its values and numbers blanked, so one cause is listed once."""
+    return re.sub(r"\d+", "N", re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", problem))[:160]
+
+
+@pytest.mark.slow
+@kinds
+def test_every_single_mutation_of_every_realistic_request_keeps_every_property(kind):
+    broken: dict[str, list[str]] = {}
+    for case in seeds(kind):
+        doc = {"composite": case.composite, "observed": case.observed,
+               "required": case.required}
+        for change, mutated in single_mutations(doc):
+            req = request_of(mutated["composite"], mutated["observed"], mutated["required"])
+            try:
+                problems = violations(*timed_run(req))
+            except Exception as err:  # noqa: BLE001 - escaping the server is the finding
+                problems = [f"{type(err).__name__} escaped server.run: {str(err)[:200]}"]
+            for problem in problems:
+                broken.setdefault(_kind_of_problem(problem), []).append(f"{case.id}: {change}")
+    if broken:
+        pytest.fail("\n".join(f"{problem}\n    e.g. {min(where, key=len)} ({len(where)} in all)"
+                               for problem, where in sorted(broken.items())), pytrace=False)
 
 
 # --- every kind at scale ---------------------------------------------------------------------

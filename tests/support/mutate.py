@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from hypothesis import strategies as st
 
@@ -238,3 +238,33 @@ def mutated_request(draw: Callable, composite: dict, observed: dict, required: d
         doc, change = draw(mutation(doc))
         changes.append(change)
     return Mutated(doc["composite"], doc["observed"], doc["required"], origin, tuple(changes))
+
+
+# --- every single mutation, for a systematic sweep ------------------------------------------
+
+SWEEP_VALUES: tuple[Any, ...] = (
+    None, [], {}, "", -1, 1e308, float("nan"), "1e999999999", DIGITS_400, "x" * 5_000,
+    "a" * 253,
+)
+
+
+def single_mutations(doc: dict, values: tuple[Any, ...] = SWEEP_VALUES,
+                     shape_of: Callable[[Path], str] = request_shape
+                     ) -> Iterator[tuple[str, dict]]:
+    """(what was done, `doc` after it) for every mutable node deleted and, where any value
+    may go, replaced by each of `values` and, in text with digits, given 5,000-digit
+    numbers: what random search reaches only by luck, once each."""
+    for path in node_paths(doc):
+        shape = shape_of(path)
+        if shape == FIXED:
+            continue
+        if len(path) >= 2:
+            yield f"delete {spelled(path)}", without_node(doc, path)
+        if shape != ANY:
+            continue
+        for value in values:
+            yield f"{spelled(path)} = {brief(value)}", with_node(doc, path, value)
+        old = value_at(doc, path)
+        if isinstance(old, str) and re.search(r"\d", old):
+            yield (f"{spelled(path)}: numbers made 5,000 digits long in {brief(old)}",
+                   with_node(doc, path, inflate_numbers(old, 5_000)))
