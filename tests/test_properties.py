@@ -12,7 +12,8 @@ them over gRPC on loopback. For every one:
 - every message is at most kit.MESSAGE_LIMIT (1 KiB) characters: input is quoted cut short.
 
 A clean fatal result naming the field is the right answer to a bad spec, so it passes.
-`make test` runs a few examples per property (tests/conftest.py); `make test-slow` many.
+`make test` runs a few examples per property (tests/conftest.py); `make test-slow` many,
+and also sweeps every single-node mutation of every realistic request.
 """
 
 from __future__ import annotations
