@@ -32,8 +32,7 @@ from typing import Any, Mapping
 
 from fleetcache.functions import kit, model_cache
 from fleetcache.functions.models import model_deployment as api
-from fleetcache.functions.model_replica import (Engine, hf_snapshot_path, require_identity,
-                                                with_remedy)
+from fleetcache.functions.model_replica import Engine, hf_snapshot_path, with_remedy
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 MODEL_CACHE_KEY = "model-cache"
@@ -522,7 +521,6 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
 
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
-    require_identity(request, "ModelDeployment")
     spec = read_spec(request.spec)
     outcome.require(FLEET_CLUSTERS_KEY, kit.FLEET_CLUSTERS)
     wanted = [FLEET_CLUSTERS_KEY]

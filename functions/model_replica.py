@@ -53,7 +53,6 @@ AVAILABLE_QUERY = ("has(object.status) && has(object.status.conditions) && "
                    "object.status.conditions.exists(c, c.type == 'Available' && "
                    "c.status == 'True')")
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL_DEPLOYMENT = f"{kit.GROUP}/model-deployment"
 LABEL_REPLICA = f"{kit.GROUP}/model-replica"
 LABEL_DELIVERY = f"{kit.GROUP}/delivery"
@@ -84,15 +83,6 @@ REASONS: dict[str, kit.Reason] = {r.name: r for r in (
                "replica rolls once the ModelDeployment has recomposed it; if it lasts, look "
                "for an error on the ModelDeployment."),
 )}
-
-
-def require_identity(request: kit.Request, kind: str) -> None:
-    """A namespaced composite's name and namespace, or InputError: Crossplane always sends
-    both, a hand-made request may not, and every composed name and label derives from them."""
-    kit.object_name(request.name, "metadata.name")
-    if not NAMESPACE_NAME.match(request.namespace):
-        raise kit.InputError(f"metadata.namespace: {kit.shown(request.namespace)} is not a "
-                             f"namespace name; a {kind} is namespaced")
 
 
 def with_remedy(message: str, reason: str) -> str:
@@ -252,19 +242,19 @@ def hydration_progress(hydration: Mapping, cluster: str) -> str:
     if total > 0:
         text += f", {kit.human_bytes(min(done, total))} of {kit.human_bytes(total)} " \
                 f"({done * 100 // total}%)"
-    detail = kit.clipped(hydration.get("message") or "", kit.MESSAGE_LIMIT)
-    return f"{text} ({detail})" if detail else text
+    detail = hydration.get("message") or ""
+    return kit.clipped(f"{text} ({detail})", kit.MESSAGE_LIMIT) if detail else text
 
 
 def hydration_failure(hydration: Mapping, cluster: str) -> tuple[str, str]:
     """The message for a Fail replica: the hydration's own reason and remedy."""
     cause = kit.reason_or_empty(hydration.get("reason"))
-    detail = kit.clipped(hydration.get("message") or "", kit.MESSAGE_LIMIT)
+    detail = hydration.get("message") or ""
     text = f"the model cache failed to hydrate on cluster {cluster}"
     if cause:
         text += f" ({cause})"
     if detail:
-        return "HydrationFailed", f"{text}: {detail}"
+        return "HydrationFailed", kit.clipped(f"{text}: {detail}", kit.MESSAGE_LIMIT)
     return "HydrationFailed", kit.with_remedy(text, cause or "HydrationFailed")
 
 
@@ -446,7 +436,7 @@ def waiting_phase(spec: ReplicaSpec) -> Phase:
     """A Wait replica waits for its cluster's cache, or for a ModelCache that does not exist
     (its ModelDeployment never served a model: there is nothing to load yet)."""
     if spec.hydration.get("reason") == "ModelCacheNotFound":
-        detail = kit.clipped(spec.hydration.get("message") or "", kit.MESSAGE_LIMIT)
+        detail = kit.clipped(spec.hydration.get("message") or "")
         return Phase("Waiting", "ModelCacheNotFound", with_remedy(
             f"nothing runs on cluster {spec.cluster}: {detail}", "ModelCacheNotFound"))
     return Phase("Waiting", "Hydrating", hydration_progress(spec.hydration, spec.cluster))
@@ -491,7 +481,6 @@ def running_phase(request: kit.Request, spec: ReplicaSpec, outcome: kit.Outcome)
 
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
-    require_identity(request, "ModelReplica")
     spec = read_spec(request)
     outcome.status = {"clusterName": spec.cluster, "delivery": spec.delivery}
     if spec.delivery == "Wait":

@@ -21,6 +21,7 @@ from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from fleetcache import validation
 from fleetcache.functions import kit
 
 COMPOSER_MODULES = {
@@ -141,6 +142,19 @@ def identity(composite: dict) -> tuple[str, str]:
     return (kind if isinstance(kind, str) else "", name if isinstance(name, str) else "")
 
 
+def require_identity(request: kit.Request, kind: str) -> None:
+    """The composite's name (and namespace, for a namespaced kind, as its XRD says), or
+    InputError: Crossplane always sends both, a hand-made request may not, and every
+    composed name and label derives from them."""
+    kit.object_name(request.name, "metadata.name")
+    xrd = validation.xrd_for_kind(kind)
+    if xrd is not None and xrd.scope == "Namespaced" and not (
+            len(request.namespace) <= validation.DNS_LABEL_MAX
+            and validation.DNS_LABEL.fullmatch(request.namespace)):
+        raise kit.InputError(f"metadata.namespace: {kit.shown(request.namespace)} is not a "
+                             f"namespace name; a {kind} is namespaced")
+
+
 def run(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> fnv1.RunFunctionResponse:
     """Compose one request; every failure becomes a fatal result, never an exception."""
     rsp = response.to(req)
@@ -153,6 +167,7 @@ def run(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> fnv1.RunFunctio
             known = ", ".join(sorted(COMPOSER_MODULES))
             return fatal(rsp, f"fleetcache-function has no composer for kind {kit.shown(kind)} "
                               f"(composite {kit.shown(name)}); it composes {known}")
+        require_identity(request, kind)
         outcome = composer(request)
     except kit.InputError as err:
         return fatal(rsp, f"{kind} {name}: {err}")

@@ -295,3 +295,33 @@ def test_a_number_that_is_nan_or_infinite_in_the_request_reads_as_absent(number)
 def test_whole_numbers_in_the_request_read_as_ints_and_others_as_floats():
     req = request("FleetCluster", "h", {"a": 3.0, "b": 2.5, "c": [1.0, True, None, "x"]})
     assert server.to_request(req, NOW).spec == {"a": 3, "b": 2.5, "c": [1, True, None, "x"]}
+
+
+BAD_IDENTITIES = {
+    "no-metadata": None,
+    "no-name": {"namespace": "ml"},
+    "bad-name": {"name": "Chat_0", "namespace": "ml"},
+    "unicode-name": {"name": "modèle-🚀", "namespace": "ml"},
+    "no-namespace": {"name": "chat"},
+    "bad-namespace": {"name": "chat", "namespace": "Not OK"},
+    "long-namespace": {"name": "chat", "namespace": "a" * 64},
+}
+NAMESPACE_CASES = {"no-namespace", "bad-namespace", "long-namespace"}
+
+
+@pytest.mark.parametrize("kind, case", [
+    (kind, case) for kind in KINDS for case in sorted(BAD_IDENTITIES)
+    if not (kind == "FleetCluster" and case in NAMESPACE_CASES)])  # cluster-scoped
+def test_a_composite_without_a_valid_name_or_namespace_is_refused_naming_the_field(kind, case):
+    req = request(kind, "chat", {})
+    composite = resource.struct_to_dict(req.observed.composite.resource)
+    if BAD_IDENTITIES[case] is None:
+        del composite["metadata"]
+    else:
+        composite["metadata"] = BAD_IDENTITIES[case]
+    req.observed.composite.resource.Clear()
+    resource.update(req.observed.composite, composite)
+    rsp = server.run(req, NOW)
+    fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
+    assert fatal and "metadata." in fatal[0], fatal
+    assert not rsp.desired.resources

@@ -694,19 +694,6 @@ def test_hostile_specs_are_input_errors_or_fatal_results(spec):
     assert fatal and "internal error" not in fatal[0], fatal
 
 
-@pytest.mark.parametrize("metadata", [{}, {"name": "chat"}, {"name": "chat", "namespace": "Not OK"},
-                                      {"namespace": NAMESPACE},
-                                      {"name": "Chat_0", "namespace": NAMESPACE},
-                                      {"name": "modèle-🚀", "namespace": NAMESPACE}],
-                         ids=["none", "no-namespace", "bad-namespace", "no-name", "bad-name",
-                              "unicode-name"])
-def test_a_composite_without_a_valid_name_and_namespace_is_an_input_error(metadata):
-    xr = deployment()
-    xr["metadata"] = metadata
-    with pytest.raises(kit.InputError, match="metadata"):
-        compose(xr, FLEET, three_state_cache())
-
-
 def test_long_and_dotted_names_give_valid_child_names():
     for name in ("x" * 253, "7b.chat", "a" + "-b" * 100):
         xr = deployment(replicas=3)

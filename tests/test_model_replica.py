@@ -425,9 +425,6 @@ def spec_with(**changes: Any) -> dict:
 
 
 HOSTILE = [
-    {**replica_xr(), "metadata": {"name": "chat-0"}},
-    {**replica_xr(), "metadata": {"namespace": NAMESPACE}},
-    {**replica_xr(), "metadata": {"name": "chat-0", "namespace": "a" * 64}},
     {k: v for k, v in replica_xr().items() if k != "spec"},
     {**replica_xr(), "spec": "Cache"},
     spec_with(clusterName=...),
