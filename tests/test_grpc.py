@@ -59,6 +59,13 @@ def mtls_server(pki, tmp_path_factory):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_case_answers_something_so_a_transport_difference_would_show(case):
+    rsp = server.run(request_of(case), FIXED_NOW)
+    assert (rsp.desired.resources or rsp.desired.composite.resource
+            or rsp.requirements.resources or rsp.results), case.id
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_insecure_grpc_gives_the_in_process_response(case, insecure_stub):
     req = request_of(case)
     assert serialized(insecure_stub.RunFunction(req, timeout=60)) == serialized(

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 
 from fleetcache.functions import kit, model_cache, model_cache_hydration
 from tests.support import builders
-from tests.support.deployments import cache_row, deployment, replica_xr
-from tests.support.deployments import model_cache as referenced_cache
+from tests.support.deployments import NO_CACHE, cache_required, cache_row, deployment, replica_xr
 from tests.support.fleet import (GIB, fleet_cluster, model_cache_xr, observed_hydration,
                                  with_resolved)
 
@@ -77,10 +76,10 @@ CASES: list[Case] = [
     Case("model-deployment-cache-ready-hydrating-absent",
          deployment(replicas=3, maxReplicasPerCluster=1),
          required={"fleet-clusters": FLEET,
-                   "model-cache": [referenced_cache(cache_row("gpu-east-1", "Ready"),
-                                               cache_row("gpu-east-2", "Hydrating"))]}),
+                   **cache_required(cache_row("gpu-east-1", "Ready"),
+                                    cache_row("gpu-east-2", "Hydrating"))}),
     Case("model-deployment-cache-not-found", deployment(replicas=2),
-         required={"fleet-clusters": FLEET, "model-cache": []}),
+         required={"fleet-clusters": FLEET, **NO_CACHE}),
     Case("model-replica-cache", replica_xr("Cache"),
          required={"fleet-cluster": [fleet_cluster("gpu-east-1")]}),
     Case("model-replica-wait", replica_xr("Wait"),
