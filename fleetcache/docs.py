@@ -35,8 +35,9 @@ REPLICA = "ModelReplica `status.reason` and `status.message` (`kubectl describe 
 WHERE = {
     "ClusterNotReady": "ModelCache `status.clusters[].reason`, ModelCacheHydration and "
                        "ModelReplica `status.reason`; `kubectl describe fleetcluster`",
-    "ClusterNotFound": "ModelCache `status.clusters[].reason`, ModelCacheHydration and "
-                       "ModelReplica `status.reason`",
+    "ClusterNotFound": "ModelCache `Degraded` and `Progressing` conditions and "
+                       "`status.clusters[].reason`, ModelCacheHydration and ModelReplica "
+                       "`status.reason`",
     "NoClusters": "ModelCache `Progressing` condition; ModelDeployment `ReplicasScheduled`",
     "TokenSecretMissing": "ModelCache `Resolved` condition",
     "HydrationFailed": "ModelCache `Degraded` condition; ModelReplica PHASE under "
@@ -199,9 +200,18 @@ def reasons_and_remedies() -> dict[str, str]:
 # --- the table -------------------------------------------------------------------------------
 
 
+# Exit-code reasons seen somewhere other than a failed hydration.
+EXIT_WHERE = {
+    "InvalidSource": AGENT_WHERE + "; the ModelCache `Resolved` condition when the patterns "
+                     "select no file",
+    "CacheCorrupted": "`fleetcache-agent verify` (its exit code and last line); the next "
+                      "hydration fetch repairs the files instead of failing",
+}
+
+
 def where_for(reason: str) -> str:
     if reason in exitcodes.BY_REASON:
-        return AGENT_WHERE
+        return EXIT_WHERE.get(reason, AGENT_WHERE)
     return WHERE.get(reason, "")
 
 
@@ -210,7 +220,7 @@ def troubleshooting_markdown() -> str:
             "| --- | --- | --- | --- | --- |"]
     for row in exitcodes.EXIT_CODES:
         rows.append(f"| {row.reason} | {row.code} | {'no' if row.permanent else 'yes'} | "
-                    f"{AGENT_WHERE} | {row.remedy} |")
+                    f"{where_for(row.reason)} | {row.remedy} |")
     for reason, remedy in reasons_and_remedies().items():
         rows.append(f"| {reason} | — | — | {where_for(reason)} | {remedy} |")
     return "\n".join(rows)
