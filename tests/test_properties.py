@@ -42,7 +42,8 @@ from tests.support.cases import FLEET, Case
 from tests.support.deployments import deployment
 from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, model_cache_xr,
                                  observed_object)
-from tests.support.k8s import DNS_LABEL, LABEL_VALUE, metadata_problems
+from fleetcache.validation import DNS_LABEL, LABEL_VALUE
+from tests.support.k8s import metadata_problems
 from tests.support.mutate import Mutated, mutated_request, single_mutations
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
@@ -332,7 +333,7 @@ def _manifest_problems(manifest: Any, where: str) -> list[str]:
     problems = [f"{where}: {p[:300]}" for p in metadata_problems(manifest)]
     name = meta["name"]
     if manifest.get("apiVersion") == kit.API_VERSION and (
-            len(name) > 63 or not DNS_LABEL.match(name)):
+            len(name) > 63 or not DNS_LABEL.fullmatch(name)):
         # A composed XR's name becomes the crossplane.io/composite label of what it composes.
         problems.append(f"{where}: composite name {name[:100]!r} is not a label value "
                         "(<= 63 characters)")
@@ -340,7 +341,7 @@ def _manifest_problems(manifest: Any, where: str) -> list[str]:
         if key == "matchLabels" and isinstance(value, dict):
             problems += [f"{where}: matchLabels {k}={str(v)[:100]!r} is not a label value"
                          for k, v in value.items()
-                         if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE.match(v)]
+                         if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE.fullmatch(v)]
     return problems
 
 

@@ -11,21 +11,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterator, Mapping
 
 import kubernetes_validate
 
+from fleetcache import validation
 from fleetcache.functions import kit
 
 K8S_VERSION = "1.37"
-
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-# Kinds whose names must be DNS labels (63), not just subdomains (253).
-LABEL_NAMED_KINDS = {"Namespace", "Service", "Job"}
 
 
 def assert_valid_k8s(manifest: Mapping[str, Any]) -> None:
@@ -41,26 +34,17 @@ def assert_valid_k8s(manifest: Mapping[str, Any]) -> None:
 
 
 def metadata_problems(manifest: Mapping[str, Any]) -> list[str]:
-    """What the API server would reject in metadata that the OpenAPI schema lets through."""
-    meta = manifest.get("metadata") or {}
-    problems = []
-    name = meta.get("name", "")
-    limit, shape = (63, DNS_LABEL) if manifest.get("kind") in LABEL_NAMED_KINDS \
-        else (253, DNS_SUBDOMAIN)
-    if not isinstance(name, str) or len(name) > limit or not shape.match(name):
-        problems.append(f"metadata.name {name!r} is not a valid name (<= {limit}, RFC 1123)")
-    namespace = meta.get("namespace")
-    if namespace is not None and (len(namespace) > 63 or not DNS_LABEL.match(namespace)):
-        problems.append(f"metadata.namespace {namespace!r} is not a DNS label")
-    labels = dict(meta.get("labels") or {})
-    labels.update(kit.get_path(manifest, "spec.template.metadata.labels") or {})
-    for key, value in labels.items():
-        prefix, _, label = key.rpartition("/")
-        if (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix))) or \
-                len(label) > 63 or not LABEL_NAME.match(label):
-            problems.append(f"label key {key!r} is invalid")
-        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
-            problems.append(f"label {key}={value!r}: value is invalid")
+    """What the API server would reject in metadata that the OpenAPI schema lets through
+    (fleetcache.validation's rules, as render applies them), the pod template's too."""
+    kind = manifest.get("kind")
+    limit, shape = (validation.DNS_LABEL_MAX, validation.DNS_LABEL) \
+        if kind in validation.LABEL_NAMED_KINDS \
+        else (validation.DNS_SUBDOMAIN_MAX, validation.DNS_SUBDOMAIN)
+    problems = [str(v) for v in validation.object_meta_violations(manifest, limit, shape)]
+    template = kit.get_path(manifest, "spec.template")
+    if isinstance(template, Mapping) and "metadata" in template:
+        problems += [f"spec.template.{v}" for v in validation.object_meta_violations(
+            {"metadata": {"name": "template", **template["metadata"]}}, limit, shape)]
     return problems
 
 
