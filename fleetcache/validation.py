@@ -607,7 +607,8 @@ def schema_message(error: jsonschema.ValidationError) -> str:
     demands = {
         "type": lambda: f"must be of type {rule}",
         "enum": lambda: f"must be one of {', '.join(map(str, rule))}",
-        "pattern": lambda: f"must match {kit.shown(rule)}",
+        "pattern": lambda: f"must be {kit.PATTERN_MEANINGS[rule]}"
+        if rule in kit.PATTERN_MEANINGS else f"must match {kit.shown(rule)}",
         "maxLength": lambda: f"must be at most {rule} characters",
         "minLength": lambda: f"must be at least {rule} characters",
         "maximum": lambda: f"must be at most {rule}",

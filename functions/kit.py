@@ -214,8 +214,8 @@ REASONS: dict[str, Reason] = {
                "ProviderConfig credentials (kubectl describe fleetcluster)."),
         Reason("ClusterNotFound", "Create the FleetCluster, or fix the name in "
                "spec.placement.clusterNames."),
-        Reason("NoClusters", "No FleetCluster matches spec.placement: label clusters to match "
-               "the selector, or list them in spec.placement.clusterNames."),
+        Reason("NoClusters", "Label FleetClusters to match spec.placement.clusterSelector, "
+               "or list them in spec.placement.clusterNames."),
         Reason("TokenSecretMissing", "Create the Secret named by "
                "spec.source.huggingFace.tokenSecretRef in this namespace, with the key it names."),
         Reason("HydrationFailed", "See the failed clusters' ModelCacheHydration status for the "

@@ -149,8 +149,8 @@ def test_each_refusal_is_one_line_kind_name_field_path_message(tmp_path):
     _, _, err = render_cache(tmp_path, cache)
     assert err.splitlines() == [
         "ModelCache/qwen3-0-6b: spec.rollout.maxConcurrent: must be of type integer, got 'ten'",
-        "ModelCache/qwen3-0-6b: spec.storage.size: must match "
-        f"{kit.shown(pattern_of('ModelCache', 'spec.storage.size'))}, got '1e400'"]
+        "ModelCache/qwen3-0-6b: spec.storage.size: must be "
+        f"{kit.PATTERN_MEANINGS[pattern_of('ModelCache', 'spec.storage.size')]}, got '1e400'"]
 
 
 def test_an_unknown_field_is_refused_since_the_api_server_would_prune_it(tmp_path):
@@ -281,7 +281,8 @@ def test_a_composed_fleetcache_kind_is_checked_against_its_xrd_without_its_statu
     hydration["status"] = {"anything": "the status subresource ignores it"}
     found = [str(r) for r in render.composed_refusals([hydration], XRDS)]
     assert found == ["ModelCacheHydration/qwen3-0-6b-gpu-east-1-89a45: spec.storage.size: "
-                     f"must match {kit.shown(pattern_of('ModelCacheHydration', 'spec.storage.size'))}"
+                     "must be "
+                     f"{kit.PATTERN_MEANINGS[pattern_of('ModelCacheHydration', 'spec.storage.size')]}"
                      ", got '-1Gi'"]
 
 
