@@ -179,8 +179,8 @@ def brief(value: Any, limit: int = 60) -> str:
 @st.composite
 def mutation(draw: Callable, doc: dict, shape_of: Callable[[Path], str] = request_shape
              ) -> tuple[dict, str]:
-    """`doc` with one node replaced, deleted, or given an unexpected sibling, and what
-    was done, in words."""
+    """`doc` with one node replaced or deleted, a map given an unexpected key or a list a
+    second copy of an item, and what was done, in words."""
     paths = [p for p in node_paths(doc) if shape_of(p) != FIXED]
     # Pick a document first (the composite half the time, else one observed or required
     # resource), then a node in it, so a small composite is hit as often as a large Job.
@@ -200,7 +200,13 @@ def mutation(draw: Callable, doc: dict, shape_of: Callable[[Path], str] = reques
         operations.append("delete")
     if isinstance(old, dict) and shape_of(path + ("extra",)) == ANY:
         operations.append("add")
+    if isinstance(old, list) and old and shape_of(path) != DELETE_ONLY:
+        operations.append("duplicate")
     operation = draw(st.sampled_from(operations))
+    if operation == "duplicate":
+        index = draw(st.integers(0, len(old) - 1))
+        return (with_node(doc, path, old + [copy.deepcopy(old[index])]),
+                f"{spelled(path)} gets a second copy of its item [{index}]")
     if operation == "delete":
         return without_node(doc, path), f"delete {spelled(path)}"
     if operation == "add":
@@ -251,20 +257,24 @@ SWEEP_VALUES: tuple[Any, ...] = (
 def single_mutations(doc: dict, values: tuple[Any, ...] = SWEEP_VALUES,
                      shape_of: Callable[[Path], str] = request_shape
                      ) -> Iterator[tuple[str, dict]]:
-    """(what was done, `doc` after it) for every mutable node deleted and, where any value
-    may go, replaced by each of `values` and, in text with digits, given 5,000-digit
-    numbers: what random search reaches only by luck, once each."""
+    """(what was done, `doc` after it) for every mutable node deleted, every list given a
+    second copy of its first item and, where any value may go, every node replaced by each
+    of `values` and, in text with digits, given 5,000-digit numbers: what random search
+    reaches only by luck, once each."""
     for path in node_paths(doc):
         shape = shape_of(path)
         if shape == FIXED:
             continue
         if len(path) >= 2:
             yield f"delete {spelled(path)}", without_node(doc, path)
+        old = value_at(doc, path)
+        if isinstance(old, list) and old:
+            yield (f"{spelled(path)} gets a second copy of its item [0]",
+                   with_node(doc, path, old + [copy.deepcopy(old[0])]))
         if shape != ANY:
             continue
         for value in values:
             yield f"{spelled(path)} = {brief(value)}", with_node(doc, path, value)
-        old = value_at(doc, path)
         if isinstance(old, str) and re.search(r"\d", old):
             yield (f"{spelled(path)}: numbers made 5,000 digits long in {brief(old)}",
                    with_node(doc, path, inflate_numbers(old, 5_000)))
