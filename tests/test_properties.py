@@ -35,14 +35,13 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetcache import exitcodes, render
+from fleetcache import exitcodes, render, validation
 from fleetcache.functions import kit, model_cache, model_cache_hydration, model_deployment, server
 from tests.support import builders
 from tests.support.cases import FLEET, Case
 from tests.support.deployments import deployment
 from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, model_cache_xr,
                                  observed_object)
-from fleetcache.validation import DNS_LABEL, LABEL_VALUE
 from tests.support.k8s import metadata_problems
 from tests.support.mutate import Mutated, mutated_request, single_mutations
 
@@ -317,6 +316,12 @@ def long_messages(rsp: fnv1.RunFunctionResponse) -> list[str]:
     return [f"{len(m)} characters: {m[:300]}..." for m in messages(rsp) if len(m) > MESSAGE_LIMIT]
 
 
+def label_value_ok(value: Any) -> bool:
+    """At most 63 characters shaped like validation.LABEL_VALUE (as metadata labels are)."""
+    return isinstance(value, str) and len(value) <= 63 and bool(
+        validation.LABEL_VALUE.fullmatch(value))
+
+
 def _manifest_problems(manifest: Any, where: str) -> list[str]:
     """What the API server would refuse in one composed manifest's names and labels."""
     meta = manifest.get("metadata") if isinstance(manifest, dict) else None
@@ -333,15 +338,15 @@ def _manifest_problems(manifest: Any, where: str) -> list[str]:
     problems = [f"{where}: {p[:300]}" for p in metadata_problems(manifest)]
     name = meta["name"]
     if manifest.get("apiVersion") == kit.API_VERSION and (
-            len(name) > 63 or not DNS_LABEL.fullmatch(name)):
+            len(name) > validation.CROSSPLANE_NAME_MAX
+            or not validation.DNS_LABEL.fullmatch(name)):
         # A composed XR's name becomes the crossplane.io/composite label of what it composes.
         problems.append(f"{where}: composite name {name[:100]!r} is not a label value "
-                        "(<= 63 characters)")
+                        f"(<= {validation.CROSSPLANE_NAME_MAX} characters)")
     for key, value in _walk(manifest.get("spec")):
         if key == "matchLabels" and isinstance(value, dict):
             problems += [f"{where}: matchLabels {k}={str(v)[:100]!r} is not a label value"
-                         for k, v in value.items()
-                         if not isinstance(v, str) or len(v) > 63 or not LABEL_VALUE.fullmatch(v)]
+                         for k, v in value.items() if not label_value_ok(v)]
     return problems
 
 
