@@ -12,6 +12,8 @@ Lifecycle, top to bottom:
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +23,7 @@ from fleetcache.functions.models.model_cache import ModelCache
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 TOKEN_SECRET_KEY = "token-secret"
 RESOLVE_PREFIX = "resolve-"
+COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 HYDRATION_PREFIX = "hydration-"
 PHASES = ("Failed", "Hydrating", "Pending", "Ready")  # also the order rows are listed in
 LISTED_CLUSTERS = 100  # status.clusters rows; the rest are in the ModelCacheHydrations
@@ -125,7 +128,38 @@ def read_resolved(value: Any) -> dict | None:
         "files": max(0, kit.as_int(value.get("files"))),
         "manifestDigest": kit.clipped(value.get("manifestDigest") or "", 128),
         "sourceDigest": kit.clipped(value.get("sourceDigest") or "", 64),
+        "compared": read_compared(value.get("compared")),
     }
+
+
+def read_compared(value: Any) -> list[dict]:
+    """What the resolved commit shares with commits the fleet serves, normalized: at most
+    COMPARED_MAX rows by commit, each a 40-hex commit with non-negative counts (sharedBytes
+    never above bytes); anything else is dropped, so a broken row only costs headroom."""
+    rows = {}
+    for row in value if isinstance(value, list) else []:
+        if not isinstance(row, dict) or not isinstance(row.get("commit"), str) \
+                or not kit.COMMIT_SHAPE.match(row["commit"]):
+            continue
+        size = max(0, kit.as_int(row.get("bytes")))
+        rows[row["commit"]] = {
+            "commit": row["commit"], "bytes": size,
+            "files": max(0, kit.as_int(row.get("files"))),
+            "sharedBytes": min(size, max(0, kit.as_int(row.get("sharedBytes")))),
+            "missing": row.get("missing") is True,
+        }
+    return [rows[c] for c in sorted(rows)[:COMPARED_MAX]]
+
+
+def compared_of(record: dict) -> list[dict]:
+    """The resolve record's `compared` (compact JSON, a string like every record value)."""
+    text = record.get("compared")
+    if not isinstance(text, str) or len(text) > 64 * 1024:
+        return []
+    try:
+        return read_compared(json.loads(text))
+    except ValueError:
+        return []
 
 
 def is_empty(resolved: dict) -> bool:
@@ -199,6 +233,7 @@ def latched_result(spec: CacheSpec, record: dict) -> dict:
         "files": record.get("files"),
         "manifestDigest": record.get("manifestDigest"),
         "sourceDigest": spec.source_digest,
+        "compared": compared_of(record),
     }
 
 
@@ -235,6 +270,38 @@ class ResolveNames:
         return kit.child_name(self.cache, "resolve", what)
 
 
+def served_commits(request: kit.Request, repo: str) -> list[str]:
+    """The commits of `repo` the clusters' volumes hold for serving (each hydration's
+    servingCommit and its pinned spec.commit), the most clusters first, then by commit;
+    at most COMPARED_MAX."""
+    counts: Counter[str] = Counter()
+    for key, observed in sorted(request.observed.items()):
+        if not key.startswith(HYDRATION_PREFIX):
+            continue
+        held = {serving_commit_of(observed, repo)}
+        pinned = kit.get_path(observed, "spec.commit")
+        if kit.get_path(observed, "spec.source.huggingFace.repo") == repo \
+                and isinstance(pinned, str) and kit.COMMIT_SHAPE.match(pinned):
+            held.add(pinned)
+        counts.update(c for c in held if c)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [commit for commit, _ in ranked[:COMPARED_MAX]]
+
+
+def compare_commits(request: kit.Request, spec: CacheSpec, names: ResolveNames) -> list[str]:
+    """The resolve Job's --compare commits. A Job is immutable, so once it was composed its
+    commits stay as they were; a fleet that moves meanwhile only costs some headroom."""
+    composed = kit.get_path(request.observed.get(names.key("job")),
+                            "spec.forProvider.manifest.spec.template.spec.containers")
+    if isinstance(composed, list) and composed and isinstance(composed[0], dict):
+        args = composed[0].get("args")
+        args = args if isinstance(args, list) else []
+        return [b for a, b in zip(args, args[1:])
+                if a == "--compare" and isinstance(b, str) and kit.COMMIT_SHAPE.match(b)
+                ][:COMPARED_MAX]
+    return served_commits(request, spec.repo)
+
+
 def compose_resolve_step(request: kit.Request, spec: CacheSpec, cluster: kit.FleetClusterView,
                          names: ResolveNames, outcome: kit.Outcome) -> None:
     namespace = request.namespace
@@ -261,6 +328,8 @@ def compose_resolve_step(request: kit.Request, spec: CacheSpec, cluster: kit.Fle
     args = ["resolve", "--revision", spec.revision,
             "--progress-configmap", f"{namespace}/{names.remote}",
             *kit.source_args(spec.source)]
+    for commit in compare_commits(request, spec, names):
+        args += ["--compare", commit]
     remote("job", kit.agent_job_manifest(
         name=names.remote, namespace=namespace, image=cluster.agent_image, args=args,
         service_account=names.service_account, labels=labels,
@@ -295,8 +364,24 @@ def hydration_key(cluster: str) -> str:
     return f"{HYDRATION_PREFIX}{cluster}"
 
 
+def volume_bytes(resolved: dict, serving_commit: str) -> int:
+    """Bytes the cluster's volume must hold: the resolved commit, plus what the commit it
+    serves does not share with it (content-addressed blobs are stored once), as long as
+    that commit stays on the volume for its replicas. A serving commit the resolve did
+    not compare (or the hub no longer has) gives the resolved bytes alone, as before."""
+    if not serving_commit or serving_commit == resolved["commit"]:
+        return resolved["bytes"]
+    for row in resolved.get("compared") or ():
+        if row["commit"] == serving_commit and not row["missing"]:
+            return resolved["bytes"] + row["bytes"] - row["sharedBytes"]
+    return resolved["bytes"]
+
+
 def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: str) -> dict:
-    storage = {"size": spec.storage.get("size") or kit.volume_size_for(resolved["bytes"])}
+    serving = serving_commit_of(request.observed.get(hydration_key(cluster)),
+                                resolved.get("repo") or spec.repo)
+    storage = {"size": spec.storage.get("size")
+               or kit.volume_size_for(volume_bytes(resolved, serving))}
     for key in ("storageClassName", "accessMode"):
         if spec.storage.get(key):
             storage[key] = spec.storage[key]

@@ -725,3 +725,137 @@ def test_five_thousand_clusters_compose_within_the_rollout_budget():
     outcome = compose(with_resolved(model_cache_xr()), fleet)
     assert outcome.status["desiredClusters"] == 5000
     assert len(hydrations(outcome)) == 10
+
+
+# --- updates that fit: compare with the served commits, size for both -----------------------
+
+SECOND_COMMIT = "1" * 40
+
+
+def compared_row(commit: str = OLD_COMMIT, size: int = 3 * GIB, shared: int = 0,
+                 **more) -> dict:
+    return {"commit": commit, "bytes": size, "files": 5, "sharedBytes": shared, **more}
+
+
+def resolving_update(observed: dict, fleet: list[dict]) -> kit.Outcome:
+    """A changed revision on a fleet whose hydrations serve what `observed` says."""
+    xr = with_resolved(model_cache_xr(), commit=OLD_COMMIT)
+    xr["spec"]["source"]["huggingFace"]["revision"] = "v2"
+    return compose(xr, fleet, observed)
+
+
+def compare_args(outcome: kit.Outcome) -> list[str]:
+    args = outcome.desired["resolve-job"][0]["spec"]["forProvider"]["manifest"]["spec"][
+        "template"]["spec"]["containers"][0]["args"]
+    return [b for a, b in zip(args, args[1:]) if a == "--compare"]
+
+
+def test_a_resolve_compares_with_the_commit_the_clusters_serve():
+    fleet, observed = old_commit_fleet()
+    assert compare_args(resolving_update(observed, fleet)) == [OLD_COMMIT]
+
+
+def test_a_resolve_compares_the_most_served_commit_first():
+    fleet, observed = old_commit_fleet()
+    observed["hydration-gpu-2"] = serving(observed["hydration-gpu-2"], SECOND_COMMIT)
+    observed["hydration-gpu-2"]["spec"]["commit"] = SECOND_COMMIT
+    assert compare_args(resolving_update(observed, fleet)) == [OLD_COMMIT, SECOND_COMMIT]
+
+
+def test_a_resolve_compares_with_at_most_eight_commits():
+    fleet = [fleet_cluster(f"gpu-{i}") for i in range(10)]
+    old = with_resolved(model_cache_xr(), commit=OLD_COMMIT)
+    observed = {}
+    for i, (key, (resource, _)) in enumerate(sorted(compose(old, fleet, {}).desired.items())):
+        commit = f"{i:x}" * 40
+        observed[key] = serving(observed_hydration(resource, "Ready"), commit)
+        observed[key]["spec"]["commit"] = commit
+    assert len(compare_args(resolving_update(observed, fleet))) == model_cache.COMPARED_MAX
+
+
+def test_a_first_resolve_compares_with_nothing():
+    assert compare_args(compose(model_cache_xr())) == []
+
+
+def test_a_composed_resolve_job_keeps_its_compare_commits_while_the_fleet_moves():
+    """A Job is immutable: its args must not change under provider-kubernetes."""
+    fleet, observed = old_commit_fleet()
+    first = resolving_update(observed, fleet)
+    observed["resolve-job"] = observed_object(first.desired["resolve-job"][0])
+    for key in ("hydration-gpu-0", "hydration-gpu-1", "hydration-gpu-2"):
+        observed[key] = serving(observed[key], SECOND_COMMIT)
+        observed[key]["spec"]["commit"] = SECOND_COMMIT
+    assert compare_args(resolving_update(observed, fleet)) == [OLD_COMMIT]
+
+
+def test_the_compared_commits_are_latched_with_the_resolve_result():
+    xr = model_cache_xr()
+    record = resolved_record(compared=json.dumps([compared_row(shared=GIB)]))
+    latched = compose(xr, observed=first_round_observed(xr, record)).status["resolved"]
+    assert latched["compared"] == [{**compared_row(shared=GIB), "missing": False}]
+
+
+def test_a_compared_commit_the_hub_no_longer_has_is_latched_as_missing():
+    xr = model_cache_xr()
+    record = resolved_record(compared=json.dumps([compared_row(size=0, missing=True)]))
+    latched = compose(xr, observed=first_round_observed(xr, record)).status["resolved"]
+    assert latched["compared"][0]["missing"] is True
+
+
+@pytest.mark.parametrize("compared", ["not json", json.dumps({"commit": OLD_COMMIT}),
+                                      json.dumps([{"commit": "main", "bytes": 1}]),
+                                      json.dumps(["row"])])
+def test_a_malformed_compared_record_latches_no_rows(compared):
+    xr = model_cache_xr()
+    record = resolved_record(compared=compared)
+    assert compose(xr, observed=first_round_observed(xr, record)).status["resolved"][
+        "compared"] == []
+
+
+def test_latched_compared_rows_are_bounded_and_shared_bytes_never_exceed_bytes():
+    rows = [compared_row(f"{i:x}" * 40, size=GIB, shared=2 * GIB) for i in range(12)]
+    kept = model_cache.read_compared(rows)
+    assert len(kept) == model_cache.COMPARED_MAX
+    assert {r["sharedBytes"] for r in kept} == {GIB}
+
+
+def updated_fleet(compared: list[dict], **spec) -> tuple[list[dict], dict, dict]:
+    """The fleet serving OLD_COMMIT, and the ModelCache resolved to COMMIT with `compared`."""
+    fleet, observed = old_commit_fleet()
+    xr = new_commit_xr(**spec)
+    xr["status"]["resolved"]["compared"] = compared
+    return fleet, observed, xr
+
+
+def test_a_cluster_serving_a_compared_commit_gets_a_volume_for_both_commits():
+    fleet, observed, xr = updated_fleet([compared_row(size=3 * GIB, shared=GIB)])
+    # (3 GiB resolved + 3 GiB served - 1 GiB shared) x 1.10 = 5.5 GiB -> 6Gi
+    assert hydrations(compose(xr, fleet, observed))["gpu-0"]["spec"]["storage"]["size"] == "6Gi"
+
+
+def test_an_update_that_changes_every_shard_asks_for_twice_the_model():
+    fleet, observed, xr = updated_fleet([compared_row(size=10 * GIB)])
+    xr["status"]["resolved"]["bytes"] = 10 * GIB
+    assert hydrations(compose(xr, fleet, observed))["gpu-0"]["spec"]["storage"]["size"] == "22Gi"
+
+
+def test_a_cluster_serving_a_commit_not_compared_gets_the_resolved_size():
+    fleet, observed, xr = updated_fleet([compared_row(SECOND_COMMIT, shared=0)])
+    assert hydrations(compose(xr, fleet, observed))["gpu-0"]["spec"]["storage"]["size"] == "4Gi"
+
+
+def test_a_served_commit_the_hub_no_longer_has_adds_nothing_to_the_size():
+    fleet, observed, xr = updated_fleet([compared_row(size=0, missing=True)])
+    assert hydrations(compose(xr, fleet, observed))["gpu-0"]["spec"]["storage"]["size"] == "4Gi"
+
+
+def test_a_cluster_serving_the_resolved_commit_gets_the_resolved_size():
+    fleet, observed, xr = updated_fleet([compared_row(size=3 * GIB)])
+    repinned(observed, "gpu-0", "Ready", done=3 * GIB)
+    observed["hydration-gpu-0"] = serving(observed["hydration-gpu-0"], COMMIT)
+    assert hydrations(compose(xr, fleet, observed))["gpu-0"]["spec"]["storage"]["size"] == "4Gi"
+
+
+def test_spec_storage_size_wins_over_the_size_for_both_commits():
+    fleet, observed, xr = updated_fleet([compared_row(size=3 * GIB)], storage={"size": "5Gi"})
+    assert hydrations(compose(xr, fleet, observed))["gpu-0"]["spec"]["storage"]["size"] == "5Gi"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt
 from typing_extensions import TypeAliasType
 
 
@@ -118,6 +118,35 @@ class ClusterSelector(BaseModel):
             description='Label requirements a FleetCluster must all satisfy.',
             max_length=32,
         ),
+    ] = None
+
+
+class ComparedItem(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    commit: Annotated[
+        str | None, Field(description='A commit the clusters served.')
+    ] = None
+    bytes: Annotated[
+        StrictInt | None,
+        Field(description='Total bytes of the selected files at that commit.', ge=0),
+    ] = None
+    files: Annotated[
+        StrictInt | None,
+        Field(description='Number of selected files at that commit.', ge=0),
+    ] = None
+    shared_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='sharedBytes',
+            description='Bytes of the resolved commit whose content that commit also has (stored once on a volume).',
+            ge=0,
+        ),
+    ] = None
+    missing: Annotated[
+        StrictBool | None,
+        Field(description='The hub no longer has that commit; its counts are zero.'),
     ] = None
 
 
@@ -316,6 +345,13 @@ class Resolved(BaseModel):
         Field(
             alias='sourceDigest',
             description='Digest of spec.source when it was resolved; a changed source no longer matches and resolves again.',
+        ),
+    ] = None
+    compared: Annotated[
+        list[ComparedItem] | None,
+        Field(
+            description='What the resolved commit shares with each commit the clusters served when it was resolved (at most 8, by commit); a cluster serving one of them gets a volume for both commits.',
+            max_length=8,
         ),
     ] = None
 

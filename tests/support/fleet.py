@@ -44,7 +44,8 @@ def resolved_status(xr: dict, *, commit: str = COMMIT, size: int = 3 * GIB) -> d
     return {"repo": xr["spec"]["source"]["huggingFace"]["repo"],
             "revision": xr["spec"]["source"]["huggingFace"].get("revision", "main"),
             "commit": commit, "bytes": size, "files": 5, "manifestDigest": DIGEST,
-            "sourceDigest": model_cache.read_spec(xr["spec"]).source_digest}
+            "sourceDigest": model_cache.read_spec(xr["spec"]).source_digest,
+            "compared": []}
 
 
 def with_resolved(xr: dict, **kwargs: Any) -> dict:
