@@ -241,3 +241,59 @@ def plan_fetch(entries: tuple[Entry, ...], key_of, disk: DiskState, part_size: i
         files_total=len(entries),
         files_present=files_present,
     )
+
+
+# -- what a new commit shares with a served one ----------------------------------------------
+
+def compared_record(commit: str, entries: tuple[Entry, ...], other: tuple[Entry, ...] | None) -> dict:
+    """What `entries` (the resolved selection) shares with `other` (the same selection of a
+    served commit): the bytes of files whose content key appears in both, so a volume that
+    holds both commits needs `bytes` of the new one minus `sharedBytes`. `other` None is a
+    commit the hub does not know (force-pushed away): reported, not a failure."""
+    if other is None:
+        return {"commit": commit, "bytes": 0, "files": 0, "sharedBytes": 0, "missing": True}
+    keys = {e.digest for e in other}
+    return {"commit": commit, "bytes": sum(e.size for e in other), "files": len(other),
+            "sharedBytes": sum(e.size for e in entries if e.digest in keys)}
+
+
+# -- prune planning ---------------------------------------------------------------------------
+
+BlobKey = tuple[str, str]  # (layout name, the layout's storage key): a digest, or a flat file's path
+
+
+@dataclass(frozen=True)
+class VolumeState:
+    """What a repo has on the volume, as the pruner reads it.
+
+    `commits`: every commit with a snapshot directory or a manifest, and the blobs its
+    manifests list or its snapshot links point to. `refs`: each ref file (by its path) and
+    the commit it names. `blobs`: the blobs that could be removed, with their sizes."""
+
+    commits: dict[str, frozenset[BlobKey]]
+    refs: dict[str, str]
+    blobs: dict[BlobKey, int]
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    commits: tuple[str, ...]  # snapshots and manifests to remove
+    refs: tuple[str, ...]  # ref files to unlink
+    blobs: tuple[BlobKey, ...]  # blobs no kept commit references
+    freed_bytes: int
+
+
+def plan_prune(volume: VolumeState, keep: frozenset[str]) -> PrunePlan:
+    """Everything not needed by a kept commit: its refs, snapshots, manifests and blobs.
+
+    A blob is kept when any kept commit references it, by manifest or by snapshot link (a
+    kept commit still hydrating has links before its manifest), so a kept commit's bytes
+    are never touched."""
+    needed = frozenset().union(*(keys for commit, keys in volume.commits.items() if commit in keep))
+    blobs = tuple(sorted(key for key in volume.blobs if key not in needed))
+    return PrunePlan(
+        commits=tuple(sorted(c for c in volume.commits if c not in keep)),
+        refs=tuple(sorted(path for path, commit in volume.refs.items() if commit not in keep)),
+        blobs=blobs,
+        freed_bytes=sum(volume.blobs[key] for key in blobs),
+    )
