@@ -24,7 +24,7 @@ from .errors import AgentError, Interrupted, from_os_error
 from .fetch import fetch as run_fetch
 from .hub import Bandwidth, HubClient, RetryPolicy, read_timeout_from_env
 from .layout import LAYOUTS, open_layout
-from .plan import parse_listing, resolved_record, select
+from .plan import compared_record, parse_listing, resolved_record, select
 from .progress import (FETCH_FIELDS, RESOLVE_FIELDS, ConfigMapSink, FileSink, Progress, parse_configmap_ref,
                        incluster_core_api, write_termination)
 from .verify import verify as run_verify
@@ -202,17 +202,41 @@ def main_group() -> None:
     """Resolve, fetch and verify Hugging Face model snapshots into a warm cache."""
 
 
+MAX_COMPARE = 8
+
+
+def _compared(client: HubClient, repo: str, commit: str, allow, ignore, entries) -> dict:
+    """The same selection of a served commit; one the hub no longer knows is reported missing."""
+    try:
+        listing = parse_listing(repo, commit, client.listing(repo, commit))
+    except AgentError as err:
+        if err.reason != "SourceNotFound":
+            raise
+        return compared_record(commit, entries, None)
+    other = select(listing.entries, list(allow) if allow else None, list(ignore) if ignore else None)
+    return compared_record(commit, entries, other)
+
+
 @main_group.command()
 @_with(_common)
+@click.option("--compare", "compare", multiple=True,
+              help="a served commit (40 hex) to report what the resolved commit shares with, repeatable")
 def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
-            termination_log) -> None:
+            termination_log, compare) -> None:
     """List REPO at REVISION and print {repo, revision, commit, files, bytes, manifestDigest}."""
     _context["termination"] = Path(termination_log)
     progress = _progress(RESOLVE_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
     progress.phase("Resolving", repo=check_repo(repo), revision=check_revision(revision))
-    listing, entries = _listing(_client(endpoint, token, progress), repo, revision, allow, ignore)
-    record = resolved_record(listing, entries)
+    if len(compare) > MAX_COMPARE:
+        raise _bad("--compare", f"given {len(compare)} times; at most {MAX_COMPARE}")
+    for commit in compare:
+        if not _COMMIT.fullmatch(commit):
+            raise _bad("--compare", f"{commit!r} is not a 40-hex commit")
+    client = _client(endpoint, token, progress)
+    listing, entries = _listing(client, repo, revision, allow, ignore)
+    record = {**resolved_record(listing, entries),
+              "compared": [_compared(client, repo, c, allow, ignore, entries) for c in sorted(set(compare))]}
     progress.phase("Resolved", **record)
     click.echo(json.dumps(record, sort_keys=True))
 

@@ -23,7 +23,8 @@ log = logging.getLogger("fleetcache.agent")
 
 FETCH_FIELDS = ("phase", "bytesDone", "bytesTotal", "filesDone", "filesTotal", "commit", "manifestDigest",
                 "bytesPerSecond", "reason", "message")
-RESOLVE_FIELDS = ("phase", "repo", "revision", "commit", "files", "bytes", "manifestDigest", "reason", "message")
+RESOLVE_FIELDS = ("phase", "repo", "revision", "commit", "files", "bytes", "manifestDigest", "compared", "reason",
+                 "message")
 MIN_INTERVAL = 2.0
 MIN_STEP = 0.05
 FLUSH_TIMEOUT = 10.0
@@ -31,7 +32,8 @@ FLUSH_TIMEOUT = 10.0
 
 def configmap_data(record: dict) -> dict[str, str]:
     """ConfigMap data wants strings: numbers as decimal strings, empty string for unset."""
-    return {k: "" if v is None else str(v) for k, v in record.items()}
+    return {k: "" if v is None else json.dumps(v, separators=(",", ":"), sort_keys=True)
+            if isinstance(v, (list, dict)) else str(v) for k, v in record.items()}
 
 
 class FileSink:

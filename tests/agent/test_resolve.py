@@ -25,7 +25,7 @@ def test_resolve_prints_repo_revision_commit_files_bytes_and_manifest_digest(hub
     assert result.json == {
         "repo": REPO, "revision": "main", "commit": tiny, "files": len(files),
         "bytes": sum(f.content.size for f in files.values()),
-        "manifestDigest": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
+        "manifestDigest": hashlib.sha256("\n".join(lines).encode()).hexdigest(), "compared": [],
     }
 
 
@@ -116,3 +116,25 @@ def test_a_malformed_listing_exits_14_and_writes_nothing(hub, tiny, tmp_path):
 def test_a_listing_without_commit_or_siblings_exits_14(hub, tiny):
     hub.inject(Fault("status", path="/api/*", status=200, times=None))
     assert resolve(hub).code == 14
+
+
+def test_compare_reports_the_bytes_a_new_commit_shares_with_a_served_one(hub):
+    from fleetcache.testhub import make_model
+    old = hub.add_repo(REPO, make_model(3_000_000, shards=2, seed=1))
+    new = hub.add_repo(REPO, make_model(3_000_000, shards=2, seed=2))
+    result = resolve(hub, "--compare", old)
+    small = sum(f.content.size for p, f in hub.repos[REPO].commits[new].items() if not p.endswith(".safetensors"))
+    assert result.code == 0, result.stderr
+    assert result.json["compared"] == [{"commit": old, "bytes": result.json["bytes"], "files": result.json["files"],
+                                        "sharedBytes": small}]
+
+
+def test_compare_reports_a_commit_the_hub_does_not_know_as_missing(hub, tiny):
+    result = resolve(hub, "--compare", "f" * 40)
+    assert result.json["compared"] == [{"commit": "f" * 40, "bytes": 0, "files": 0, "sharedBytes": 0,
+                                        "missing": True}]
+
+
+def test_compare_that_is_not_a_commit_exits_15_naming_compare(hub, tiny):
+    result = resolve(hub, "--compare", "main")
+    assert result.code == 15 and "--compare" in result.stderr
