@@ -239,6 +239,12 @@ REASONS: dict[str, Reason] = {
                "(spec.storage.storageClassName, else the FleetCluster's "
                "spec.cache.storageClassName) exists, supports the access mode and has "
                "capacity (kubectl describe pvc)."),
+        Reason("VolumeNotExpandable", "The cache PVC's storage class cannot grow it to hold the "
+               "new commit beside the one replicas still serve: recreate the volume in a "
+               "storage class with allowVolumeExpansion: true (spec.storage.storageClassName "
+               "on the ModelCache, then delete this ModelCacheHydration), or set "
+               "spec.storage.size on the ModelCache large enough for two commits, or delete "
+               "this ModelCacheHydration to recreate the volume at the new size."),
     )
 }
 for _row in exitcodes.EXIT_CODES:

@@ -8,9 +8,13 @@ Lifecycle, top to bottom:
 3. compose the Objects that phase needs on the cluster: namespace (create only), PVC,
    progress ConfigMap (Observe/Create/Delete), and until Ready the agent's
    ServiceAccount/Role/RoleBinding, the token Secret and the agent Job;
-4. report phase, progress, reason and remedy, the Hydrated condition and readiness, and the
-   serving commit: the last commit that reached Ready on the volume, kept while a newer one
-   hydrates or fails, so replicas can keep mounting it.
+4. once Ready, prune: the commits the volume still holds that neither this hydration nor
+   any ModelReplica of this cache on this cluster mounts (the replicas are required by
+   label every call) go with one prune Job per set of kept commits;
+5. report phase, progress, reason and remedy, the Hydrated condition and readiness, the
+   serving commit (the last commit that reached Ready on the volume, kept while a newer one
+   hydrates or fails, so replicas can keep mounting it), the commits on the volume and the
+   volume's measured usage.
 
 The token itself is never read here: provider-kubernetes patches it into the remote
 Secret from the XR namespace's Secret (kit.token_secret_object).
@@ -26,12 +30,19 @@ from fleetcache.functions import kit
 from fleetcache.functions.models import model_cache_hydration as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
+REPLICAS_KEY = "model-replicas"
 NAMESPACE_KEY = "namespace"
 VOLUME_KEY = "volume"
 PROGRESS_KEY = "progress"
 ACCESS_KEYS = ("service-account", "role", "role-binding")  # kit.progress_access_manifests order
 TOKEN_KEY = "token-secret"
 JOB_PREFIX = "job-"
+PRUNE_PREFIX = "prune-"
+COMMITS_LISTED = 16  # status.storedCommits and status.prunedCommits
+# What the API server answers when a PVC's storage class cannot expand it; provider-kubernetes
+# puts it on the volume Object's Synced=False condition.
+RESIZE_REFUSED = ("only dynamically provisioned pvc can be resized",
+                  "must support resize")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 COMMIT_SHAPE = kit.COMMIT_SHAPE
 PVC_BOUND_QUERY = "has(object.status) && has(object.status.phase) && object.status.phase == 'Bound'"
@@ -176,8 +187,10 @@ class Seen:
     volume_phase: str
     job_exists: bool
     job: kit.JobState
-    record: dict  # the agent's progress record for this commit ({} if none yet)
+    record: dict  # the agent's fetch record for this commit ({} if none yet)
     missing: tuple[str, ...]  # prerequisites of the Job not on the cluster yet
+    measured: dict  # the agent's last record of any kind: usedBytes, capacityBytes
+    resize_refused: str  # the API server's refusal to grow the PVC ("" if none)
 
     @property
     def volume_bound(self) -> bool:
@@ -194,10 +207,11 @@ def observe(request: kit.Request, spec: HydrationSpec, names: Names) -> Seen:
         kit.get_path(status, "resolved.commit") == spec.commit and \
         kit.get_path(status, "resolved.manifestDigest") in (None, spec.manifest_digest)
     job = kit.remote_manifest(request.observed.get(names.job_key))
-    record = kit.remote_manifest(request.observed.get(PROGRESS_KEY)).get("data")
-    record = record if isinstance(record, dict) else {}
-    if record.get("commit") not in (None, "", spec.commit):
-        record = {}  # an earlier commit's record: the new agent has not written yet
+    measured = kit.remote_manifest(request.observed.get(PROGRESS_KEY)).get("data")
+    measured = measured if isinstance(measured, dict) else {}
+    record = measured
+    if record.get("commit") not in (None, "", spec.commit) or record.get("phase") == "Pruned":
+        record = {}  # an earlier commit's or a prune's record: no fetch of this commit yet
     prerequisites = {"ServiceAccount": "service-account", "Role": "role",
                      "RoleBinding": "role-binding", "progress ConfigMap": PROGRESS_KEY}
     if spec.token_ref:
@@ -210,7 +224,24 @@ def observe(request: kit.Request, spec: HydrationSpec, names: Names) -> Seen:
         job=kit.JobState.of(job),
         record=record,
         missing=tuple(what for what, key in prerequisites.items() if not exists(request, key)),
+        measured=measured,
+        resize_refused=resize_refusal(request.observed.get(VOLUME_KEY), spec.size),
     )
+
+
+def resize_refusal(volume: dict | None, size: str) -> str:
+    """The API server's refusal to grow the PVC to `size`, from the volume Object's
+    Synced=False condition: the one signal that says the class cannot expand. (A capacity
+    below the request also shows a resize in progress, so it is not read as a refusal.)"""
+    synced = kit.condition_of(volume, "Synced")
+    message = synced.get("message")
+    if synced.get("status") != "False" or not isinstance(message, str) \
+            or not any(words in message for words in RESIZE_REFUSED):
+        return ""
+    requested = existing_bytes(kit.get_path(kit.remote_manifest(volume),
+                                            "spec.resources.requests.storage"))
+    return kit.clipped(message) if requested < kit.quantity_bytes(size, "spec.storage.size") \
+        else ""
 
 
 @dataclass(frozen=True)
@@ -234,6 +265,11 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
         return Phase("Ready", "Hydrated", message)
     if cluster.reason:
         return Phase("Pending", cluster.reason, kit.with_remedy(cluster.message, cluster.reason))
+    if seen.resize_refused and (not seen.job_exists or seen.job.failed):
+        return Phase("Pending", "VolumeNotExpandable", kit.with_remedy(
+            f"PVC {names.volume} {where} cannot grow to {spec.size} to hold "
+            f"{spec.commit[:10]} beside the commit it serves, so the agent Job is not "
+            f"started; the API server says: {seen.resize_refused}", "VolumeNotExpandable"))
     if seen.job.failed:
         reason, message = kit.failure_reason(seen.job, seen.record)
         return Phase("Failed", reason, f"hydrating {where} failed: {message}")
@@ -260,7 +296,106 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
     return Phase("Hydrating", "Hydrating", message)
 
 
-# --- 3. compose ---------------------------------------------------------------------------
+# --- 3. prune -----------------------------------------------------------------------------
+
+
+def replicas_requirement(request: kit.Request, spec: HydrationSpec) -> kit.Requirement:
+    """The ModelReplicas of this cache on this cluster (compose-model-deployment labels them)."""
+    return kit.Requirement(kit.API_VERSION, "ModelReplica", namespace=request.namespace,
+                           match_labels=((kit.LABEL_MODEL_CACHE, kit.label_value(spec.cache)),
+                                         (kit.LABEL_CLUSTER, kit.label_value(spec.cluster))))
+
+
+def mounted_commits(request: kit.Request, spec: HydrationSpec) -> frozenset[str] | None:
+    """The commits replicas mount from this volume; None while that cannot be known (the
+    replicas not fetched yet, or a Cache replica without a readable commit), which keeps
+    every commit."""
+    replicas = request.required.get(REPLICAS_KEY)
+    if replicas is None:
+        return None
+    mounted = set()
+    for replica in replicas:
+        replica_spec = kit.mapping_at(replica, "spec")
+        if replica_spec.get("delivery") != "Cache" \
+                or replica_spec.get("clusterName") != spec.cluster \
+                or kit.get_path(replica_spec, "cache.modelCacheName") != spec.cache:
+            continue
+        commit = kit.get_path(replica_spec, "cache.commit")
+        if not isinstance(commit, str) or not COMMIT_SHAPE.match(commit):
+            return None
+        mounted.add(commit)
+    return frozenset(mounted)
+
+
+def commits_in(values: Any) -> set[str]:
+    """The full commits in a list (a latched status list, or a record's split string)."""
+    return {c for c in values if isinstance(c, str) and COMMIT_SHAPE.match(c)} \
+        if isinstance(values, list) else set()
+
+
+@dataclass(frozen=True)
+class Pruning:
+    """What the volume holds of this repo, and the prune that removes the rest."""
+
+    stored: frozenset[str]  # commits whose snapshots are on the volume, as far as known
+    keep: frozenset[str]  # what the prune keeps: empty when nothing is to be pruned
+    pruned: tuple[str, ...]  # the last prune's commits (latched)
+    job: kit.JobState
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.keep)
+
+    @property
+    def key(self) -> str:
+        return f"{PRUNE_PREFIX}{kit.short_digest(*sorted(self.keep))}"
+
+    def job_name(self, cache: str) -> str:
+        """One Job per kept set: a Job is immutable, and a changed set is another prune."""
+        return kit.child_name(cache, "prune", kit.short_digest(*sorted(self.keep)))
+
+
+def plan_pruning(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Pruning:
+    """The volume's commits: those latched in status.storedCommits, the serving commit the
+    status had, and this commit once Ready. A change of repo starts the list afresh (prune
+    works on one repo). Once Ready, every stored commit no replica mounts is pruned; the
+    prune Job's completion removes them from the list, so it runs once."""
+    status = request.status
+    repo = spec.source["huggingFace"]["repo"]
+    stored = set()
+    if status.get("servingRepo") in (None, "", repo):
+        stored = commits_in(status.get("storedCommits")) | commits_in(
+            [status.get("servingCommit")])
+    if phase.ready:
+        stored.add(spec.commit)
+    pruned = tuple(sorted(commits_in(status.get("prunedCommits"))))
+    mounted = mounted_commits(request, spec)
+    if not phase.ready or mounted is None:
+        return Pruning(frozenset(stored), frozenset(), pruned, kit.JobState.of({}))
+    keep = frozenset({spec.commit} | mounted)
+    planned = Pruning(frozenset(stored), keep, pruned, kit.JobState.of({}))
+    job = kit.JobState.of(kit.remote_manifest(request.observed.get(planned.key)))
+    if job.complete:
+        record = kit.remote_manifest(request.observed.get(PROGRESS_KEY)).get("data")
+        reported = record.get("prunedCommits") if isinstance(record, dict) else None
+        reported = reported.split(",") if isinstance(reported, str) else []
+        gone = (stored - keep) | (commits_in(reported) - keep)
+        return Pruning(frozenset(stored & keep), frozenset(), tuple(sorted(gone)), job)
+    if not stored - keep:
+        return Pruning(frozenset(stored), frozenset(), pruned, job)
+    return Pruning(frozenset(stored), keep, pruned, job)
+
+
+def prune_args(spec: HydrationSpec, names: Names, namespace: str, keep: frozenset[str]
+               ) -> list[str]:
+    args = ["prune", "--dest", kit.CACHE_MOUNT_PATH,
+            "--repo", spec.source["huggingFace"]["repo"]]
+    for commit in sorted(keep):
+        args += ["--keep", commit]
+    return args + ["--progress-configmap", f"{namespace}/{names.progress}"]
+
+
+# --- 4. compose ---------------------------------------------------------------------------
 
 
 def labels_for(spec: HydrationSpec) -> dict[str, str]:
@@ -321,7 +456,8 @@ def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
 
 
 def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.FleetClusterView,
-                   names: Names, seen: Seen, phase: Phase, outcome: kit.Outcome) -> None:
+                   names: Names, seen: Seen, phase: Phase, pruning: Pruning,
+                   outcome: kit.Outcome) -> None:
     namespace = request.namespace
     labels = labels_for(spec)
 
@@ -340,16 +476,26 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
     remote(PROGRESS_KEY, "progress",
            kit.progress_configmap_manifest(names.progress, namespace, labels),
            exists(request, PROGRESS_KEY), management_policies=kit.OBSERVE_CREATE_DELETE)
-    if phase.ready:
-        return  # the Job, its token and its access are done with
+    if phase.ready and not pruning.needed:
+        return  # the Jobs, the token and the access are done with
     for key, manifest in zip(ACCESS_KEYS, kit.progress_access_manifests(
             names.agent, names.progress, namespace, labels)):
         remote(key, key, manifest, exists(request, key))
+    if phase.ready:
+        access_missing = [k for k in (*ACCESS_KEYS, PROGRESS_KEY) if not exists(request, k)]
+        if exists(request, pruning.key) or not access_missing:
+            remote(pruning.key, pruning.key, kit.agent_job_manifest(
+                name=pruning.job_name(spec.cache), namespace=namespace,
+                image=cluster.agent_image,
+                args=prune_args(spec, names, namespace, pruning.keep),
+                service_account=names.agent, labels=labels, policy=spec.policy,
+                cache_claim=names.volume), pruning.job.complete)
+        return
     if spec.token_ref:
         outcome.compose(TOKEN_KEY, kit.token_secret_object(
             names.object("token"), names.token, namespace, cluster.provider_config,
             spec.token_ref, labels), exists(request, TOKEN_KEY))
-    if seen.job_exists or not seen.missing:  # gate creation, never deletion
+    if seen.job_exists or not (seen.missing or seen.resize_refused):  # gate creation only
         remote(names.job_key, names.job_key, kit.agent_job_manifest(
             name=names.job, namespace=namespace, image=cluster.agent_image,
             args=fetch_args(spec, names, namespace), service_account=names.agent,
@@ -358,7 +504,7 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
             cache_claim=names.volume), seen.job.complete)
 
 
-# --- 4. report ----------------------------------------------------------------------------
+# --- 5. report ----------------------------------------------------------------------------
 
 
 def progress_of(request: kit.Request, spec: HydrationSpec, seen: Seen, phase: Phase) -> dict:
@@ -408,8 +554,33 @@ def serving_of(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Servi
                    kit.clipped(status.get("servingManifestDigest") or "", 128))
 
 
+def usage_of(request: kit.Request, seen: Seen) -> dict:
+    """usedBytes and capacityBytes from the agent's last record (statvfs), else as latched:
+    a finished Job's collected record does not erase a measurement. Absent until measured;
+    0 is a measurement."""
+    usage = {}
+    for key in ("usedBytes", "capacityBytes"):
+        for source in (seen.measured, request.status):
+            value = kit.as_int(source.get(key), -1) if key in source else -1
+            if value >= 0:
+                usage[key] = value
+                break
+    if "usedBytes" in usage:
+        usage["usedHuman"] = kit.human_bytes(usage["usedBytes"])
+    return usage
+
+
+def pruning_note(pruning: Pruning) -> str:
+    """A failed prune leaves the cache Ready (the commit is on the volume); it is said."""
+    if not pruning.job.failed:
+        return ""
+    return (f"; pruning {', '.join(c[:10] for c in sorted(pruning.stored - pruning.keep))} "
+            f"failed ({pruning.job.failure_reason or 'Failed'}: "
+            f"{kit.clipped(pruning.job.failure_message, 120)}); delete the prune Job to retry")
+
+
 def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, phase: Phase,
-           outcome: kit.Outcome) -> None:
+           pruning: Pruning, outcome: kit.Outcome) -> None:
     progress = progress_of(request, spec, seen, phase)
     serving = serving_of(request, spec, phase)
     message = phase.message
@@ -420,6 +591,7 @@ def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, 
     if serving.commit and serving.commit != spec.commit:
         message = f"{message.rstrip('.')}; the volume keeps serving {serving.commit[:10]} " \
                   f"until {spec.commit[:10]} is Ready"
+    message += pruning_note(pruning)
     outcome.status = {
         "phase": phase.phase,
         "progress": progress,
@@ -429,6 +601,9 @@ def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, 
                      "bytes": spec.bytes},
         "volumeName": names.volume,
         **serving.as_status(),
+        "storedCommits": sorted(pruning.stored)[:COMMITS_LISTED],
+        "prunedCommits": list(pruning.pruned[:COMMITS_LISTED]),
+        **usage_of(request, seen),
     }
     outcome.condition("Hydrated", phase.ready, phase.reason, message)
     outcome.composite_ready = phase.ready
@@ -438,13 +613,15 @@ def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
     spec = read_spec(request)
     outcome.require(FLEET_CLUSTER_KEY, kit.fleet_cluster_requirement(spec.cluster))
+    outcome.require(REPLICAS_KEY, replicas_requirement(request, spec))
     cluster = look_up_cluster(request, spec.cluster)
     names = Names(request.name, spec.cache, spec.commit, spec.manifest_digest)
     seen = observe(request, spec, names)
     phase = decide(spec, names, seen, cluster)
+    pruning = plan_pruning(request, spec, phase)
     if cluster.view is None or cluster.reason:
         kit.carry_over(request, outcome, request.observed)  # compose nothing new
     else:
-        compose_remote(request, spec, cluster.view, names, seen, phase, outcome)
-    report(request, spec, names, seen, phase, outcome)
+        compose_remote(request, spec, cluster.view, names, seen, phase, pruning, outcome)
+    report(request, spec, names, seen, phase, pruning, outcome)
     return outcome

@@ -405,7 +405,10 @@ def model_replica(request: kit.Request, engine_digest: str, model: Model,
             "name": kit.child_name(request.name, str(placement.index)),
             "namespace": request.namespace,
             "labels": {f"{kit.GROUP}/model-deployment": kit.label_value(request.name),
-                       kit.LABEL_CLUSTER: kit.label_value(cluster)},
+                       kit.LABEL_CLUSTER: kit.label_value(cluster),
+                       # the hydration reads what its volume's replicas mount, to prune
+                       **({kit.LABEL_MODEL_CACHE: kit.label_value(model.cache_name)}
+                          if model.cache_name else {})},
         },
         "spec": replica_spec,
     }

@@ -11,8 +11,8 @@ from fleetcache import exitcodes
 from fleetcache.functions import kit
 from fleetcache.functions.model_cache_hydration import compose, content_id, job_key
 from tests.support.builders import (
-    CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, fleet_cluster, hydration_request, hydration_xr,
-    job_complete, job_failed, job_failed_exit, job_running, observe, pvc, with_status,
+    CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, cache_replica, fleet_cluster,
+    hydration_request, hydration_xr, job_complete, job_failed, job_failed_exit, job_running, observe, pvc, with_status,
 )
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.xrd import assert_valid
@@ -311,7 +311,7 @@ def test_failed_keeps_the_job_and_token_so_it_is_not_retried_in_a_loop():
 @pytest.mark.parametrize("cluster", ["ready", "not-ready", "missing", "unfetched"])
 def test_the_fleet_cluster_is_required_on_every_call(cluster):
     outcome = compose(hydration_request(cluster=cluster))
-    assert outcome.requirements == {"fleet-cluster": kit.fleet_cluster_requirement(CLUSTER)}
+    assert outcome.requirements["fleet-cluster"] == kit.fleet_cluster_requirement(CLUSTER)
 
 
 def test_cluster_not_fetched_yet_is_pending_and_composes_nothing():
@@ -601,6 +601,261 @@ def test_token_secret_is_composed_only_while_not_ready(state):
     assert ("token-secret" in outcome.desired) is (state in ("hydrating", "failed"))
 
 
+# --- updates that fit: a volume that cannot grow says so -----------------------------------
+
+REFUSAL = ('cannot apply object: persistentvolumeclaims "qwen-cache" is forbidden: only '
+           "dynamically provisioned pvc can be resized and the storageclass that provisions "
+           "the pvc must support resize")
+
+
+def refused(observed: dict, message: str = REFUSAL) -> dict:
+    """`observed` with provider-kubernetes' Synced=False on the volume Object."""
+    observed["volume"]["status"]["conditions"].append(
+        {"type": "Synced", "status": "False", "reason": "ReconcileError", "message": message})
+    return observed
+
+
+def grown(states: dict | None = None, message: str = REFUSAL, size: str = "9Gi"
+          ) -> kit.Outcome:
+    """A 4Gi volume asked to grow to `size` for NEW_COMMIT, the resize refused."""
+    observed = refused(observed_after(hydration_xr(storage={"size": "4Gi"}),
+                                      states=states or BOUND), message)
+    observed.pop(JOB_KEY, None)
+    xr = hydration_xr(commit=NEW_COMMIT, storage={"size": size})
+    if states:
+        observed = refused(observed_after(xr, states=states), message)
+        observed["volume"]["status"]["atProvider"]["manifest"]["spec"]["resources"][
+            "requests"]["storage"] = "4Gi"
+    return compose(hydration_request(xr, observed=observed))
+
+
+def test_a_refused_resize_is_volume_not_expandable_with_the_remedy():
+    outcome = grown()
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending",
+                                                                   "VolumeNotExpandable")
+    assert kit.remedy("VolumeNotExpandable") in outcome.status["message"]
+    assert "allowVolumeExpansion: true" in outcome.status["message"]
+
+
+def test_the_fetch_job_is_not_started_into_a_volume_that_cannot_grow():
+    assert NEW_JOB_KEY not in grown().desired
+
+
+def test_the_volume_still_asks_for_the_larger_size_when_refused():
+    """The refusal stays visible on the Object until the class or the size is fixed."""
+    assert remote(grown(), "volume")["spec"]["resources"]["requests"]["storage"] == "9Gi"
+
+
+def test_a_job_failed_on_a_volume_that_cannot_grow_says_volume_not_expandable():
+    outcome = grown(states={NEW_JOB_KEY: job_failed_exit(13), **BOUND})
+    assert outcome.status["reason"] == "VolumeNotExpandable"
+
+
+def test_a_job_already_running_is_left_running_despite_a_refusal():
+    outcome = grown(states={NEW_JOB_KEY: job_running(), **BOUND})
+    assert outcome.status["phase"] == "Hydrating"
+    assert NEW_JOB_KEY in outcome.desired
+
+
+def test_another_sync_error_on_the_volume_is_not_read_as_a_refusal():
+    outcome = grown(message="cannot apply object: connection refused")
+    assert outcome.status["reason"] != "VolumeNotExpandable"
+    assert NEW_JOB_KEY in outcome.desired
+
+
+def test_a_refusal_is_ignored_once_the_volume_asks_for_no_more_than_it_has():
+    assert grown(size="4Gi").status["reason"] != "VolumeNotExpandable"
+
+
+# --- pruning what no replica serves ---------------------------------------------------------
+
+THIRD_COMMIT = "2" * 40
+UPDATED = {"phase": "Ready", "resolved": {"commit": NEW_COMMIT, "manifestDigest": DIGEST},
+           "servingRepo": "Qwen/Qwen3-0.6B", "servingCommit": NEW_COMMIT,
+           "servingManifestDigest": DIGEST, "storedCommits": [COMMIT, NEW_COMMIT]}
+
+
+def updated(replicas: list[dict] | None, *, states: dict | None = None,
+            data: dict | None = None, **status) -> kit.Outcome:
+    """Ready on NEW_COMMIT with COMMIT still on the volume; its objects observed in `states`."""
+    xr = with_status(hydration_xr(commit=NEW_COMMIT), **{**UPDATED, **status})
+    first = compose(hydration_request(xr, replicas=replicas))
+    second = compose(hydration_request(xr, observed=observe(first), replicas=replicas))
+    observed = observe(second, states={**BOUND, **(states or {})}, data=data)
+    return compose(hydration_request(xr, observed=observed, replicas=replicas))
+
+
+def prune_keys(outcome: kit.Outcome) -> list[str]:
+    return [k for k in outcome.desired if k.startswith("prune-")]
+
+
+def prune_job(outcome: kit.Outcome) -> dict:
+    [key] = prune_keys(outcome)
+    return remote(outcome, key)
+
+
+def keeps(outcome: kit.Outcome) -> list[str]:
+    args = prune_job(outcome)["spec"]["template"]["spec"]["containers"][0]["args"]
+    return [b for a, b in zip(args, args[1:]) if a == "--keep"]
+
+
+def test_the_replicas_of_its_cache_on_its_cluster_are_required_by_label():
+    outcome = compose(hydration_request())
+    assert outcome.requirements["model-replicas"] == kit.Requirement(
+        kit.API_VERSION, "ModelReplica", namespace=NAMESPACE,
+        match_labels=((kit.LABEL_MODEL_CACHE, CACHE), (kit.LABEL_CLUSTER, CLUSTER)))
+
+
+def test_a_commit_no_replica_mounts_is_pruned_once_the_new_one_is_ready():
+    outcome = updated([cache_replica(NEW_COMMIT)])
+    assert keeps(outcome) == [NEW_COMMIT]
+    args = prune_job(outcome)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:5] == ["prune", "--dest", kit.CACHE_MOUNT_PATH, "--repo", "Qwen/Qwen3-0.6B"]
+    assert args[-2:] == ["--progress-configmap", f"{NAMESPACE}/{kit.child_name(CACHE, 'progress')}"]
+
+
+def test_a_commit_a_replica_still_mounts_is_never_pruned():
+    outcome = updated([cache_replica(NEW_COMMIT), cache_replica(COMMIT, 1)])
+    assert prune_keys(outcome) == []
+    assert outcome.status["storedCommits"] == sorted([COMMIT, NEW_COMMIT])
+
+
+def test_a_prune_keeps_every_commit_a_replica_mounts():
+    outcome = updated([cache_replica(THIRD_COMMIT)], storedCommits=[COMMIT, THIRD_COMMIT])
+    assert keeps(outcome) == sorted([NEW_COMMIT, THIRD_COMMIT])
+
+
+def test_nothing_is_pruned_while_the_replicas_are_not_fetched():
+    assert prune_keys(updated(None)) == []
+
+
+def test_a_cache_replica_without_a_readable_commit_keeps_every_commit():
+    broken = cache_replica(NEW_COMMIT)
+    broken["spec"]["cache"]["commit"] = "main"
+    assert prune_keys(updated([broken])) == []
+
+
+def test_replicas_of_another_cluster_or_not_on_the_cache_do_not_keep_a_commit():
+    outcome = updated([cache_replica(COMMIT, 0, cluster="gpu-west-9"),
+                       cache_replica(COMMIT, 1, delivery="Source")])
+    assert keeps(outcome) == [NEW_COMMIT]
+
+
+def test_nothing_is_pruned_before_the_new_commit_is_ready():
+    outcome = repinned({NEW_JOB_KEY: job_running(), **BOUND})
+    assert prune_keys(outcome) == []
+    assert outcome.status["storedCommits"] == [COMMIT]
+
+
+def test_the_ready_commit_is_recorded_as_stored_on_the_volume():
+    outcome = settle(states={JOB_KEY: job_complete(), **BOUND})
+    assert outcome.status["storedCommits"] == [COMMIT]
+
+
+def test_each_set_of_kept_commits_gets_its_own_prune_job():
+    """A Job is immutable: a changed set is a new Job, never a mutated one."""
+    alone = prune_job(updated([]))["metadata"]["name"]
+    with_third = prune_job(updated([cache_replica(THIRD_COMMIT)]))["metadata"]["name"]
+    assert alone != with_third
+
+
+def test_a_completed_prune_is_latched_and_not_run_again():
+    key = prune_keys(updated([]))[0]
+    outcome = updated([], states={key: job_complete()},
+                      data={"progress": {"phase": "Pruned", "prunedCommits": COMMIT}})
+    assert prune_keys(outcome) == []
+    assert (outcome.status["storedCommits"], outcome.status["prunedCommits"]) == (
+        [NEW_COMMIT], [COMMIT])
+
+
+def test_the_latched_prune_leaves_nothing_to_prune_on_the_next_call():
+    outcome = updated([], storedCommits=[NEW_COMMIT], prunedCommits=[COMMIT])
+    assert prune_keys(outcome) == []
+    assert outcome.status["prunedCommits"] == [COMMIT]
+
+
+def test_a_failed_prune_keeps_the_cache_ready_keeps_its_job_and_says_so():
+    key = prune_keys(updated([]))[0]
+    outcome = updated([], states={key: job_failed_exit(11)})
+    assert outcome.status["phase"] == "Ready"
+    assert key in outcome.desired
+    assert f"pruning {COMMIT[:10]} failed" in outcome.status["message"]
+
+
+def test_the_prune_job_runs_the_restricted_agent_on_the_cache_volume():
+    outcome = updated([])
+    job = prune_job(outcome)
+    assert_valid_k8s(job)
+    assert restricted_violations(job["spec"]["template"]["spec"]) == []
+    assert {"name": "cache", "persistentVolumeClaim": {"claimName": kit.cache_volume_name(CACHE)}} \
+        in job["spec"]["template"]["spec"]["volumes"]
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == kit.child_name(CACHE, "agent")
+
+
+def test_the_prune_job_waits_for_its_service_account_and_role():
+    xr = with_status(hydration_xr(commit=NEW_COMMIT), **UPDATED)
+    first = compose(hydration_request(xr, replicas=[]))
+    assert "service-account" in first.desired and prune_keys(first) == []
+
+
+def test_a_changed_repo_starts_the_stored_commits_afresh():
+    """Prune works on one repo: the other model's commits are not this repo's to prune."""
+    outcome = updated([], servingRepo="Qwen/Qwen3-8B")
+    assert outcome.status["storedCommits"] == [NEW_COMMIT]
+    assert prune_keys(outcome) == []
+
+
+def test_a_prune_record_is_not_read_as_the_new_commits_fetch_record():
+    xr = with_status(hydration_xr(commit=THIRD_COMMIT), **UPDATED)
+    observed = observed_after(xr, states={job_key(THIRD_COMMIT, DIGEST): job_running(),
+                                          **BOUND},
+                              data={"progress": {"phase": "Pruned", "message": "pruned 1"}})
+    outcome = compose(hydration_request(xr, observed=observed))
+    assert "pruned 1" not in outcome.status["message"]
+
+
+# --- usage is measured ----------------------------------------------------------------------
+
+
+def test_used_and_capacity_bytes_come_from_the_agents_record():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(GIB, 2 * GIB, usedBytes=str(3 * GIB),
+                                   capacityBytes=str(10 * GIB)))
+    assert (outcome.status["usedBytes"], outcome.status["capacityBytes"],
+            outcome.status["usedHuman"]) == (3 * GIB, 10 * GIB, kit.human_bytes(3 * GIB))
+
+
+def test_usage_is_absent_until_measured():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND}, data=progress(GIB, 2 * GIB))
+    assert not {"usedBytes", "capacityBytes", "usedHuman"} & set(outcome.status)
+
+
+def test_zero_used_bytes_is_a_measurement():
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(0, 2 * GIB, usedBytes="0", capacityBytes=str(GIB)))
+    assert outcome.status["usedBytes"] == 0
+
+
+def test_a_prune_record_measures_the_volume_too():
+    outcome = updated([], data={"progress": {"phase": "Pruned", "usedBytes": str(GIB),
+                                             "capacityBytes": str(4 * GIB)}})
+    assert (outcome.status["usedBytes"], outcome.status["capacityBytes"]) == (GIB, 4 * GIB)
+
+
+def test_usage_is_latched_when_the_record_is_gone():
+    xr = with_status(hydration_xr(), phase="Ready", resolved={"commit": COMMIT},
+                     usedBytes=2 * GIB, capacityBytes=4 * GIB)
+    outcome = settle(xr, states={JOB_KEY: job_complete(), **BOUND})
+    assert (outcome.status["usedBytes"], outcome.status["capacityBytes"]) == (2 * GIB, 4 * GIB)
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "nan", "1e400"])
+def test_a_malformed_usage_reads_as_not_measured(value):
+    outcome = settle(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(GIB, 2 * GIB, usedBytes=value))
+    assert "usedBytes" not in outcome.status
+
+
 # --- every manifest is valid --------------------------------------------------------------
 
 PHASE_STATES = {
@@ -635,6 +890,8 @@ STATUS_CASES = {
                                    data=progress(5 * GIB, GIB, 9, 3)),
     "failed": dict(states={JOB_KEY: job_failed_exit(13), **BOUND}),
     "ready": dict(states={JOB_KEY: job_complete(), **BOUND}),
+    "measured": dict(states={JOB_KEY: job_running(), **BOUND},
+                     data=progress(GIB, 2 * GIB, usedBytes="0", capacityBytes=str(GIB))),
 }
 
 
@@ -916,3 +1173,13 @@ def test_an_observed_volume_with_malformed_fields_reads_them_as_absent(pvc_spec)
 def test_a_hostile_volume_phase_reads_as_not_bound():
     outcome = settle(states={JOB_KEY: job_running(), "volume": {"phase": ["Bound"]}})
     assert outcome.status["reason"] == "VolumeNotBound"
+
+
+@pytest.mark.parametrize("case", ["volume-not-expandable", "pruning", "pruned"])
+def test_status_of_updates_validates_against_the_xrd(case):
+    if case == "volume-not-expandable":
+        outcome, xr = grown(), hydration_xr(commit=NEW_COMMIT, storage={"size": "9Gi"})
+    else:
+        states = {prune_keys(updated([]))[0]: job_complete()} if case == "pruned" else {}
+        outcome, xr = updated([], states=states), hydration_xr(commit=NEW_COMMIT)
+    assert_valid(with_status(xr, **outcome.status))

@@ -341,6 +341,45 @@ class Status(BaseModel):
             description='The repository servingCommit belongs to; ModelCache offers servingCommit to replicas only while it still serves this repository.',
         ),
     ] = None
+    stored_commits: Annotated[
+        list[str] | None,
+        Field(
+            alias='storedCommits',
+            description='Commits of servingRepo whose snapshots this hydration put on the volume and has not pruned yet, by commit (at most 16).',
+            max_length=16,
+        ),
+    ] = None
+    pruned_commits: Annotated[
+        list[str] | None,
+        Field(
+            alias='prunedCommits',
+            description='The commits the last prune removed from the volume, by commit (at most 16): commits no ModelReplica of this cache on this cluster mounted any more.',
+            max_length=16,
+        ),
+    ] = None
+    used_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='usedBytes',
+            description="Bytes in use on the volume's filesystem (reserved blocks count as used), as the agent last measured them; absent until measured, 0 is a measurement.",
+            ge=0,
+        ),
+    ] = None
+    capacity_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='capacityBytes',
+            description="Size of the volume's filesystem as the agent last measured it; absent until measured.",
+            ge=0,
+        ),
+    ] = None
+    used_human: Annotated[
+        str | None,
+        Field(
+            alias='usedHuman',
+            description='usedBytes, human readable, e.g. "1.2GiB" (the USED column).',
+        ),
+    ] = None
     conditions: Annotated[
         list[dict[str, Any]] | None,
         Field(description='Conditions, written by Crossplane.'),

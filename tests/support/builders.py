@@ -14,7 +14,7 @@ from tests.support.fleet import COMMIT, DIGEST, GIB, fleet_cluster, observed_obj
 
 __all__ = [
     "COMMIT", "DIGEST", "GIB", "fleet_cluster", "observed_object", "fleet_cluster_xr",
-    "hydration_xr", "hydration_request", "job_running", "job_complete", "job_failed",
+    "hydration_xr", "hydration_request", "cache_replica", "job_running", "job_complete", "job_failed",
     "job_failed_exit", "pvc", "observe", "with_status",
 ]
 
@@ -62,11 +62,30 @@ def with_status(xr: dict, **status: Any) -> dict:
     return out
 
 
+def cache_replica(commit: str, index: int = 0, *, cluster: str = CLUSTER,
+                  delivery: str = "Cache") -> dict:
+    """A ModelReplica of CACHE as compose-model-deployment writes it, mounting `commit`."""
+    spec: dict = {"deploymentName": "chat", "replica": index, "clusterName": cluster,
+                  "delivery": delivery}
+    if delivery == "Cache":
+        spec["cache"] = {"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
+                         "mountPath": kit.CACHE_MOUNT_PATH, "commit": commit,
+                         "snapshotPath": f"{kit.CACHE_MOUNT_PATH}/hub/snapshots/{commit}"}
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+            "metadata": {"name": f"chat-{index}", "namespace": NAMESPACE,
+                         "labels": {kit.LABEL_MODEL_CACHE: CACHE, kit.LABEL_CLUSTER: cluster}},
+            "spec": spec}
+
+
 def hydration_request(xr: dict | None = None, *, observed: dict | None = None,
-                      cluster: dict | None | str = "ready") -> kit.Request:
-    """cluster: "ready", "not-ready", "missing" (fetched, none found), "unfetched", or a dict."""
+                      cluster: dict | None | str = "ready",
+                      replicas: list[dict] | None = None) -> kit.Request:
+    """cluster: "ready", "not-ready", "missing" (fetched, none found), "unfetched", or a dict;
+    replicas: the ModelReplicas of the cache on the cluster (None: not fetched yet)."""
     xr = hydration_xr() if xr is None else xr
     required: dict[str, list[dict]] = {}
+    if replicas is not None:
+        required["model-replicas"] = replicas
     if cluster == "ready":
         required["fleet-cluster"] = [fleet_cluster(CLUSTER)]
     elif cluster == "not-ready":
