@@ -49,6 +49,7 @@ WHERE = {
     "AwaitingPrerequisites": "ModelCacheHydration REASON; `kubectl get objects -n <namespace>`",
     "JobNotStarted": "ModelCacheHydration REASON; `kubectl describe job` on the cluster",
     "VolumeNotBound": "ModelCacheHydration REASON; `kubectl describe pvc` on the cluster",
+    "VolumeNotExpandable": "ModelCacheHydration REASON; the volume Object's Synced condition",
     "ModelCacheNotFound": "ModelDeployment `ModelCacheResolved` condition; " + PLACEMENT
                           + "; ModelReplica `status.reason` (Waiting)",
     "MaxReplicasPerCluster": "ModelDeployment `ReplicasScheduled` condition; " + PLACEMENT,
