@@ -276,12 +276,13 @@ def test_model_cache_columns_show_ready_size_commit_progress():
     }
 
 
-def test_model_cache_hydration_columns_show_cluster_phase_progress_reason():
+def test_model_cache_hydration_columns_show_cluster_phase_progress_reason_usage():
     assert columns("ModelCacheHydration") == {
         "CLUSTER": (".spec.clusterName", "string"),
         "PHASE": (".status.phase", "string"),
         "PROGRESS": (".status.progress.percent", "integer"),
         "REASON": (".status.reason", "string"),
+        "USED": (".status.usedHuman", "string"),
     }
 
 
@@ -334,7 +335,8 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         "pendingClusters", "summary", "progressPercent", "sizeHuman", "commitShort", "clusters",
         "clustersOmitted", "everyCluster"}
     assert keys_of(status["resolved"]) == \
-        {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest"}
+        {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest",
+         "compared"}
     assert keys_of(status["clusters"]["items"]) == \
         {"name", "phase", "bytesDone", "bytesTotal", "reason", "message", "servingCommit"}
 
@@ -348,7 +350,9 @@ def test_model_cache_hydration_spec_has_the_designed_fields():
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():
     status = status_props("ModelCacheHydration")
     assert set(status) == {"phase", "progress", "reason", "message", "resolved", "volumeName",
-                           "servingRepo", "servingCommit", "servingManifestDigest"}
+                           "servingRepo", "servingCommit", "servingManifestDigest",
+                           "storedCommits", "prunedCommits", "usedBytes", "capacityBytes",
+                           "usedHuman"}
     assert keys_of(status["progress"]) == \
         {"bytesDone", "bytesTotal", "filesDone", "filesTotal", "percent"}
     assert keys_of(status["resolved"]) == {"commit", "manifestDigest", "bytes"}
