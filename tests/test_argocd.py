@@ -131,6 +131,35 @@ def test_a_failed_replica_is_degraded_with_its_message(health, demo_rounds):
     assert health(failed) == ("Degraded", "no cache here")
 
 
+def test_a_fleet_cluster_with_low_capacity_is_degraded_with_its_message(health, demo_rounds):
+    cluster = copy.deepcopy(states(demo_rounds, "FleetCluster")[-1])
+    cluster["status"]["conditions"].append({"type": "CapacityLow", "status": "True",
+                                            "reason": "CapacityLow", "message": "92% used"})
+    assert health(cluster) == ("Degraded", "92% used")
+
+
+def test_a_model_cache_short_only_by_lapsed_copies_is_healthy(health, demo_rounds):
+    cache = copy.deepcopy(states(demo_rounds, "ModelCache")[-1])
+    cache["status"]["conditions"] = [
+        c for c in cache["status"]["conditions"] if c["type"] not in ("Available", "Degraded")] + [
+        {"type": "Available", "status": "False", "reason": "Lapsed"},
+        {"type": "Lapsed", "status": "True", "reason": "Lapsed",
+         "message": "1 copy lapsed after ttlAfterLastUse"}]
+    assert health(cache) == ("Healthy", "1 copy lapsed after ttlAfterLastUse")
+
+
+def test_an_evicted_hydration_is_suspended_not_degraded(health, demo_rounds):
+    evicted = copy.deepcopy(with_phase(demo_rounds, "ModelCacheHydration", "Ready"))
+    evicted["status"].update(phase="Evicted", reason="Evicted", message="evicted to free room")
+    assert health(evicted) == ("Suspended", "evicted to free room")
+
+
+def test_a_hydration_waiting_for_capacity_is_degraded_with_its_reason(health, demo_rounds):
+    waiting = copy.deepcopy(with_phase(demo_rounds, "ModelCacheHydration", "Ready"))
+    waiting["status"].update(phase="Pending", reason="CapacityLow", message="needs 3 GiB")
+    assert health(waiting) == ("Degraded", "CapacityLow: needs 3 GiB")
+
+
 def test_a_composite_crossplane_cannot_sync_is_degraded_with_crossplanes_message(health,
                                                                                 demo_rounds):
     cache = copy.deepcopy(states(demo_rounds, "ModelCache")[-1])
