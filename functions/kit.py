@@ -726,6 +726,7 @@ PATTERN_MEANINGS: dict[str, str] = {
                        "or milli)",
     "^$|" + POSITIVE_QUANTITY: "empty (unlimited) or a positive quantity, e.g. 200Mi",
     quantity.PATTERN: "a Kubernetes quantity, e.g. 8, 500m or 64Gi",
+    r"^[1-9][0-9]{0,5}h$": "a whole number of hours, e.g. 72h",
 }
 TYPE_NAMES = {"int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
               "dict_type": "an object", "model_type": "an object",

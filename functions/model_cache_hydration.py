@@ -65,6 +65,9 @@ class HydrationSpec:
     policy: kit.JobPolicy
     concurrency: int
     bandwidth: str
+    pinned: bool  # spec.retention.pinned: kept against eviction until it lapses
+    ttl_hours: int | None  # spec.retention.ttlAfterLastUse in hours; None: never lapses
+    removal: dict | None  # spec.removal {since, until}: the cluster left the placement
 
     @property
     def token_ref(self) -> dict | None:
@@ -86,6 +89,9 @@ def read_spec(request: kit.Request) -> HydrationSpec:
     bandwidth = agent.get("bandwidth", "")
     if bandwidth:
         kit.quantity_bytes(bandwidth, "spec.agent.bandwidth")
+    retention = spec.get("retention", {})
+    ttl = retention.get("ttlAfterLastUse")
+    removal = spec.get("removal")
     return HydrationSpec(
         cluster=spec["clusterName"],
         cache=spec["modelCacheName"],
@@ -99,6 +105,9 @@ def read_spec(request: kit.Request) -> HydrationSpec:
         policy=kit.JobPolicy.of(spec["job"]),
         concurrency=agent.get("concurrency", api.Agent().concurrency),
         bandwidth=bandwidth,
+        pinned=retention.get("pinned", False),
+        ttl_hours=int(ttl[:-1]) if ttl else None,
+        removal={k: v.isoformat() for k, v in removal.items()} if removal else None,
     )
 
 

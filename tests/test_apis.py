@@ -344,7 +344,7 @@ def test_model_cache_status_has_every_field_the_composer_writes():
 def test_model_cache_hydration_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheHydration")
     assert set(spec) == {"clusterName", "modelCacheName", "source", "commit", "manifestDigest",
-                         "bytes", "storage", "job", "agent"}
+                         "bytes", "storage", "job", "agent", "retention", "removal"}
 
 
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():

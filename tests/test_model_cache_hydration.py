@@ -966,6 +966,11 @@ def xr_with(path: str, value: object) -> dict:
     ("spec.job.ttlSecondsAfterFinished", float("inf"), "spec.job.ttlSecondsAfterFinished"),
     ("spec.agent.concurrency", 0, "spec.agent.concurrency"),
     ("spec.agent.bandwidth", "fast", "spec.agent.bandwidth"),
+    ("spec.retention.pinned", "yes", "spec.retention.pinned"),
+    ("spec.retention.ttlAfterLastUse", "3d", "spec.retention.ttlAfterLastUse"),
+    ("spec.retention.ttlAfterLastUse", "0h", "spec.retention.ttlAfterLastUse"),
+    ("spec.removal.since", "yesterday", "spec.removal.since"),
+    ("spec.removal", {"since": "2026-01-01T00:00:00Z"}, "spec.removal.until"),
     ("metadata.name", "h" * 300, "metadata.name"),
     ("metadata.name", "hydratiön", "metadata.name"),
     ("metadata.namespace", KeyError, "metadata.namespace"),
@@ -976,6 +981,12 @@ def test_bad_input_is_an_input_error_naming_the_field(path, value, named):
     with pytest.raises(kit.InputError) as err:
         compose(hydration_request(xr_with(path, value)))
     assert named in str(err.value)
+
+
+def test_retention_and_removal_written_by_the_model_cache_are_accepted():
+    xr = hydration_xr(retention={"pinned": True, "ttlAfterLastUse": "72h"},
+                      removal={"since": "2026-01-01T00:00:00Z", "until": "2026-01-01T01:00:00Z"})
+    assert compose(hydration_request(xr)).status["phase"] == "Pending"
 
 
 def test_an_empty_composite_is_an_input_error():

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    StrictBool,
+    StrictInt,
+)
 
 
 class Agent(BaseModel):
@@ -177,6 +185,24 @@ class Progress(BaseModel):
     ] = None
 
 
+class Removal(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    since: Annotated[
+        AwareDatetime,
+        Field(
+            description="When the cluster left the ModelCache's target set (RFC 3339)."
+        ),
+    ]
+    until: Annotated[
+        AwareDatetime,
+        Field(
+            description="When the copy is removed unless a replica mounts it or it is pinned: the later of since and its last use, plus the ModelCache's spec.retention.afterRemoval (RFC 3339)."
+        ),
+    ]
+
+
 class Resolved(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -187,6 +213,27 @@ class Resolved(BaseModel):
         Field(alias='manifestDigest', description='Digest of the file list on disk.'),
     ] = None
     bytes: Annotated[StrictInt | None, Field(description='Bytes on disk.', ge=0)] = None
+
+
+class Retention(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    pinned: Annotated[
+        StrictBool | None,
+        Field(
+            description="Keeps this copy against eviction while it has not lapsed (it still counts toward the cluster's usage)."
+        ),
+    ] = False
+    ttl_after_last_use: Annotated[
+        str | None,
+        Field(
+            alias='ttlAfterLastUse',
+            description='Hours after the last replica stopped mounting this copy (or after it became Ready, if later) until it lapses: it is then unpinned, evicted first, and not re-warmed until a replica is placed on this cluster again, e.g. 72h. Unset: the copy never lapses.',
+            max_length=7,
+            pattern='^[1-9][0-9]{0,5}h$',
+        ),
+    ] = None
 
 
 class Source(BaseModel):
@@ -277,6 +324,18 @@ class Spec(BaseModel):
         Agent | None,
         Field(
             description='Optional tuning of the fetching agent, copied from the ModelCache.'
+        ),
+    ] = None
+    retention: Annotated[
+        Retention | None,
+        Field(
+            description="How long this copy is kept against eviction, copied from the ModelCache's spec.retention."
+        ),
+    ] = None
+    removal: Annotated[
+        Removal | None,
+        Field(
+            description='Set by the ModelCache only when this cluster left its placement: the copy keeps serving what it holds, never starts a new fetch and is never admitted anew.'
         ),
     ] = None
     crossplane: Annotated[
