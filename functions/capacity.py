@@ -1,0 +1,147 @@
+"""A cluster's cache capacity: which hydrations may start and which copies are evicted.
+
+One writer (DESIGN §7): compose-fleet-cluster reads the ModelCacheHydrations of its cluster,
+turns each into a `Copy`, asks `decide` and publishes the `Decision` in its status.cache;
+compose-model-cache-hydration obeys it. `decide` is pure and deterministic: the same copies in
+any order, with the same latched lists, give the same answer.
+
+- usage: the sum of the copies' measured usedBytes (each hydration's volume is its own PVC);
+- reserved: what admitted downloads still running may add (requested size minus usage);
+- eviction, first: only while usage is above the high watermark, Ready copies that are
+  neither pinned nor mounted nor wanted by a placed replica, lapsed first, then least
+  recently used, until usage is at or below the low watermark. An evicted copy counts
+  nothing from then on and stays evicted until it asks to be warmed again;
+- admission, then: copies that have not started, oldest first, while used + reserved + their size
+  stays under the high watermark; the first that does not fit waits, and so does every
+  later one (no overtaking, so a large copy is not starved). Admission is latched.
+What is not known (a usage never measured, a mount count not reported) reads as "keep".
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Iterable
+
+LISTED = 256  # status.cache admitted / waiting / evicted: the XRD's maxItems
+STARTED_PHASES = ("Hydrating", "Ready")
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One ModelCacheHydration on the cluster, as its spec and status say."""
+
+    key: str  # namespace/name
+    created: str  # metadata.creationTimestamp, as written ("" if absent)
+    size: int | None  # spec.storage.size in bytes; None if unreadable (it cannot be admitted)
+    used: int | None  # status.usedBytes; None until measured
+    phase: str  # status.phase ("" if absent)
+    serving: bool  # status.servingCommit set: a snapshot was Ready on the volume
+    pinned: bool | None  # status.pinned; None if not reported
+    mounted_by: int | None  # status.mountedBy; None if not reported
+    placed: int | None  # status.placedReplicas; None if not reported
+    lapsed: bool
+    last_used: datetime.datetime | None  # status.lastUsedTime, else status.readyTime
+    removal: bool  # spec.removal set: the cluster left the cache's placement
+
+    @property
+    def started(self) -> bool:
+        return started(self.phase, self.serving)
+
+    @property
+    def evictable(self) -> bool:
+        """Ready and known to be unpinned, unmounted and wanted by no placed replica."""
+        return self.phase == "Ready" and self.pinned is False and self.mounted_by == 0 \
+            and self.placed == 0 and self.used is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Bytes this copy may still add while it downloads."""
+        return max(0, (self.size or 0) - (self.used or 0))
+
+
+def started(phase: str, serving: bool) -> bool:
+    """A copy that is fetching or has been Ready needs no admission: it has its volume.
+    The same test on both sides (the FleetCluster on the hydration's status, the hydration
+    on its own), so they agree on who waits."""
+    return phase in STARTED_PHASES or serving
+
+
+@dataclass(frozen=True)
+class Decision:
+    capacity: int | None
+    high: int  # bytes: capacity x highWatermark %
+    low: int  # bytes: capacity x lowWatermark %
+    used: int
+    reserved: int
+    admitted: tuple[str, ...]
+    waiting: tuple[str, ...]  # in admission order
+    evicted: tuple[str, ...]
+    stuck: bool  # above the high watermark after eviction: nothing (more) is removable
+
+    @property
+    def used_percent(self) -> int | None:
+        return self.used * 100 // self.capacity if self.capacity else None
+
+    @property
+    def capacity_low(self) -> bool:
+        return bool(self.waiting) or self.stuck
+
+
+def decide(copies: Iterable[Copy], capacity: int | None, high_percent: int, low_percent: int,
+           admitted: Iterable[str], evicted: Iterable[str]) -> Decision:
+    """`admitted` and `evicted` are the lists the last decision published (latched)."""
+    by_key = {c.key: c for c in copies}
+    ordered = sorted(by_key.values(), key=lambda c: c.key)
+    evicted_now = still_evicted(ordered, set(evicted))
+    admitted_now = {k for k in admitted if k in by_key and k not in evicted_now
+                    and by_key[k].phase not in ("Ready", "Failed", "Evicted")}
+    used = sum(c.used or 0 for c in ordered if c.key not in evicted_now)
+    reserved = sum(c.in_flight for c in ordered if c.key not in evicted_now
+                   and (c.key in admitted_now or c.phase == "Hydrating"))
+    high = capacity * high_percent // 100 if capacity else 0
+    low = capacity * low_percent // 100 if capacity else 0
+    stuck = False
+    if capacity is not None and used > high:
+        for copy in eviction_order(c for c in ordered if c.key not in evicted_now):
+            if used <= low or len(evicted_now) >= LISTED:
+                break
+            evicted_now.add(copy.key)
+            used -= copy.used or 0
+        stuck = used > high
+    candidates = sorted((c for c in ordered if not c.started and not c.removal
+                         and c.phase not in ("Failed", "Evicted")
+                         and c.key not in admitted_now and c.key not in evicted_now),
+                        key=lambda c: (c.created, c.key))
+    waiting: list[str] = []
+    for copy in candidates:
+        if capacity is None:  # no budget: every copy starts (hydrations do not ask)
+            reserved += copy.in_flight
+            if len(admitted_now) < LISTED:
+                admitted_now.add(copy.key)
+            continue
+        fits = copy.size is not None and used + reserved + copy.size <= high
+        if waiting or not fits or len(admitted_now) >= LISTED:
+            waiting.append(copy.key)
+            continue
+        admitted_now.add(copy.key)
+        reserved += copy.in_flight
+    return Decision(capacity=capacity, high=high, low=low, used=used, reserved=reserved,
+                    admitted=tuple(sorted(admitted_now)), waiting=tuple(waiting),
+                    evicted=tuple(sorted(evicted_now)), stuck=stuck)
+
+
+def still_evicted(copies: list[Copy], latched: set[str]) -> set[str]:
+    """A copy that says it is Evicted stays so; one listed but not yet obeyed (still Ready)
+    stays listed while it is still evictable. Any other state (warming again, mounted, gone)
+    takes it off the list."""
+    return {c.key for c in copies
+            if c.phase == "Evicted" or (c.key in latched and c.evictable)}
+
+
+def eviction_order(copies: Iterable[Copy]) -> list[Copy]:
+    """Lapsed copies first, then least recently used; a copy with no use or ready time
+    known goes last, and the name breaks ties."""
+    never = datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
+    return sorted((c for c in copies if c.evictable),
+                  key=lambda c: (not c.lapsed, c.last_used or never, c.key))
