@@ -1,4 +1,4 @@
-"""`fleetcache-agent resolve | fetch | verify` (DESIGN §4).
+"""`fleetcache-agent resolve | fetch | verify | prune` (DESIGN §4).
 
 Every failure, including a bad flag, ends the same way: the exit code of its row in
 fleetcache.exitcodes, a final progress record (phase Failed, reason, message with the
@@ -25,8 +25,10 @@ from .fetch import fetch as run_fetch
 from .hub import Bandwidth, HubClient, RetryPolicy, read_timeout_from_env
 from .layout import LAYOUTS, open_layout
 from .plan import compared_record, parse_listing, resolved_record, select
-from .progress import (FETCH_FIELDS, RESOLVE_FIELDS, ConfigMapSink, FileSink, Progress, parse_configmap_ref,
-                       incluster_core_api, write_termination)
+from .progress import (FETCH_FIELDS, PRUNE_FIELDS, RESOLVE_FIELDS, VERIFY_FIELDS, ConfigMapSink, FileSink, Progress,
+                       incluster_core_api, parse_configmap_ref, write_termination)
+from .prune import prune as run_prune
+from .usage import volume_usage
 from .verify import verify as run_verify
 
 log = logging.getLogger("fleetcache.agent")
@@ -150,7 +152,8 @@ def _usage_error(argv: list[str], err: click.UsageError) -> AgentError:
         _context["termination"] = Path(termination)
     progress_file = _flag(argv, "--progress-file")
     if progress_file and _context["progress"] is None:
-        _progress(RESOLVE_FIELDS if "resolve" in argv[:1] else FETCH_FIELDS, progress_file, None)
+        _progress({"resolve": RESOLVE_FIELDS, "prune": PRUNE_FIELDS}.get(argv[0] if argv else "", FETCH_FIELDS),
+                  progress_file, None)
     return AgentError("InvalidConfiguration", err.format_message())
 
 
@@ -199,7 +202,7 @@ def _with(options):
 
 @click.group()
 def main_group() -> None:
-    """Resolve, fetch and verify Hugging Face model snapshots into a warm cache."""
+    """Resolve, fetch, verify and prune Hugging Face model snapshots in a warm cache."""
 
 
 MAX_COMPARE = 8
@@ -262,6 +265,7 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
         if _COMMIT.fullmatch(check_revision(ref, "--ref")):
             raise _bad("--ref", f"{ref!r} is a commit; a ref is a branch or tag name that readers ask for")
     dest_path = check_dest(dest)
+    progress.measure = lambda: volume_usage(dest_path)
     if not concurrency.isdigit() or not 1 <= int(concurrency) <= 64:
         raise _bad("--concurrency", f"{concurrency!r} is not a whole number from 1 to 64")
     if layout_name not in LAYOUTS:
@@ -284,8 +288,36 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
 def verify(dest, repo, revision, termination_log) -> None:
     """Re-hash every file of the snapshot against its manifests; exit 19 naming the bad files."""
     _context["termination"] = Path(termination_log)
+    progress = _progress(VERIFY_FIELDS, None, None)  # no sink: the failure record's usage, for the termination log
     check_repo(repo)
-    click.echo(json.dumps(run_verify(check_dest(dest), repo, revision), sort_keys=True))
+    dest_path = check_dest(dest)
+    progress.measure = lambda: volume_usage(dest_path)
+    click.echo(json.dumps({**run_verify(dest_path, repo, revision), **volume_usage(dest_path)}, sort_keys=True))
+
+
+@main_group.command()
+@click.option("--dest", required=True)
+@click.option("--repo", required=True)
+@click.option("--keep", multiple=True, help="a commit (40 hex) to keep, repeatable; at least one")
+@click.option("--wait", is_flag=True, help="wait for another writer instead of exiting 16")
+@click.option("--progress-file")
+@click.option("--progress-configmap", help="NAMESPACE/NAME")
+@click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
+def prune(dest, repo, keep, wait, progress_file, progress_configmap, termination_log) -> None:
+    """Remove every commit of REPO under DEST but the kept ones: refs, snapshots, manifests, unshared blobs."""
+    _context["termination"] = Path(termination_log)
+    progress = _progress(PRUNE_FIELDS, progress_file, progress_configmap)
+    check_repo(repo)
+    if not keep:
+        raise _bad("--keep", "not given: a prune must keep at least one commit (the one the volume serves)")
+    for commit in keep:
+        if not _COMMIT.fullmatch(commit):
+            raise _bad("--keep", f"{commit!r} is not a 40-hex commit")
+    dest_path = check_dest(dest)
+    if not dest_path.is_dir():
+        raise _bad("--dest", f"{dest!r} does not exist: pass the cache volume's mount path")
+    progress.measure = lambda: volume_usage(dest_path)
+    click.echo(json.dumps(run_prune(dest_path, repo, frozenset(keep), progress, wait), sort_keys=True))
 
 
 def _report(reason: str, message: str, code: int) -> int:

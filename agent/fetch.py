@@ -31,6 +31,7 @@ from .lock import DestinationLock
 from .plan import (STATE_DIR, Entry, FetchPlan, FileTask, Listing, manifest_digest, merge_spans, new_hasher,
                    plan_fetch, split_spans)
 from .progress import Progress
+from .prune import empty_trash
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -333,6 +334,7 @@ def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[En
     layout.dest.mkdir(parents=True, exist_ok=True)
     with DestinationLock(layout.dest / STATE_DIR) as lock:
         lock.acquire(wait)
+        empty_trash(layout.dest)  # a prune killed before it emptied its trash: free the space first
         layout.ensure_dirs()
         keep = {p for e in entries for p in (layout.part_path(e), layout.journal_path(e))}
         layout.sweep(keep)

@@ -250,7 +250,13 @@ class Layout:
 
     def forget_verified(self, entries: list[Entry]) -> None:
         """Withdraw the record for files found corrupt, so the next fetch re-hashes and repairs them."""
-        self._append_verified([f"- {self.key(e)}" for e in entries])
+        self.forget_keys([self.key(e) for e in entries])
+
+    def forget_keys(self, keys: list[str]) -> None:
+        """Withdraw the record by storage key (a pruned blob's too: a file made later under its
+        name must be hashed before it is trusted)."""
+        if keys:
+            self._append_verified([f"- {key}" for key in keys])
 
     def read_manifests(self, commit: str) -> list[dict]:
         """Every completed fetch of `commit`, one per selection, in digest order."""

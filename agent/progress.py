@@ -22,9 +22,11 @@ from .layout import write_atomic
 log = logging.getLogger("fleetcache.agent")
 
 FETCH_FIELDS = ("phase", "bytesDone", "bytesTotal", "filesDone", "filesTotal", "commit", "manifestDigest",
-                "bytesPerSecond", "reason", "message")
+                "bytesPerSecond", "usedBytes", "capacityBytes", "reason", "message")
 RESOLVE_FIELDS = ("phase", "repo", "revision", "commit", "files", "bytes", "manifestDigest", "compared", "reason",
                  "message")
+PRUNE_FIELDS = ("phase", "repo", "prunedCommits", "freedBytes", "usedBytes", "capacityBytes", "reason", "message")
+VERIFY_FIELDS = ("phase", "usedBytes", "capacityBytes", "reason", "message")  # verify's failure record
 MIN_INTERVAL = 2.0
 MIN_STEP = 0.05
 FLUSH_TIMEOUT = 10.0
@@ -119,6 +121,7 @@ class Progress:
         self._last_emit = float("-inf")
         self._last_bytes = 0
         self._transferred = 0
+        self.measure = dict  # the volume's usage, merged into every phase change (set once --dest is known)
 
     def _emit_locked(self) -> None:
         if "bytesPerSecond" in self.record:
@@ -134,9 +137,10 @@ class Progress:
                 log.warning("could not write progress (%s); continuing", type(err).__name__)
 
     def phase(self, phase: str, **fields) -> None:
-        """A phase change is always emitted; it clears a note left by the phase before."""
+        """A phase change is always emitted, with the volume's usage measured anew; it clears a
+        note left by the phase before."""
         with self._lock:
-            self.record.update({"message": None}, **fields, phase=phase)
+            self.record.update({"message": None, **self.measure()}, **fields, phase=phase)
             self._emit_locked()
 
     def note(self, message: str | None) -> None:

@@ -1,0 +1,196 @@
+"""`prune`: remove from a volume every commit of a repo that is not kept, safe to kill at any instant.
+
+What to remove is decided by `plan.plan_prune` from what `read_volume` finds on disk; this
+module only reads and removes, in an order where every prefix leaves a usable volume:
+
+1. refs naming a removed commit (the HF cache's and the agent's): nothing resolves a
+   revision to it any more;
+2. its snapshot directories, each renamed into `DEST/.fleetcache/trash/` (one atomic
+   rename): a reader sees the whole snapshot or none of it, never half of one;
+3. the blobs (flat layout: the files) no kept commit references, after the verification
+   record forgets them; a kept commit's blobs are never touched;
+4. its manifests, renamed into the trash: fetch writes them last, prune removes them last,
+   so a kill before this step leaves the commit visible to the rerun, which finishes it;
+5. the trash emptied.
+
+Each run (and each fetch) empties leftover trash first under the destination lock, and a
+rerun plans afresh from the disk, so a prune killed anywhere is finished by the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from .layout import HfCacheLayout, Layout, _inside, fsync_dir, open_layout
+from .lock import DestinationLock
+from .plan import STATE_DIR, BlobKey, Entry, VolumeState, check_path, plan_prune
+from .progress import Progress
+
+log = logging.getLogger("fleetcache.agent")
+
+TRASH_DIR = "trash"
+KILL_AFTER_ENV = "FLEETCACHE_PRUNE_KILL_AFTER"
+
+
+class Removals:
+    """Counts removals (unlink, rename, rmdir). With FLEETCACHE_PRUNE_KILL_AFTER=N the process
+    kill -9s itself right after the Nth, so the crash tests interrupt a prune at a chosen instant."""
+
+    def __init__(self) -> None:
+        value = os.environ.get(KILL_AFTER_ENV, "")
+        self.kill_after = int(value) if value.isdigit() else None
+        self.count = 0
+
+    def done(self) -> None:
+        self.count += 1
+        if self.count == self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- the trash ----------------------------------------------------------------------------------
+
+def trash_dir(dest: Path) -> Path:
+    return dest / STATE_DIR / TRASH_DIR
+
+
+def move_to_trash(dest: Path, path: Path, removals: Removals) -> None:
+    """One rename takes a whole directory out of readers' sight (same filesystem: the volume)."""
+    trash = trash_dir(dest)
+    trash.mkdir(parents=True, exist_ok=True)
+    os.rename(path, trash / f"{path.parent.parent.name}.{path.parent.name}.{path.name}.{os.getpid()}."
+                             f"{time.time_ns()}")
+    removals.done()
+
+
+def _remove_tree(path: Path, removals: Removals) -> None:
+    """Bottom-up, one unlink at a time (shutil.rmtree's steps cannot be counted)."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        removals.done()
+        return
+    for dirpath, dirnames, filenames in os.walk(path, topdown=False):
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            os.unlink(os.path.join(dirpath, name))
+            removals.done()
+        os.rmdir(dirpath)
+        removals.done()
+
+
+def empty_trash(dest: Path, removals: Removals | None = None) -> None:
+    """Delete what a prune (this one, or one killed before) moved out of readers' sight."""
+    trash = trash_dir(dest)
+    if trash.is_dir():
+        for entry in sorted(trash.iterdir()):
+            _remove_tree(entry, removals or Removals())
+
+
+# -- reading the volume -------------------------------------------------------------------------
+
+def _files(root: Path) -> list[Path]:
+    """Regular files and links below `root`, except the agent's temporary ones (fetch sweeps those)."""
+    found = []
+    for dirpath, _, names in os.walk(root):
+        found += [Path(dirpath) / n for n in names if not n.startswith(".")]
+    return found
+
+
+def _linked_blobs(hf: HfCacheLayout, snapshot: Path) -> set[BlobKey]:
+    """The blobs a snapshot's links point to: a commit still hydrating has links before its manifest."""
+    blobs = os.path.normpath(hf.root / "blobs")
+    keys = set()
+    for dirpath, dirnames, names in os.walk(snapshot):
+        for name in names + dirnames:
+            link = os.path.join(dirpath, name)
+            if os.path.islink(link):
+                target = os.path.normpath(os.path.join(dirpath, os.readlink(link)))
+                if os.path.dirname(target) == blobs:
+                    keys.add((hf.name, os.path.basename(target)))
+    return keys
+
+
+def _flat_files(dest: Path, layout: Layout, listed: dict[str, set[str]]) -> dict[BlobKey, int]:
+    """Flat files a manifest lists, but only while the verification record says the file holds
+    bytes a manifest lists for its path: a file a fetch in progress replaced (new digest, no
+    manifest yet) belongs to that fetch, and one the record does not vouch for is left alone."""
+    marks = layout.read_verified()
+    files = {}
+    for path, digests in listed.items():
+        file = dest / check_path(path)
+        if marks.get(path, ("", ""))[1] in digests and file.is_file() and not file.is_symlink() \
+                and _inside(dest, file):
+            files[("flat", path)] = file.lstat().st_size
+    return files
+
+
+def read_volume(dest: Path, repo: str) -> VolumeState:
+    """Commits (snapshot directories and manifests) with the blobs each references, the refs
+    (by their path under --dest) with the commit each names, and the blobs with their sizes."""
+    hf = HfCacheLayout(dest, repo)
+    commits: dict[str, set[BlobKey]] = {}
+    snapshots = hf.root / "snapshots"
+    for snapshot in sorted(snapshots.iterdir()) if snapshots.is_dir() else []:
+        if snapshot.is_dir() and not snapshot.is_symlink():
+            commits.setdefault(snapshot.name, set()).update(_linked_blobs(hf, snapshot))
+    flat_listed: dict[str, set[str]] = {}
+    for commit in hf.manifest_commits():
+        keys = commits.setdefault(commit, set())
+        for manifest in hf.read_manifests(commit):
+            layout = open_layout(manifest["layout"], dest, repo)
+            for entry in (Entry(**f) for f in manifest["files"]):
+                keys.add((layout.name, layout.key(entry)))
+                if layout.name == "flat":
+                    flat_listed.setdefault(entry.path, set()).add(entry.digest)
+    refs = {str(path.relative_to(dest)): path.read_text().strip()
+            for path in _files(hf.root / "refs") + _files(hf.state / "refs")}
+    blobs: dict[BlobKey, int] = {(hf.name, path.name): path.lstat().st_size
+                                 for path in _files(hf.root / "blobs") if path.parent == hf.root / "blobs"}
+    blobs.update(_flat_files(dest, open_layout("flat", dest, repo), flat_listed))
+    return VolumeState({c: frozenset(keys) for c, keys in commits.items()}, refs, blobs)
+
+
+# -- doing it -----------------------------------------------------------------------------------
+
+def _fsync_dirs(paths) -> None:
+    for directory in sorted({p.parent for p in paths}):
+        if directory.is_dir():
+            fsync_dir(directory)
+
+
+def prune(dest: Path, repo: str, keep: frozenset[str], progress: Progress, wait: bool) -> dict:
+    """Lock, empty leftover trash, plan from the disk, then refs, snapshots, blobs, manifests, trash."""
+    progress.phase("Pruning", repo=repo)
+    removals = Removals()
+    hf = HfCacheLayout(dest, repo)
+    with DestinationLock(dest / STATE_DIR) as lock:
+        lock.acquire(wait)
+        empty_trash(dest, removals)
+        plan = plan_prune(read_volume(dest, repo), keep)
+        log.info("pruning %s: %d commits, %d refs, %d blobs (%d bytes); keeping %s", repo, len(plan.commits),
+                 len(plan.refs), len(plan.blobs), plan.freed_bytes, ", ".join(sorted(keep)))
+        refs = [dest / ref for ref in plan.refs]
+        for ref in refs:
+            ref.unlink(missing_ok=True)
+            removals.done()
+        _fsync_dirs(refs)
+        for commit in plan.commits:
+            snapshot = hf.root / "snapshots" / commit
+            if snapshot.is_dir():
+                move_to_trash(dest, snapshot, removals)
+        blobs = [dest / key if layout == "flat" else hf.root / "blobs" / key for layout, key in plan.blobs]
+        hf.forget_keys([key for _, key in plan.blobs])  # one record per repo, whatever the layout
+        for blob in blobs:
+            blob.unlink(missing_ok=True)
+            removals.done()
+        _fsync_dirs(blobs)
+        for commit in plan.commits:
+            manifests = hf.state / "manifests" / commit
+            if manifests.is_dir():
+                move_to_trash(dest, manifests, removals)
+        empty_trash(dest, removals)
+    log.info("pruned %s in %d removals (unlink, rename or rmdir)", repo, removals.count)
+    progress.phase("Pruned", prunedCommits=list(plan.commits), freedBytes=plan.freed_bytes)
+    return dict(progress.record)
