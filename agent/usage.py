@@ -7,7 +7,7 @@ failed statvfs gives None for both (absent: not measured) and never fails the co
 
 from __future__ import annotations
 
-import os
+from os import statvfs
 from pathlib import Path
 
 UNMEASURED = {"usedBytes": None, "capacityBytes": None}
@@ -15,7 +15,7 @@ UNMEASURED = {"usedBytes": None, "capacityBytes": None}
 
 def volume_usage(dest: Path) -> dict:
     try:
-        st = os.statvfs(dest)
+        st = statvfs(dest)
     except OSError:
         return dict(UNMEASURED)
     capacity = st.f_blocks * st.f_frsize

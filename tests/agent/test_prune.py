@@ -280,3 +280,11 @@ def test_a_fetch_after_a_killed_prune_fetches_a_kept_and_a_pruned_commit(hub, cr
     assert names(volume / ".fleetcache" / "trash") == []  # the fetch emptied it first
     for commit in (commits[-1], commits[0]):
         assert run_agent("verify", "--dest", str(volume), "--repo", REPO, "--revision", commit).code == 0
+
+
+def test_a_missing_required_flag_ends_with_a_failed_prune_record(tmp_path):
+    progress = tmp_path / "p.json"
+    result = run_agent("prune", "--dest", str(tmp_path), "--keep", "a" * 40, "--progress-file", str(progress))
+    record = json.loads(progress.read_text())
+    assert result.code == 15 and "--repo" in record["message"]
+    assert record["phase"] == "Failed" and set(record) == set(PRUNE_FIELDS)
