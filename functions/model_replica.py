@@ -31,6 +31,8 @@ from fleetcache.functions.models import model_deployment as deployment_api
 from fleetcache.functions.models import model_replica as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
+CACHE_USAGE_KEY = "cache-usage"
+USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
 DEPLOYMENT_KEY = "model-deployment"
 REMOTE_KEYS = ("namespace", "deployment", "service")
 
@@ -479,9 +481,30 @@ def running_phase(request: kit.Request, spec: ReplicaSpec, outcome: kit.Outcome)
     return engine_phase(request, spec.cluster, name)
 
 
+def cache_usage(spec: ReplicaSpec) -> dict:
+    """A Crossplane Usage of the ModelCache by this replica: while a replica mounts the
+    cache, Crossplane's admission webhook refuses to delete the ModelCache (and with it
+    every volume), and replays the deletion once the last such replica is gone."""
+    return {
+        "apiVersion": USAGE_API_VERSION,
+        "kind": "Usage",
+        "metadata": {"name": kit.child_name(spec.name, "uses-cache"),
+                     "labels": labels_of(spec)},
+        "spec": {
+            "of": {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+                   "resourceRef": {"name": spec.cache.model_cache}},
+            "by": {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+                   "resourceRef": {"name": spec.name}},
+            "replayDeletion": True,
+        },
+    }
+
+
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
     spec = read_spec(request)
+    if spec.cache is not None and spec.delivery == "Cache":
+        outcome.compose(CACHE_USAGE_KEY, cache_usage(spec), ready=True)
     outcome.status = {"clusterName": spec.cluster, "delivery": spec.delivery}
     if spec.delivery == "Wait":
         current = waiting_phase(spec)

@@ -23,6 +23,10 @@ from tests.support.deployments import (CACHE, CLUSTER, NAMESPACE, REPLICA_ENGINE
 from tests.support.fleet import COMMIT, fleet_cluster, observed_object
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 
+# What a Cache replica keeps composed while an input is missing: the engine on its cluster
+# and the Usage that holds its ModelCache.
+KEPT_ON_CACHE = sorted([*composer.REMOTE_KEYS, composer.CACHE_USAGE_KEY])
+
 
 def compose(xr: dict, clusters: list[dict] | None = None, observed: dict | None = None,
             owners: list | None = None) -> kit.Outcome:
@@ -262,7 +266,7 @@ def test_a_running_replica_is_kept_while_its_cluster_is_not_ready():
     for clusters, reason in (([fleet_cluster(CLUSTER, ready=False)], "ClusterNotReady"),
                              ([], "ClusterNotFound")):
         outcome = compose(replica_xr("Cache"), clusters, observed)
-        assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+        assert sorted(outcome.desired) == KEPT_ON_CACHE
         assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", reason)
         assert kit.remedy(reason) in outcome.status["message"]
 
@@ -271,8 +275,28 @@ def test_nothing_is_deleted_before_the_cluster_and_deployment_are_fetched():
     first = compose(replica_xr("Cache"))
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
     outcome = composer.compose(kit.Request(composite=replica_xr("Cache"), observed=observed))
-    assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+    assert sorted(outcome.desired) == KEPT_ON_CACHE
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "Resolving")
+
+
+# --- holding the cache -----------------------------------------------------------------------
+
+
+def test_a_cache_replica_holds_its_model_cache_with_a_usage_that_replays_deletion():
+    usage, ready = compose(replica_xr("Cache")).desired[composer.CACHE_USAGE_KEY]
+    assert usage["spec"] == {
+        "of": {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+               "resourceRef": {"name": CACHE}},
+        "by": {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+               "resourceRef": {"name": replica_xr("Cache")["metadata"]["name"]}},
+        "replayDeletion": True}
+    assert (usage["apiVersion"], usage["kind"], ready) == (composer.USAGE_API_VERSION, "Usage",
+                                                          True)
+
+
+@pytest.mark.parametrize("delivery", ["Source", "Wait", "Fail"])
+def test_a_replica_that_does_not_mount_the_cache_does_not_hold_it(delivery):
+    assert composer.CACHE_USAGE_KEY not in compose(replica_xr(delivery)).desired
 
 
 # --- the engine, by reference to the ModelDeployment ----------------------------------------
@@ -302,7 +326,7 @@ def test_a_missing_model_deployment_keeps_what_runs_and_says_so():
     first = compose(replica_xr("Cache"))
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
     outcome = compose(replica_xr("Cache"), observed=observed, owners=[])
-    assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+    assert sorted(outcome.desired) == KEPT_ON_CACHE
     assert kit.canonical(outcome.desired["deployment"][0]) == kit.canonical(
         kit.strip_observed(observed["deployment"]))
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending",
@@ -320,7 +344,7 @@ def test_a_malformed_engine_on_the_deployment_keeps_what_runs_with_a_warning(eng
     owner = deployment()
     owner["spec"]["engine"] = engine
     outcome = compose(replica_xr("Cache"), observed=observed, owners=[owner])
-    assert sorted(outcome.desired) == sorted(composer.REMOTE_KEYS)
+    assert sorted(outcome.desired) == KEPT_ON_CACHE
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "InvalidSpec")
     assert f"ModelDeployment {NAMESPACE}/chat spec.engine" in outcome.status["message"]
     assert len(outcome.status["message"]) < 600 and outcome.warnings
@@ -328,7 +352,8 @@ def test_a_malformed_engine_on_the_deployment_keeps_what_runs_with_a_warning(eng
 
 def test_a_required_deployment_that_is_not_an_object_reads_as_missing():
     outcome = compose(replica_xr("Cache"), owners=["chat"])
-    assert outcome.status["reason"] == "DeploymentNotFound" and outcome.desired == {}
+    assert outcome.status["reason"] == "DeploymentNotFound"
+    assert list(outcome.desired) == [composer.CACHE_USAGE_KEY]
 
 
 def test_an_engine_changed_since_composing_keeps_the_running_one():
