@@ -63,6 +63,12 @@ WHERE = {
     "TooFewClustersReady": "ModelCache `Available` condition",
     "NoFailures": "ModelCache `Degraded` condition (False)",
     "RolloutQueued": "ModelCache `status.clusters[].reason`",
+    "Lapsed": "ModelCache `Lapsed` condition (True) and `Available` condition; LAPSED column",
+    "NotLapsed": "ModelCache `Lapsed` condition (False)",
+    "Mounted": "ModelCache `status.retained[].reason`",
+    "Pinned": "ModelCache `status.retained[].reason`",
+    "AfterRemoval": "ModelCache `status.retained[].reason` (with `until`)",
+    "StatusUnknown": "ModelCache `status.retained[].reason`",
     "Resolved": "ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`",
     "Resolving": "ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`; "
                  "ModelReplica `status.reason`",

@@ -727,6 +727,7 @@ PATTERN_MEANINGS: dict[str, str] = {
     "^$|" + POSITIVE_QUANTITY: "empty (unlimited) or a positive quantity, e.g. 200Mi",
     quantity.PATTERN: "a Kubernetes quantity, e.g. 8, 500m or 64Gi",
     r"^[1-9][0-9]{0,5}h$": "a whole number of hours, e.g. 72h",
+    r"^[0-9]{1,6}[hm]$": "a whole number of hours or minutes, e.g. 1h or 30m",
 }
 TYPE_NAMES = {"int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
               "dict_type": "an object", "model_type": "an object",

@@ -267,12 +267,13 @@ def columns(kind: str) -> dict[str, tuple[str, str]]:
     return {c["name"]: (c["jsonPath"], c["type"]) for c in XRDS[kind].printer_columns}
 
 
-def test_model_cache_columns_show_ready_size_commit_progress():
+def test_model_cache_columns_show_ready_size_commit_progress_lapsed():
     assert columns("ModelCache") == {
         "READY": (".status.summary", "string"),
         "SIZE": (".status.sizeHuman", "string"),
         "COMMIT": (".status.commitShort", "string"),
         "PROGRESS": (".status.progressPercent", "integer"),
+        "LAPSED": (".status.lapsedClusters", "integer"),
     }
 
 
@@ -315,7 +316,8 @@ def test_fleet_cluster_status_has_the_provider_config_name():
 
 def test_model_cache_spec_has_the_designed_fields():
     spec = spec_props("ModelCache")
-    assert set(spec) == {"source", "placement", "storage", "rollout", "minReady", "job", "agent"}
+    assert set(spec) == {"source", "placement", "storage", "rollout", "minReady", "job", "agent",
+                         "retention"}
     assert keys_of(spec["source"]) == {"huggingFace", "allowPatterns", "ignorePatterns"}
     assert keys_of(spec["source"]["properties"]["huggingFace"]) == \
         {"repo", "revision", "endpoint", "tokenSecretRef"}
@@ -326,6 +328,7 @@ def test_model_cache_spec_has_the_designed_fields():
     assert keys_of(spec["rollout"]) == {"maxConcurrent"}
     assert keys_of(spec["job"]) == {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"}
     assert keys_of(spec["agent"]) == {"concurrency", "bandwidth"}
+    assert keys_of(spec["retention"]) == {"pinned", "ttlAfterLastUse", "afterRemoval"}
 
 
 def test_model_cache_status_has_every_field_the_composer_writes():
@@ -333,12 +336,15 @@ def test_model_cache_status_has_every_field_the_composer_writes():
     assert set(status) == {
         "resolved", "desiredClusters", "readyClusters", "hydratingClusters", "failedClusters",
         "pendingClusters", "summary", "progressPercent", "sizeHuman", "commitShort", "clusters",
-        "clustersOmitted", "everyCluster"}
+        "clustersOmitted", "everyCluster", "lapsedClusters", "evictedClusters",
+        "retainedClusters", "mountedReplicas", "retained"}
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest",
          "compared"}
     assert keys_of(status["clusters"]["items"]) == \
-        {"name", "phase", "bytesDone", "bytesTotal", "reason", "message", "servingCommit"}
+        {"name", "phase", "bytesDone", "bytesTotal", "reason", "message", "servingCommit",
+         "lapsed"}
+    assert keys_of(status["retained"]["items"]) == {"cluster", "since", "until", "reason"}
 
 
 def test_model_cache_hydration_spec_has_the_designed_fields():
