@@ -6,8 +6,12 @@ Lifecycle, top to bottom:
 3. resolve the source to one commit with a resolve Job on the first Ready target, and
    latch the result into status.resolved, so the fleet never serves two versions of "main";
 4. compose one ModelCacheHydration per target, at most rollout.maxConcurrent not Ready
-   at once, in cluster-name order;
-5. report per-cluster progress and the Resolved/Progressing/Available/Degraded conditions.
+   at once, in cluster-name order, each with the cache's spec.retention;
+5. keep the hydration of a cluster that left the placement while a replica mounts it or it
+   is pinned, then for spec.retention.afterRemoval (functions/retention.py decides), and
+   hold the ModelCache itself against deletion while replicas mount it (a Usage);
+6. report per-cluster progress, what is retained, and the Resolved/Progressing/Available/
+   Degraded/Lapsed conditions.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcache.functions import kit
+from fleetcache.functions import kit, retention
 from fleetcache.functions.models.model_cache import ModelCache
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -25,9 +29,31 @@ TOKEN_SECRET_KEY = "token-secret"
 RESOLVE_PREFIX = "resolve-"
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 HYDRATION_PREFIX = "hydration-"
-PHASES = ("Failed", "Hydrating", "Pending", "Ready")  # also the order rows are listed in
-LISTED_CLUSTERS = 100  # status.clusters rows; the rest are in the ModelCacheHydrations
+USAGE_KEY = "usage"
+PHASES = ("Failed", "Hydrating", "Pending", "Evicted", "Ready")  # also the order rows are listed in
+LISTED_CLUSTERS = 100  # status.clusters and status.retained rows; the rest are in the hydrations
 NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
+
+# Reasons this composer reports beyond the kit's (Evicted is the kit's), with what to do.
+REASONS: dict[str, kit.Reason] = {r.name: r for r in (
+    kit.Reason("Lapsed", "None if intended: no replica mounted those copies for "
+               "spec.retention.ttlAfterLastUse, so their clusters evicted them. Place a replica "
+               "there to re-warm a copy, or raise or unset ttlAfterLastUse (or lower "
+               "spec.minReady)."),
+    kit.Reason("NotLapsed", "None: no shortfall below spec.minReady is the TTL's doing (see "
+               "Available and Progressing for any other cause)."),
+    kit.Reason(retention.MOUNTED, "None: a replica on that cluster still mounts the copy; it is "
+               "removed spec.retention.afterRemoval after the last one stops."),
+    kit.Reason(retention.PINNED, "None: spec.retention.pinned keeps the copy; unpin it (or let "
+               "ttlAfterLastUse lapse it) to let it be removed."),
+    kit.Reason(retention.AFTER_REMOVAL, "None: the copy is removed at `until` "
+               "(spec.retention.afterRemoval after the cluster left or its last use); put the "
+               "cluster back in spec.placement to keep it."),
+    kit.Reason(retention.STATUS_UNKNOWN, "The cluster's ModelCacheHydration does not report "
+               "status.mountedBy (or reports an unreadable lastUsedTime), so its copy is kept; "
+               "check that compose-model-cache-hydration runs (kubectl describe "
+               "modelcachehydration)."),
+)}
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -47,6 +73,7 @@ class CacheSpec:
     job: dict
     agent: dict
     source_digest: str
+    retention: retention.Retention
 
 
 def read_spec(spec: Any) -> CacheSpec:
@@ -74,6 +101,7 @@ def read_spec(spec: Any) -> CacheSpec:
         agent=spec.get("agent", {}),
         source_digest=kit.digest_of([what_is_fetched, source["allowPatterns"],
                                      source["ignorePatterns"]])[:16],
+        retention=retention.Retention.of(spec),
     )
 
 
@@ -188,8 +216,9 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
         return Resolution(latched, "Resolved")
 
     token_problem = kit.token_secret_problem(request, spec.token_ref, TOKEN_SECRET_KEY)
-    if token_problem:
-        kit.carry_over(request, outcome, request.observed)
+    if token_problem:  # the resolve step stays; compose() keeps the hydrations
+        kit.carry_over(request, outcome, [k for k in request.observed
+                                          if k.startswith(RESOLVE_PREFIX)])
         return Resolution(None, "TokenSecretMissing",
                           kit.with_remedy(token_problem, "TokenSecretMissing"))
     resolver = next((t.cluster for t in targets if t.ready), None)
@@ -348,6 +377,7 @@ class ClusterReport:
     reason: str = ""
     message: str = ""
     serving_commit: str = ""  # the last commit Ready on the volume, while another is not
+    lapsed: bool = False  # ttlAfterLastUse passed unmounted: unpinned until a replica returns
 
     @property
     def serving_previous(self) -> bool:
@@ -357,7 +387,7 @@ class ClusterReport:
     def as_status(self) -> dict:
         return {"name": self.name, "phase": self.phase, "bytesDone": self.bytes_done,
                 "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message,
-                "servingCommit": self.serving_commit}
+                "servingCommit": self.serving_commit, "lapsed": self.lapsed}
 
 
 def hydration_key(cluster: str) -> str:
@@ -404,6 +434,7 @@ def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: st
             "storage": storage,
             "job": job_spec(kit.JobPolicy.of(spec.job)),
             **({"agent": dict(spec.agent)} if spec.agent else {}),
+            "retention": spec.retention.for_hydration(),
         },
     }
 
@@ -446,7 +477,10 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
                                          "ClusterNotFound")
         return report
     if observed is not None:
-        report.serving_commit = serving_commit_of(observed, repo)
+        report.lapsed = retention.is_lapsed(observed)
+        # An evicted copy's volume is deleted: nothing is left there to serve.
+        report.serving_commit = "" if retention.is_evicted(observed) \
+            else serving_commit_of(observed, repo)
     if observed is None or (resolved.get("commit") and not pinned_to(observed, resolved)):
         if not target.ready:
             report.reason = "ClusterNotReady"
@@ -473,7 +507,7 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
     A hydration already pinned to the resolved commit keeps its slot; a cluster still on
     an older commit keeps its old hydration (and cache) until a slot frees up. Failed
     hydrations hold their slot, so a bad source stops the rollout instead of failing
-    the whole fleet.
+    the whole fleet; evicted ones do not (they fetch nothing until a replica returns).
     """
     reports = []
     in_flight = 0
@@ -484,7 +518,7 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
             outcome.compose(hydration_key(target.name),
                             hydration(request, spec, resolved, target.name),
                             ready=kit.get_path(observed, "status.phase") == "Ready")
-            if kit.get_path(observed, "status.phase") != "Ready":
+            if kit.get_path(observed, "status.phase") not in ("Ready", "Evicted"):
                 in_flight += 1
         else:
             waiting.append((target, observed))
@@ -513,7 +547,49 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
     return reports
 
 
-# --- 5. report ----------------------------------------------------------------------------
+# --- 5. retention -------------------------------------------------------------------------
+
+
+def retain_departed(request: kit.Request, spec: CacheSpec, targets: list[Target],
+                    outcome: kit.Outcome) -> list[retention.Kept]:
+    """Keep the hydrations of clusters that left the placement as long as retention says.
+
+    A kept hydration is composed as observed (it fetches nothing new: spec.removal tells
+    its composer so), with the cache's current spec.retention and spec.removal. One that
+    retention lets go is no longer composed, and Crossplane deletes it with its volume.
+    """
+    wanted = {hydration_key(t.name) for t in targets}
+    kept = []
+    for key, observed in sorted(request.observed.items()):
+        if not key.startswith(HYDRATION_PREFIX) or key in wanted:
+            continue
+        cluster = key[len(HYDRATION_PREFIX):]
+        since = retention.latched_since(cluster, observed, request.status.get("retained"),
+                                        request.now)
+        decision = retention.decide(cluster, observed, since, request.now, spec.retention)
+        if decision is None:
+            continue
+        desired = kit.strip_observed(observed)
+        desired["spec"] = {**kit.mapping_at(desired, "spec"),
+                           "retention": spec.retention.for_hydration(),
+                           "removal": decision.removal()}
+        outcome.compose(key, desired, ready=None)
+        kept.append(decision)
+    return kept
+
+
+def hold_while_mounted(request: kit.Request, outcome: kit.Outcome) -> int:
+    """Compose the Usage that refuses the ModelCache's deletion while a replica mounts one
+    of its copies (or a hydration does not say); returns how many replicas mount one."""
+    hydrations = [h for k, h in sorted(request.observed.items())
+                  if k.startswith(HYDRATION_PREFIX) and k in outcome.desired]
+    mounted, unknown = retention.in_use(hydrations)
+    if mounted or unknown:
+        outcome.compose(USAGE_KEY, retention.usage(request.name, request.namespace), ready=True)
+    return mounted
+
+
+# --- 6. report ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -543,11 +619,13 @@ def every_cluster_command(request: kit.Request) -> str:
 
 
 def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
-           reports: list[ClusterReport], outcome: kit.Outcome) -> None:
+           reports: list[ClusterReport], kept: list[retention.Kept], mounted: int,
+           outcome: kit.Outcome) -> None:
     rollup = Rollup(reports)
     desired = len(reports)
     ready, failed = rollup.count("Ready"), rollup.count("Failed")
     hydrating, pending = rollup.count("Hydrating"), rollup.count("Pending")
+    evicted = [r for r in reports if r.phase == "Evicted"]
     missing = [r.name for r in reports if r.reason == "ClusterNotFound"]
     # A cluster serving the previous commit while the new one hydrates (or failed) still
     # serves this model warm: a model update is not an outage of the cache.
@@ -561,11 +639,16 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         "hydratingClusters": hydrating,
         "failedClusters": failed,
         "pendingClusters": pending,
+        "lapsedClusters": sum(1 for r in reports if r.lapsed),
+        "evictedClusters": len(evicted),
+        "retainedClusters": len(kept),
+        "mountedReplicas": mounted,
         "summary": f"{ready}/{desired}",
         "progressPercent": rollup.percent,
         "clusters": [r.as_status() for r in rows],
         "clustersOmitted": desired - len(rows),
         "everyCluster": every_cluster_command(request),
+        "retained": [k.as_status() for k in kept[:LISTED_CLUSTERS]],
     }
     resolved = resolution.resolved
     shown = resolved or read_resolved(request.status.get("resolved"))  # the old commit
@@ -582,6 +665,10 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     else:
         outcome.condition("Resolved", False, resolution.reason, resolution.message)
 
+    evicted_on = ""
+    if evicted:
+        evicted_on = (f"evicted on {named([r.name for r in evicted])} to free room (re-warmed "
+                      "when a replica is placed there)")
     if desired == 0:
         outcome.condition("Progressing", False, "NoClusters",
                           kit.with_remedy("no FleetCluster matches spec.placement", "NoClusters"))
@@ -589,20 +676,29 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         outcome.condition("Progressing", False, "Complete", f"all {desired} clusters are Ready")
     elif missing and ready + len(missing) == desired:
         outcome.condition("Progressing", False, "ClusterNotFound", not_found_message(missing))
+    elif evicted and ready + len(missing) + len(evicted) == desired:
+        outcome.condition("Progressing", False, "Evicted",
+                          f"{ready}/{desired} Ready; nothing hydrates: {evicted_on}")
     elif resolved:
         outcome.condition("Progressing", True, "Hydrating",
                           f"{ready}/{desired} Ready, {hydrating} hydrating, {pending} pending, "
-                          f"{failed} failed ({rollup.percent}% of the fleet's bytes)")
+                          f"{failed} failed" + (f", {len(evicted)} evicted" if evicted else "")
+                          + f" ({rollup.percent}% of the fleet's bytes)")
     else:
         outcome.condition("Progressing", True, resolution.reason, resolution.message)
 
+    lapsed = lapsed_shortfall(reports, available)
     counted = f"{ready} of {desired} clusters Ready"
     if serving:
         counted += f", {serving} serving the previous commit until the new one is Ready"
+    if evicted_on:
+        counted += f"; {evicted_on}"
     if available:
         outcome.condition("Available", True, "MinimumClustersReady", f"{counted} (needs {needed})")
     else:
-        outcome.condition("Available", False, "TooFewClustersReady", f"{counted} (needs {needed})")
+        outcome.condition("Available", False, "Lapsed" if lapsed else "TooFewClustersReady",
+                          f"{counted} (needs {needed})")
+    report_lapsed(reports, available, lapsed, spec, outcome)
 
     failures = [r for r in reports if r.phase == "Failed"]
     failed_on = ""
@@ -618,6 +714,44 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     else:
         outcome.condition("Degraded", False, "NoFailures", "no cluster has failed")
     outcome.composite_ready = available
+
+
+def short_of(reports: list[ClusterReport]) -> list[ClusterReport]:
+    """The targets that serve nothing warm: not Ready, and no previous commit to serve."""
+    return [r for r in reports if r.phase != "Ready" and not r.serving_previous]
+
+
+def lapsed_shortfall(reports: list[ClusterReport], available: bool) -> bool:
+    """The shortfall below minReady is the TTL's doing: every target short of a copy is one
+    whose copy lapsed and was evicted. Any other cause (hydrating, pending, failed, evicted
+    without lapsing) keeps it False, so a lapse never masks one of those."""
+    short = short_of(reports)
+    return not available and bool(short) and all(r.lapsed and r.phase == "Evicted"
+                                                  for r in short)
+
+
+def report_lapsed(reports: list[ClusterReport], available: bool, lapsed: bool,
+                  spec: CacheSpec, outcome: kit.Outcome) -> None:
+    ttl = spec.retention.ttl_after_last_use or "unset"
+    gone = [r.name for r in short_of(reports) if r.lapsed and r.phase == "Evicted"]
+    if lapsed:
+        outcome.condition("Lapsed", True, "Lapsed", kit.with_remedy(
+            f"{len(gone)} {'copy' if len(gone) == 1 else 'copies'} lapsed (no replica mounted "
+            f"them for spec.retention.ttlAfterLastUse {ttl}) and were evicted, on "
+            f"{named(gone)}", "Lapsed"))
+        return
+    if available:
+        message = "no shortfall below spec.minReady"
+    elif gone:
+        message = (f"{len(gone)} lapsed and evicted, but the shortfall below spec.minReady has "
+                   "other causes too (clusters hydrating, pending, failed or evicted without "
+                   "lapsing)")
+    else:
+        message = "the shortfall below spec.minReady is not the TTL's doing"
+    lapsed_count = sum(1 for r in reports if r.lapsed)
+    if lapsed_count and not gone:
+        message += f"; {lapsed_count} lapsed (unpinned) but still on their clusters"
+    outcome.condition("Lapsed", False, "NotLapsed", message)
 
 
 def compose(request: kit.Request) -> kit.Outcome:
@@ -636,11 +770,12 @@ def compose(request: kit.Request) -> kit.Outcome:
     if resolution.resolved:
         reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome)
     else:
-        kit.carry_over(request, outcome,
-                       [k for k in request.observed if k.startswith(HYDRATION_PREFIX)])
+        kit.carry_over(request, outcome, [hydration_key(t.name) for t in targets])
         shown = read_resolved(request.status.get("resolved")) or {}  # the fleet's until then
         reports = [report_of(t, request.observed.get(hydration_key(t.name)), 0,
                              shown, shown.get("repo") or spec.repo)
                    for t in targets]
-    report(request, spec, resolution, reports, outcome)
+    kept = retain_departed(request, spec, targets, outcome)
+    mounted = hold_while_mounted(request, outcome)
+    report(request, spec, resolution, reports, kept, mounted, outcome)
     return outcome

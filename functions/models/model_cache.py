@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    StrictBool,
+    StrictInt,
+)
 from typing_extensions import TypeAliasType
 
 
@@ -48,9 +56,9 @@ class Cluster(BaseModel):
     )
     name: Annotated[str, Field(description="The FleetCluster's name.")]
     phase: Annotated[
-        Literal['Pending', 'Hydrating', 'Ready', 'Failed'] | None,
+        Literal['Pending', 'Hydrating', 'Ready', 'Failed', 'Evicted'] | None,
         Field(
-            description='Pending, Hydrating, Ready or Failed, for the resolved commit: a cluster still on an older commit, waiting for a rollout slot, is Pending.'
+            description='Pending, Hydrating, Ready, Failed or Evicted, for the resolved commit: a cluster still on an older commit, waiting for a rollout slot, is Pending; Evicted when its FleetCluster evicted the copy to free room.'
         ),
     ] = None
     bytes_done: Annotated[
@@ -78,6 +86,12 @@ class Cluster(BaseModel):
     message: Annotated[
         str | None,
         Field(description='What happened on this cluster and what to do about it.'),
+    ] = None
+    lapsed: Annotated[
+        StrictBool | None,
+        Field(
+            description='The copy lapsed (spec.retention.ttlAfterLastUse passed with no replica mounting it); it stays so until a replica is placed on this cluster again.'
+        ),
     ] = None
     serving_commit: Annotated[
         str | None,
@@ -356,6 +370,61 @@ class Resolved(BaseModel):
     ] = None
 
 
+class RetainedItem(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    cluster: Annotated[str, Field(description="The FleetCluster's name.")]
+    since: Annotated[
+        AwareDatetime | None,
+        Field(
+            description='When the cluster was first seen outside the placement (RFC 3339; latched).'
+        ),
+    ] = None
+    until: Annotated[
+        AwareDatetime | None,
+        Field(
+            description='When the copy is removed unless a replica mounts it or it is pinned: the later of since and its last use, plus spec.retention.afterRemoval (RFC 3339).'
+        ),
+    ] = None
+    reason: Annotated[
+        Literal['Mounted', 'Pinned', 'AfterRemoval', 'StatusUnknown'] | None,
+        Field(
+            description='Why it is still there: Mounted (a replica there mounts it), Pinned (spec.retention.pinned and not lapsed), AfterRemoval (until has not passed) or StatusUnknown (its hydration does not say whether a replica mounts it, so it is kept).'
+        ),
+    ] = None
+
+
+class Retention(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    pinned: Annotated[
+        StrictBool | None,
+        Field(
+            description="Keeps every copy of this cache against eviction when a cluster's cache storage passes its high watermark (a pinned copy still counts toward the storage's usage)."
+        ),
+    ] = False
+    ttl_after_last_use: Annotated[
+        str | None,
+        Field(
+            alias='ttlAfterLastUse',
+            description='Hours after the last replica stopped mounting a copy (or after it became Ready, if later) until that copy lapses, e.g. 168h: it is then unpinned, evicted first when room is needed, and not re-warmed until a replica is placed on that cluster again. Whole hours only (uses are recorded per hour). Unset: copies never lapse.',
+            max_length=7,
+            pattern='^[1-9][0-9]{0,5}h$',
+        ),
+    ] = None
+    after_removal: Annotated[
+        str | None,
+        Field(
+            alias='afterRemoval',
+            description='How long a cluster that left the placement keeps its copy once no replica there mounts it (and it is not pinned), counted from when it left or from its last use, if later, e.g. 1h or 30m; 0h removes it as soon as nothing mounts it.',
+            max_length=7,
+            pattern='^[0-9]{1,6}[hm]$',
+        ),
+    ] = '1h'
+
+
 class Rollout(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -443,6 +512,13 @@ class Spec(BaseModel):
             validate_default=True,
         ),
     ] = {}
+    retention: Annotated[
+        Retention | None,
+        Field(
+            description='How long each cluster keeps its copy: against eviction when its storage fills up (pinned, ttlAfterLastUse), and after the cluster leaves the placement (afterRemoval). Copied into every ModelCacheHydration.',
+            validate_default=True,
+        ),
+    ] = {}
     agent: Annotated[
         Agent | None,
         Field(
@@ -501,6 +577,45 @@ class Status(BaseModel):
             alias='pendingClusters',
             description='Target clusters waiting (not Ready yet, not found, or held back by rollout.maxConcurrent).',
             ge=0,
+        ),
+    ] = None
+    lapsed_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='lapsedClusters',
+            description='Target clusters whose copy lapsed (spec.retention.ttlAfterLastUse passed with no replica mounting it): unpinned, evicted first, not re-warmed until a replica is placed there again (the LAPSED column).',
+            ge=0,
+        ),
+    ] = None
+    evicted_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='evictedClusters',
+            description='Target clusters whose copy their FleetCluster evicted to get its cache storage under the low watermark; re-warmed when a replica is placed there again.',
+            ge=0,
+        ),
+    ] = None
+    retained_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='retainedClusters',
+            description='Clusters that left the placement but still keep a copy (see retained).',
+            ge=0,
+        ),
+    ] = None
+    mounted_replicas: Annotated[
+        StrictInt | None,
+        Field(
+            alias='mountedReplicas',
+            description="Replicas that mount a copy of this cache, over every cluster (the sum of the hydrations' mountedBy); while above 0 the ModelCache cannot be deleted.",
+            ge=0,
+        ),
+    ] = None
+    retained: Annotated[
+        list[RetainedItem] | None,
+        Field(
+            description='At most 100 clusters that left the placement but keep their copy, in name order (retainedClusters counts them all): why, and until when. A cluster that comes back into the placement is a normal target again.',
+            max_length=100,
         ),
     ] = None
     summary: Annotated[

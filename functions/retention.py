@@ -1,0 +1,177 @@
+"""How long a ModelCache's copies are kept: the pure retention decision.
+
+compose-model-cache asks two questions here. What a cluster that left the placement keeps:
+its copy stays while a replica there mounts it or it is pinned, then until the later of
+when it left and its last use, plus spec.retention.afterRemoval. And whether the cache may
+be deleted: not while a replica mounts a copy. Both read the hydrations' own status
+(mountedBy, pinned, lastUsedTime, written by compose-model-cache-hydration); anything
+missing or unreadable there reads as "keep" (DESIGN.md §7), never as "remove".
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+from fleetcache.functions import kit
+
+USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+UNITS = {"h": datetime.timedelta(hours=1), "m": datetime.timedelta(minutes=1)}
+
+# Why a cluster that left the placement still keeps its copy (status.retained[].reason).
+MOUNTED, PINNED, AFTER_REMOVAL, STATUS_UNKNOWN = "Mounted", "Pinned", "AfterRemoval", \
+    "StatusUnknown"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """spec.retention, read through the model (defaults and patterns already applied)."""
+
+    pinned: bool
+    ttl_after_last_use: str | None
+    after_removal: datetime.timedelta
+
+    @classmethod
+    def of(cls, spec: dict) -> Retention:
+        retention = spec.get("retention") or {}
+        after = retention.get("afterRemoval", "1h")
+        return cls(pinned=retention.get("pinned") is True,
+                   ttl_after_last_use=retention.get("ttlAfterLastUse"),
+                   after_removal=int(after[:-1]) * UNITS[after[-1]])
+
+    def for_hydration(self) -> dict:
+        """The hydration's spec.retention: what its composer needs to pin and lapse a copy."""
+        return {"pinned": self.pinned,
+                **({"ttlAfterLastUse": self.ttl_after_last_use}
+                   if self.ttl_after_last_use else {})}
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    """An RFC 3339 time from a status or spec, in UTC; None when absent or malformed."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return parsed.astimezone(datetime.timezone.utc)
+
+
+def format_time(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.timezone.utc).strftime(TIME_FORMAT)
+
+
+def mounted_by(hydration: dict | None) -> int | None:
+    """How many replicas mount this copy (status.mountedBy); None when it does not say."""
+    value = kit.get_path(hydration, "status.mountedBy")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    count = kit.as_int(value, -1)
+    return count if count >= 0 else None
+
+
+def is_pinned(hydration: dict | None) -> bool:
+    """The effective pin the hydration reports (status.pinned); while it reports none, the
+    pin it was given (spec.retention.pinned), so an unreported pin still keeps the copy."""
+    reported = kit.get_path(hydration, "status.pinned")
+    if isinstance(reported, bool):
+        return reported
+    return kit.get_path(hydration, "spec.retention.pinned") is True
+
+
+def is_lapsed(hydration: dict | None) -> bool:
+    return kit.get_path(hydration, "status.lapsed") is True
+
+
+def is_evicted(hydration: dict | None) -> bool:
+    return kit.get_path(hydration, "status.phase") == "Evicted"
+
+
+# --- a cluster that left the placement ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A copy on a cluster outside the placement that is still composed, and why."""
+
+    cluster: str
+    since: datetime.datetime
+    until: datetime.datetime
+    reason: str
+
+    def removal(self) -> dict:
+        """The hydration's spec.removal."""
+        return {"since": format_time(self.since), "until": format_time(self.until)}
+
+    def as_status(self) -> dict:
+        return {"cluster": self.cluster, **self.removal(), "reason": self.reason}
+
+
+def latched_since(cluster: str, hydration: dict | None, retained_rows: Any,
+                  now: datetime.datetime) -> datetime.datetime:
+    """When the cluster was first seen outside the placement: the earliest of the
+    ModelCache's status.retained row and the hydration's own spec.removal.since (the latch
+    for clusters beyond the rows the status lists), else now. Never later than now, so
+    neither a refresh nor a time in the future can postpone the removal."""
+    found = [parse_time(kit.get_path(hydration, "spec.removal.since"))]
+    for row in retained_rows if isinstance(retained_rows, list) else ():
+        if isinstance(row, dict) and row.get("cluster") == cluster:
+            found.append(parse_time(row.get("since")))
+    return min([t for t in found if t is not None] + [now])
+
+
+def decide(cluster: str, hydration: dict, since: datetime.datetime, now: datetime.datetime,
+           retention: Retention) -> Kept | None:
+    """Keep the copy of a cluster that left the placement, or None: remove it now.
+
+    Kept while a replica there mounts it, while it is pinned, then until the later of
+    `since` and its last use plus afterRemoval. A status that does not say whether a
+    replica mounts it, or when it was last used, keeps it.
+    """
+    last_used_value = kit.get_path(hydration, "status.lastUsedTime")
+    last_used = parse_time(last_used_value)
+    until = max(since, last_used or since) + retention.after_removal
+    mounted = mounted_by(hydration)
+    if mounted is None:
+        return Kept(cluster, since, until, STATUS_UNKNOWN)
+    if mounted > 0:
+        return Kept(cluster, since, until, MOUNTED)
+    if is_pinned(hydration):
+        return Kept(cluster, since, until, PINNED)
+    if last_used_value is not None and last_used is None:
+        return Kept(cluster, since, until, STATUS_UNKNOWN)
+    if now < until:
+        return Kept(cluster, since, until, AFTER_REMOVAL)
+    return None
+
+
+# --- deleting the ModelCache ----------------------------------------------------------------
+
+
+def in_use(hydrations: list[dict]) -> tuple[int, bool]:
+    """(replicas that mount a copy, whether some hydration does not say): the ModelCache is
+    held against deletion while either is true."""
+    counts = [mounted_by(h) for h in hydrations]
+    return sum(c for c in counts if c), any(c is None for c in counts)
+
+
+def usage(cache: str, namespace: str) -> dict:
+    """A Crossplane Usage of the ModelCache itself: its deletion is refused while the Usage
+    exists, and replayed (replayDeletion) once the composer stops composing it."""
+    return {
+        "apiVersion": USAGE_API_VERSION,
+        "kind": "Usage",
+        "metadata": {"name": kit.child_name(cache, "in-use"), "namespace": namespace,
+                     "labels": {kit.LABEL_MODEL_CACHE: kit.label_value(cache)}},
+        "spec": {
+            "of": {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+                   "resourceRef": {"name": cache}},
+            "reason": "replicas mount copies of this ModelCache (status.mountedReplicas); "
+                      "it is deleted once none does",
+            "replayDeletion": True,
+        },
+    }
