@@ -8,8 +8,7 @@ Lifecycle, top to bottom:
 4. compose one ModelCacheHydration per target, at most rollout.maxConcurrent not Ready
    at once, in cluster-name order, each with the cache's spec.retention;
 5. keep the hydration of a cluster that left the placement while a replica mounts it or it
-   is pinned, then for spec.retention.afterRemoval (functions/retention.py decides), and
-   hold the ModelCache itself against deletion while replicas mount it (a Usage);
+   is pinned, then for spec.retention.afterRemoval (functions/retention.py decides);
 6. report per-cluster progress, what is retained, and the Resolved/Progressing/Available/
    Degraded/Lapsed conditions.
 """
@@ -29,7 +28,6 @@ TOKEN_SECRET_KEY = "token-secret"
 RESOLVE_PREFIX = "resolve-"
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 HYDRATION_PREFIX = "hydration-"
-USAGE_KEY = "usage"
 PHASES = ("Failed", "Hydrating", "Pending", "Evicted", "Ready")  # also the order rows are listed in
 LISTED_CLUSTERS = 100  # status.clusters and status.retained rows; the rest are in the hydrations
 NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
@@ -578,17 +576,6 @@ def retain_departed(request: kit.Request, spec: CacheSpec, targets: list[Target]
     return kept
 
 
-def hold_while_mounted(request: kit.Request, outcome: kit.Outcome) -> int:
-    """Compose the Usage that refuses the ModelCache's deletion while a replica mounts one
-    of its copies (or a hydration does not say); returns how many replicas mount one."""
-    hydrations = [h for k, h in sorted(request.observed.items())
-                  if k.startswith(HYDRATION_PREFIX) and k in outcome.desired]
-    mounted, unknown = retention.in_use(hydrations)
-    if mounted or unknown:
-        outcome.compose(USAGE_KEY, retention.usage(request.name, request.namespace), ready=True)
-    return mounted
-
-
 # --- 6. report ----------------------------------------------------------------------------
 
 
@@ -776,6 +763,8 @@ def compose(request: kit.Request) -> kit.Outcome:
                              shown, shown.get("repo") or spec.repo)
                    for t in targets]
     kept = retain_departed(request, spec, targets, outcome)
-    mounted = hold_while_mounted(request, outcome)
+    mounted = retention.mounted_replicas([h for k, h in sorted(request.observed.items())
+                                          if k.startswith(HYDRATION_PREFIX)
+                                          and k in outcome.desired])
     report(request, spec, resolution, reports, kept, mounted, outcome)
     return outcome

@@ -1,11 +1,11 @@
 """How long a ModelCache's copies are kept: the pure retention decision.
 
-compose-model-cache asks two questions here. What a cluster that left the placement keeps:
-its copy stays while a replica there mounts it or it is pinned, then until the later of
-when it left and its last use, plus spec.retention.afterRemoval. And whether the cache may
-be deleted: not while a replica mounts a copy. Both read the hydrations' own status
+compose-model-cache asks what a cluster that left the placement keeps: its copy stays
+while a replica there mounts it or it is pinned, then until the later of when it left and
+its last use, plus spec.retention.afterRemoval. The answer reads the hydration's own status
 (mountedBy, pinned, lastUsedTime, written by compose-model-cache-hydration); anything
-missing or unreadable there reads as "keep" (DESIGN.md §7), never as "remove".
+missing or unreadable there reads as "keep" (DESIGN.md §7), never as "remove". (Deleting
+the ModelCache itself is held by the Usage each Cache replica composes: design/deployments.md.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 
 from fleetcache.functions import kit
 
-USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 UNITS = {"h": datetime.timedelta(hours=1), "m": datetime.timedelta(minutes=1)}
 
@@ -149,29 +148,6 @@ def decide(cluster: str, hydration: dict, since: datetime.datetime, now: datetim
     return None
 
 
-# --- deleting the ModelCache ----------------------------------------------------------------
-
-
-def in_use(hydrations: list[dict]) -> tuple[int, bool]:
-    """(replicas that mount a copy, whether some hydration does not say): the ModelCache is
-    held against deletion while either is true."""
-    counts = [mounted_by(h) for h in hydrations]
-    return sum(c for c in counts if c), any(c is None for c in counts)
-
-
-def usage(cache: str, namespace: str) -> dict:
-    """A Crossplane Usage of the ModelCache itself: its deletion is refused while the Usage
-    exists, and replayed (replayDeletion) once the composer stops composing it."""
-    return {
-        "apiVersion": USAGE_API_VERSION,
-        "kind": "Usage",
-        "metadata": {"name": kit.child_name(cache, "in-use"), "namespace": namespace,
-                     "labels": {kit.LABEL_MODEL_CACHE: kit.label_value(cache)}},
-        "spec": {
-            "of": {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
-                   "resourceRef": {"name": cache}},
-            "reason": "replicas mount copies of this ModelCache (status.mountedReplicas); "
-                      "it is deleted once none does",
-            "replayDeletion": True,
-        },
-    }
+def mounted_replicas(hydrations: list[dict]) -> int:
+    """Replicas that mount a copy, over the given hydrations (those that say)."""
+    return sum(mounted_by(h) or 0 for h in hydrations)

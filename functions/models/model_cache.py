@@ -607,7 +607,7 @@ class Status(BaseModel):
         StrictInt | None,
         Field(
             alias='mountedReplicas',
-            description="Replicas that mount a copy of this cache, over every cluster (the sum of the hydrations' mountedBy); while above 0 the ModelCache cannot be deleted.",
+            description="Replicas that mount a copy of this cache, over every cluster (the sum of the hydrations' mountedBy). Each holds the ModelCache against deletion with a Crossplane Usage.",
             ge=0,
         ),
     ] = None
