@@ -25,6 +25,7 @@ import signal
 import time
 from pathlib import Path
 
+from .errors import AgentError
 from .layout import HfCacheLayout, Layout, _inside, fsync_dir, open_layout
 from .lock import DestinationLock
 from .plan import STATE_DIR, BlobKey, Entry, VolumeState, check_path, plan_prune
@@ -53,8 +54,15 @@ class Removals:
 
 # -- the trash ----------------------------------------------------------------------------------
 
+def check_inside(dest: Path, directory: Path) -> Path:
+    """A directory prune deletes in must resolve inside --dest: a symlink must not aim it elsewhere."""
+    if directory.exists() and not _inside(dest, directory / "x"):
+        raise AgentError("InvalidSource", f"{directory.relative_to(dest)} resolves outside --dest (symlink escape)")
+    return directory
+
+
 def trash_dir(dest: Path) -> Path:
-    return dest / STATE_DIR / TRASH_DIR
+    return check_inside(dest, dest / STATE_DIR / TRASH_DIR)
 
 
 def move_to_trash(dest: Path, path: Path, removals: Removals) -> None:
@@ -130,6 +138,8 @@ def read_volume(dest: Path, repo: str) -> VolumeState:
     """Commits (snapshot directories and manifests) with the blobs each references, the refs
     (by their path under --dest) with the commit each names, and the blobs with their sizes."""
     hf = HfCacheLayout(dest, repo)
+    for directory in (hf.root, *hf.scan_roots()):
+        check_inside(dest, directory)
     commits: dict[str, set[BlobKey]] = {}
     snapshots = hf.root / "snapshots"
     for snapshot in sorted(snapshots.iterdir()) if snapshots.is_dir() else []:

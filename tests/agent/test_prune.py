@@ -130,6 +130,27 @@ def test_prune_of_a_flat_volume_removes_the_files_only_the_pruned_commit_lists(h
     assert run_agent("verify", "--dest", str(dest), "--repo", REPO).code == 0
 
 
+def test_a_repo_the_volume_does_not_hold_prunes_nothing(hub, two_commits, tmp_path):
+    result = run_agent("prune", "--dest", str(tmp_path / "d"), "--repo", "acme/other", "--keep", "a" * 40)
+    assert (result.code, result.json["prunedCommits"], result.json["freedBytes"]) == (0, [], 0)
+    assert len(names(repo_dir(tmp_path / "d") / "snapshots")) == 2
+
+
+@pytest.mark.parametrize("linked", ["hub/models--acme--tiny/blobs", ".fleetcache/trash"])
+def test_a_directory_that_links_outside_the_volume_is_refused_and_nothing_outside_is_removed(
+        hub, two_commits, tmp_path, linked):
+    old, new = two_commits
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"x")
+    target = tmp_path / "d" / linked
+    shutil.rmtree(target, ignore_errors=True)
+    target.symlink_to(outside)
+    result = prune(tmp_path / "d", new)
+    assert result.code == 14 and "symlink escape" in result.stderr
+    assert (outside / "precious").exists()
+
+
 @pytest.mark.parametrize("keep,named", [
     ([], "--keep"),
     (["main"], "--keep"),
