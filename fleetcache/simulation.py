@@ -400,6 +400,7 @@ class ControlPlane:
     composed: dict[Key, dict[str, dict]] = field(default_factory=dict)
     others: dict[Key, dict] = field(default_factory=dict)  # Secrets, ProviderConfigs
     events: list[Event] = field(default_factory=list)
+    deleting: set[Key] = field(default_factory=set)  # refused by a Usage, replayed later
 
     def apply(self, resource: dict) -> None:
         key = key_of(resource)
@@ -418,9 +419,29 @@ class ControlPlane:
     def required_pool(self) -> list[dict]:
         return list(self.xrs.values()) + self.secrets()
 
+    def delete(self, key: Key) -> str:
+        """`kubectl delete` of a composite. As Crossplane's Usage webhook does, it is
+        refused while a Usage is `of` it (the refusal is returned, "" when deleted); with
+        replayDeletion the refused deletion is retried at every reconcile until it goes."""
+        holders = sorted(k[2] for k, usage in self.others.items() if k[0] == "Usage"
+                         and kit.get_path(usage, "spec.of.kind") == key[0]
+                         and kit.get_path(usage, "spec.of.resourceRef.name") == key[2]
+                         and k[1] == key[1])
+        if holders:
+            self.deleting.add(key)
+            return (f"This resource is in-use by {len(holders)} usage(s), including the Usage "
+                    f"{holders[0]!r}")
+        self.deleting.discard(key)
+        self.xrs.pop(key, None)
+        for child in self.composed.pop(key, {}).values():
+            self.delete_composed(child)
+        return ""
+
     def reconcile_all(self) -> None:
         """One pass, parents before children, so a composite created in this pass (a
         hydration, a replica) is reconciled in it too, as Crossplane's watch would."""
+        for key in sorted(self.deleting):
+            self.delete(key)
         for kind in XR_KINDS:
             for key in sorted(k for k in self.xrs if k[0] == kind):
                 if key in self.xrs:
@@ -470,7 +491,7 @@ class ControlPlane:
         if resource["kind"] == "Object":
             self.provider.delete(resource)
         elif resource["kind"] in XR_KINDS:
-            self.xrs.pop(key, None)
+            self.xrs.pop(key, None)  # a composed composite: deleted with its parent
             for child in self.composed.pop(key, {}).values():
                 self.delete_composed(child)
         else:

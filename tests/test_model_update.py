@@ -53,6 +53,11 @@ def fleet_cluster(name: str) -> dict:
                                              "name": f"{name}-kubeconfig"}}}
 
 
+def volume_bytes(volume: Path) -> int:
+    """Bytes in the files on a cache volume (hf-cache snapshots are links to blobs)."""
+    return sum(p.stat().st_size for p in volume.rglob("*") if p.is_file() and not p.is_symlink())
+
+
 class Fleet:
     def __init__(self, control: ControlPlane, clusters: dict[str, Cluster]):
         self.control, self.clusters = control, clusters
@@ -74,6 +79,13 @@ class Fleet:
         hydrations = self.kind("ModelCacheHydration")
         return len(hydrations) == len(CLUSTERS) and all(
             h["spec"]["commit"] == commit and h.get("status", {}).get("phase") == "Ready"
+            for h in hydrations)
+
+    def pruned(self, commit: str) -> bool:
+        hydrations = self.kind("ModelCacheHydration")
+        return len(hydrations) == len(CLUSTERS) and all(
+            commit in h.get("status", {}).get("prunedCommits", [])
+            and commit not in h.get("status", {}).get("storedCommits", [commit])
             for h in hydrations)
 
     def replicas(self) -> list[dict]:
@@ -127,6 +139,9 @@ def update(tmp_path_factory):
                         and not fleet.unavailable() and len(fleet.replicas()) == 2,
                         "replicas on the v1 cache")
 
+            volumes = {name: cluster.volume_dir(NAMESPACE, kit.cache_volume_name("chat"))
+                       for name, cluster in clusters.items()}
+            before = {name: volume_bytes(volume) for name, volume in volumes.items()}
             control.apply(model_cache(hub.endpoint, "v2"))
             rounds = []
             started = time.monotonic()
@@ -137,12 +152,30 @@ def update(tmp_path_factory):
                 rounds.append({"serving": fleet.serving(), "unavailable": fleet.unavailable(),
                                "deliveries": {r["spec"]["delivery"] for r in fleet.replicas()},
                                "replicas": dict(deployment["status"]["replicas"]),
-                               "cache": dict(fleet.kind("ModelCache")[0]["status"])})
+                               "cache": dict(fleet.kind("ModelCache")[0]["status"]),
+                               "volume_bytes": {name: volume_bytes(volume)
+                                                for name, volume in volumes.items()}})
             fleet.round()  # the last replica change reaches its cluster
-            volumes = {name: cluster.volume_dir(NAMESPACE, kit.cache_volume_name("chat"))
-                       for name, cluster in clusters.items()}
+            unavailable_after = fleet.unavailable()
+            peak = {name: max(r["volume_bytes"][name] for r in rounds) for name in CLUSTERS}
+            fleet.until(lambda: fleet.pruned(v1), "v1 to be pruned everywhere")
+            after = {name: volume_bytes(volume) for name, volume in volumes.items()}
+            hydrations = fleet.kind("ModelCacheHydration")
+            unavailable_after_prune = fleet.unavailable()
+
+            cache_key = ("ModelCache", NAMESPACE, "chat")
+            refusal = control.delete(cache_key)
+            for _ in range(3):
+                fleet.round()
+            held = bool(fleet.kind("ModelCache")) and fleet.unavailable() == []
+            control.delete(("ModelDeployment", NAMESPACE, "chat"))
+            fleet.until(lambda: not fleet.kind("ModelCache"), "the held deletion to replay")
             yield {"v1": v1, "v2": v2, "rounds": rounds, "volumes": volumes,
-                   "unavailable_after": fleet.unavailable()}
+                   "unavailable_after": unavailable_after, "before": before, "peak": peak,
+                   "after": after, "hydrations": hydrations,
+                   "unavailable_after_prune": unavailable_after_prune,
+                   "refusal": refusal, "held": held,
+                   "left": [k for k in control.xrs if k[0] == "ModelCacheHydration"]}
         finally:
             for cluster in clusters.values():
                 cluster.stop()
@@ -178,14 +211,40 @@ def test_the_model_cache_stays_available_while_it_rolls_out(update):
             for r in update["rounds"]} == {"True"}
 
 
-def test_the_old_snapshot_is_still_on_every_volume(update):
-    for volume in update["volumes"].values():
+def test_each_volume_held_both_commits_while_replicas_moved(update):
+    for name in CLUSTERS:
+        assert update["peak"][name] > 1.9 * update["before"][name]
+
+
+def test_once_no_replica_serves_the_old_commit_it_is_pruned_and_its_bytes_freed(update):
+    for name, volume in update["volumes"].items():
         snapshots = volume / "hub" / f"models--{REPO.replace('/', '--')}" / "snapshots"
-        assert (snapshots / update["v1"] / "config.json").is_file()
+        assert not (snapshots / update["v1"]).exists()
         assert (snapshots / update["v2"] / "config.json").is_file()
+        assert update["after"][name] < 0.55 * update["peak"][name]
 
 
-def test_every_volume_names_each_commit_by_the_revision_the_cache_asked_for(update):
+def test_the_hydrations_say_what_they_pruned_and_what_they_hold(update):
+    for hydration in update["hydrations"]:
+        assert hydration["status"]["prunedCommits"] == [update["v1"]]
+        assert hydration["status"]["storedCommits"] == [update["v2"]]
+        assert hydration["status"]["usedBytes"] > 0
+
+
+def test_pruning_never_takes_a_replicas_snapshot_away(update):
+    assert update["unavailable_after_prune"] == []
+
+
+def test_every_volume_names_the_kept_commit_by_its_revision_and_drops_the_pruned_ref(update):
     for volume in update["volumes"].values():
         refs = volume / "hub" / f"models--{REPO.replace('/', '--')}" / "refs"
-        assert (refs / "v1").read_text() == update["v1"] and (refs / "v2").read_text() == update["v2"]
+        assert (refs / "v2").read_text() == update["v2"] and not (refs / "v1").exists()
+
+
+def test_deleting_the_cache_while_replicas_mount_it_is_refused_and_nothing_stops(update):
+    assert "in-use by 1 usage(s)" in update["refusal"] or "in-use by 2 usage(s)" in update["refusal"]
+    assert update["held"]
+
+
+def test_the_refused_deletion_replays_once_no_replica_mounts_the_cache(update):
+    assert update["left"] == []
