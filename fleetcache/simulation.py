@@ -35,6 +35,7 @@ import grpc
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
+from fleetcache.agent.progress import configmap_data
 from fleetcache.functions import kit
 from fleetcache.functions.server import FunctionRunner
 
@@ -65,6 +66,7 @@ class Pod:
     termination_log: Path
     progress_file: Path | None
     configmap: Key | None
+    claims: tuple[Key, ...] = ()  # the PVCs it mounts
 
 
 @dataclass
@@ -191,8 +193,12 @@ class Cluster:
                    "--termination-log", str(termination_log)]
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                    stderr=(pod_dir / "log").open("wb"))
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        claims = tuple(("PersistentVolumeClaim", key[1], volumes[m["name"]][
+            "persistentVolumeClaim"]["claimName"]) for m in container.get("volumeMounts", [])
+            if "persistentVolumeClaim" in volumes.get(m["name"], {}))
         run.pod = Pod(pod_name, process, time.monotonic(), termination_log, progress_file,
-                      configmap)
+                      configmap, claims)
 
     def mount_volumes(self, namespace: str, pod_spec: dict, container: dict, pod_dir: Path
                       ) -> dict[str, str]:
@@ -247,7 +253,22 @@ class Cluster:
             record = json.loads(pod.progress_file.read_text())
         except (OSError, json.JSONDecodeError):
             return  # replaced atomically by the agent; the next tick reads it
-        configmap["data"] = {k: "" if v is None else str(v) for k, v in record.items()}
+        if record.get("usedBytes") is not None and pod.claims:
+            record.update(self.claim_usage(pod.claims[0]))
+        configmap["data"] = configmap_data(record)
+
+    def claim_usage(self, claim: Key) -> dict[str, int]:
+        """What statvfs would say if the PVC were its own filesystem of its requested size:
+        every claim here is a directory on one shared filesystem, whose statvfs says
+        nothing about one volume."""
+        used = sum(p.stat().st_size for p in self.volume_dir(claim[1], claim[2]).rglob("*")
+                   if p.is_file() and not p.is_symlink())
+        requested = kit.get_path(self.objects.get(claim, {}), "spec.resources.requests.storage")
+        try:
+            capacity = kit.quantity_bytes(requested, "spec.resources.requests.storage")
+        except kit.InputError:
+            capacity = used
+        return {"usedBytes": used, "capacityBytes": max(capacity, used)}
 
     def deployment_status(self, deployment: dict) -> dict:
         """Available when the engine could start: on Cache delivery the model directory the
