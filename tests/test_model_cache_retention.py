@@ -9,6 +9,7 @@ import datetime
 
 import pytest
 
+from fleetcache import validation
 from fleetcache.functions import kit, model_cache
 from tests.support.fleet import GIB, fleet_cluster, model_cache_xr, observed_hydration, \
     with_resolved
@@ -333,3 +334,16 @@ def test_status_counts_lapsed_evicted_retained_and_mounting_replicas():
         "evictedClusters": 1, "retainedClusters": 1, "mountedReplicas": 7}
     lapsed_rows = {r["name"]: r["lapsed"] for r in status["clusters"]}
     assert lapsed_rows == {"gpu-east-1": False, "gpu-east-2": True, "gpu-west-1": False}
+
+
+# --- what is composed and written validates against the XRDs ---------------------------------
+
+
+def test_composed_hydrations_and_the_status_validate_against_their_xrds():
+    xr = cache(retention={"pinned": True, "ttlAfterLastUse": "168h", "afterRemoval": "30m"})
+    observed = observed_fleet(xr, gpu_east_2=LAPSED_EVICTED, gpu_west_1={"mountedBy": 1})
+    outcome = compose(xr, WEST_LEFT, observed)
+    assert "removal" in hydrations(outcome)["gpu-west-1"]["spec"]
+    for hydration in hydrations(outcome).values():
+        assert validation.violations(hydration) == [], hydration["spec"]["clusterName"]
+    assert validation.violations({**xr, "status": outcome.status}) == []

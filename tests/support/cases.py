@@ -53,6 +53,27 @@ def _three_phase_cache() -> Case:
     return Case("model-cache-three-phases", xr, observed, {"fleet-clusters": FLEET})
 
 
+def _retained_cache() -> Case:
+    """A cache with retention whose gpu-west-1 left the placement (latched before any clock
+    the cases run at) while a replica mounts its copy: kept with spec.removal, listed in
+    status.retained."""
+    xr = with_resolved(model_cache_xr(retention={"pinned": True, "ttlAfterLastUse": "72h",
+                                                 "afterRemoval": "30m"}))
+    xr["status"]["retained"] = [{"cluster": "gpu-west-1", "since": "2026-12-01T10:00:00Z",
+                                 "until": "2026-12-01T11:30:00Z", "reason": "Mounted"}]
+    desired = model_cache.compose(kit.Request(composite=xr,
+                                              required={"fleet-clusters": FLEET})).desired
+    observed = {}
+    for key, (hydration, _) in desired.items():
+        observed[key] = observed_hydration(hydration, "Ready", done=3 * GIB)
+        observed[key]["status"].update(mountedBy=1 if key.endswith("west-1") else 0,
+                                       pinned=True, lapsed=False,
+                                       lastUsedTime="2026-12-01T11:00:00Z")
+    fleet = FLEET[:2] + [fleet_cluster("gpu-west-1", labels={"gpu": "a10"})]
+    return Case("model-cache-retains-a-departed-cluster", xr, observed,
+                {"fleet-clusters": fleet})
+
+
 CASES: list[Case] = [
     Case("model-cache-asks-for-fleet-clusters", model_cache_xr()),
     Case("model-cache-resolving", model_cache_xr(), required={"fleet-clusters": FLEET}),
@@ -61,6 +82,7 @@ CASES: list[Case] = [
                                                 "tokenSecretRef": {"name": "hf-token"}}}),
          required={"fleet-clusters": FLEET, "token-secret": []}),
     _three_phase_cache(),
+    _retained_cache(),
     Case("model-cache-bad-spec-is-fatal", {**model_cache_xr(), "spec": {"placement": 3}}),
     Case("model-cache-named-cluster-not-found",
          with_resolved(model_cache_xr(placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]})),
