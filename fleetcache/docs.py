@@ -68,6 +68,13 @@ WHERE = {
     "Mounted": "ModelCache `status.retained[].reason`",
     "Pinned": "ModelCache `status.retained[].reason`",
     "AfterRemoval": "ModelCache `status.retained[].reason` (with `until`)",
+    # FleetCluster capacity (functions/capacity.py) and the hydrations that obey it
+    "CapacityLow": "FleetCluster `CapacityLow` condition and `status.cache.waiting`; "
+                   "ModelCacheHydration REASON (Pending: waits for room)",
+    "CapacityAvailable": "FleetCluster `CapacityLow` condition (False)",
+    "Evicted": "ModelCacheHydration PHASE and REASON; FleetCluster `status.cache.evicted`; "
+               "the ModelCache's evicted count and condition message",
+    "LeftPlacement": "ModelCacheHydration REASON (Pending: its cluster left the placement)",
     "StatusUnknown": "ModelCache `status.retained[].reason`",
     "Resolved": "ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`",
     "Resolving": "ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`; "

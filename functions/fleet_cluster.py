@@ -1,22 +1,29 @@
-"""compose-fleet-cluster: one provider-kubernetes ClusterProviderConfig per FleetCluster.
+"""compose-fleet-cluster: one provider-kubernetes ClusterProviderConfig per FleetCluster,
+and the cache capacity decisions for its cluster.
 
 Lifecycle, top to bottom:
 1. read and validate the spec: exactly one of kubeconfigSecretRef / providerConfigRef,
-   and the cache defaults other composers read (accessMode, capacity, storageClassName);
+   and the cache defaults other composers read (accessMode, capacity, watermarks,
+   storageClassName); require the ModelCacheHydrations of this cluster by label (in every
+   namespace: the selector names none);
 2. compose a ClusterProviderConfig named after the FleetCluster from the kubeconfig
    Secret, or adopt the named one (compose nothing);
-3. report status.providerConfigName; the FleetCluster is Ready once its ProviderConfig
-   exists (observed), or at once when adopted.
+3. decide capacity (functions/capacity.py): which hydrations may start, which copies are
+   evicted; the hydrations read the decision from status.cache and obey it;
+4. report status.providerConfigName, status.cache and the CapacityLow condition; the
+   FleetCluster is Ready once its ProviderConfig exists (observed), or at once when adopted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetcache.functions import kit
+from fleetcache.functions import capacity, kit
 from fleetcache.functions.models.fleet_cluster import FleetCluster
 
 PROVIDER_CONFIG_KEY = "provider-config"
+HYDRATIONS_KEY = "model-cache-hydrations"
+NAMED = 5  # hydrations named in the CapacityLow message
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -27,18 +34,73 @@ class ClusterSpec:
     name: str
     secret_ref: dict | None  # {namespace, name, key} when composing
     adopted: str | None  # providerConfigRef.name when adopting
+    capacity: int | None  # spec.cache.capacity in bytes; None: no budget
+    high: int  # spec.cache.highWatermark, percent
+    low: int  # spec.cache.lowWatermark, percent
 
 
 def read_spec(request: kit.Request) -> ClusterSpec:
     """The FleetCluster read through its model; every error names the field and the fix."""
     name = kit.object_name(request.name, "metadata.name")
     spec = kit.read_spec(FleetCluster, request.composite.get("spec"))
-    capacity = kit.get_path(spec, "cache.capacity")
-    if capacity is not None:
-        kit.quantity_bytes(capacity, "spec.cache.capacity")
+    cache = spec["cache"]
+    budget = cache.get("capacity")
+    budget = kit.quantity_bytes(budget, "spec.cache.capacity") if budget is not None else None
+    watermarks = {"high": cache["highWatermark"], "low": cache["lowWatermark"]}
     if "providerConfigRef" in spec:
-        return ClusterSpec(name, None, spec["providerConfigRef"]["name"])
-    return ClusterSpec(name, spec["kubeconfigSecretRef"], None)
+        return ClusterSpec(name, None, spec["providerConfigRef"]["name"], budget, **watermarks)
+    return ClusterSpec(name, spec["kubeconfigSecretRef"], None, budget, **watermarks)
+
+
+def hydrations_requirement(spec: ClusterSpec) -> kit.Requirement:
+    """Every ModelCacheHydration labelled with this cluster, in every namespace: a
+    FleetCluster is cluster-scoped and a label selector without a namespace lists across
+    all namespaces (Crossplane lists with client.InNamespace(""))."""
+    return kit.Requirement(kit.API_VERSION, "ModelCacheHydration",
+                           match_labels=((kit.LABEL_CLUSTER, kit.label_value(spec.name)),))
+
+
+def copy_of(hydration: dict) -> capacity.Copy:
+    """A hydration as the decision sees it. Tolerant: a field that is malformed reads as
+    unknown, which keeps the copy (and a size that is not a quantity never admits it)."""
+    status = kit.mapping_at(hydration, "status")
+    meta = kit.mapping_at(hydration, "metadata")
+    try:
+        size: int | None = kit.quantity_bytes(kit.get_path(hydration, "spec.storage.size"),
+                                              "spec.storage.size")
+    except kit.InputError:
+        size = None
+
+    def count(key: str) -> int | None:
+        value = status.get(key)
+        number = kit.as_int(value, -1) if isinstance(value, (int, float)) else -1
+        return number if number >= 0 else None
+
+    pinned = status.get("pinned")
+    created = meta.get("creationTimestamp")
+    return capacity.Copy(
+        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        created=created if isinstance(created, str) else "",
+        size=size,
+        used=count("usedBytes"),
+        phase=kit.reason_or_empty(status.get("phase")),
+        serving=isinstance(status.get("servingCommit"), str)
+        and bool(kit.COMMIT_SHAPE.match(status["servingCommit"])),
+        pinned=pinned if isinstance(pinned, bool) else None,
+        mounted_by=count("mountedBy"),
+        placed=count("placedReplicas"),
+        lapsed=status.get("lapsed") is True,
+        last_used=capacity.parse_time(status.get("lastUsedTime"))
+        or capacity.parse_time(status.get("readyTime")),
+        removal=isinstance(kit.get_path(hydration, "spec.removal"), dict),
+    )
+
+
+def copies_on(spec: ClusterSpec, hydrations: list[dict]) -> list[capacity.Copy]:
+    """The hydrations the label selected that really target this cluster (a long name's
+    label is a hashed form, so the name itself is checked too)."""
+    return [copy_of(h) for h in hydrations
+            if kit.get_path(h, "spec.clusterName") == spec.name]
 
 
 # --- 2. compose ---------------------------------------------------------------------------
@@ -57,18 +119,86 @@ def provider_config(spec: ClusterSpec) -> dict:
     }
 
 
-# --- 3. report ----------------------------------------------------------------------------
+# --- 3. decide capacity -------------------------------------------------------------------
+
+
+def latched(request: kit.Request, field: str) -> list[str]:
+    values = kit.get_path(request.status, f"cache.{field}")
+    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+
+
+def decide(request: kit.Request, spec: ClusterSpec) -> capacity.Decision | None:
+    """None while Crossplane has not fetched the hydrations yet: nothing is decided anew
+    and the last published decision stands."""
+    hydrations = request.required.get(HYDRATIONS_KEY)
+    if hydrations is None:
+        return None
+    return capacity.decide(copies_on(spec, hydrations), spec.capacity, spec.high, spec.low,
+                           latched(request, "admitted"), latched(request, "evicted"))
+
+
+# --- 4. report ----------------------------------------------------------------------------
+
+
+def cache_status(decision: capacity.Decision) -> dict:
+    status: dict = {
+        "capacityHuman": kit.human_bytes(decision.capacity) if decision.capacity
+        else "unlimited",
+        "usedBytes": decision.used,
+        "usedHuman": kit.human_bytes(decision.used),
+        "reservedBytes": decision.reserved,
+        "admitted": list(decision.admitted),
+        "waiting": sorted(decision.waiting)[:capacity.LISTED],
+        "waitingCount": len(decision.waiting),
+        "evicted": list(decision.evicted),
+    }
+    if decision.capacity:
+        status.update(capacityBytes=decision.capacity, usedPercent=decision.used_percent,
+                      usedHuman=f"{kit.human_bytes(decision.used)} ({decision.used_percent}%)")
+    return status
+
+
+def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: kit.Outcome
+                       ) -> None:
+    if not decision.capacity_low:
+        outcome.condition("CapacityLow", False, "CapacityAvailable",
+                          f"{kit.human_bytes(decision.used)} used"
+                          + (f" of {kit.human_bytes(decision.capacity)}" if decision.capacity
+                             else ", no spec.cache.capacity set"))
+        return
+    where = f"cluster {spec.name} uses {kit.human_bytes(decision.used)} of " \
+            f"{kit.human_bytes(decision.capacity or 0)} (high watermark {spec.high}%: " \
+            f"{kit.human_bytes(decision.high)})"
+    said = []
+    if decision.stuck:
+        said.append(f"{where} and no copy is removable: every remaining copy is pinned, "
+                    "mounted by a replica or not measured yet")
+    if decision.waiting:
+        more = len(decision.waiting) - NAMED
+        named = ", ".join(decision.waiting[:NAMED]) + (f" and {more} more" if more > 0 else "")
+        said.append(f"{len(decision.waiting)} hydration(s) wait for room ({named}); "
+                    f"{kit.human_bytes(decision.reserved)} is reserved by downloads admitted "
+                    f"or running" + ("" if decision.stuck else f"; {where}"))
+    outcome.condition("CapacityLow", True, "CapacityLow",
+                      kit.with_remedy("; ".join(said), "CapacityLow"))
 
 
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
     spec = read_spec(request)
+    outcome.require(HYDRATIONS_KEY, hydrations_requirement(spec))
+    decision = decide(request, spec)
+    cache = cache_status(decision) if decision else kit.mapping_at(request.status, "cache")
     if spec.adopted:
         outcome.status = {"providerConfigName": spec.adopted}
         outcome.composite_ready = True
-        return outcome
-    exists = PROVIDER_CONFIG_KEY in request.observed
-    outcome.compose(PROVIDER_CONFIG_KEY, provider_config(spec), ready=exists)
-    outcome.status = {"providerConfigName": spec.name}
-    outcome.composite_ready = exists
+    else:
+        exists = PROVIDER_CONFIG_KEY in request.observed
+        outcome.compose(PROVIDER_CONFIG_KEY, provider_config(spec), ready=exists)
+        outcome.status = {"providerConfigName": spec.name}
+        outcome.composite_ready = exists
+    if cache:
+        outcome.status["cache"] = cache
+    if decision:
+        capacity_condition(spec, decision, outcome)
     return outcome

@@ -245,6 +245,18 @@ REASONS: dict[str, Reason] = {
                "on the ModelCache, then delete this ModelCacheHydration), or set "
                "spec.storage.size on the ModelCache large enough for two commits, or delete "
                "this ModelCacheHydration to recreate the volume at the new size."),
+        Reason("CapacityLow", "Raise the FleetCluster's spec.cache.capacity or "
+               "spec.cache.highWatermark, or remove caches from this cluster (a ModelCache's "
+               "placement), or unpin caches no replica needs (spec.retention.pinned) so they can "
+               "be evicted."),
+        Reason("CapacityAvailable", "None: every hydration on the cluster fits under the high "
+               "watermark (or the cluster sets no spec.cache.capacity)."),
+        Reason("Evicted", "None needed: the copy was unpinned and unmounted and the cluster was "
+               "above its high watermark. Placing a replica of the cache on this cluster warms it "
+               "again; pin the ModelCache (spec.retention.pinned) to keep its copies."),
+        Reason("LeftPlacement", "None needed: the cluster left the ModelCache's placement, so its "
+               "copy only serves what it holds until spec.removal.until; add the cluster to the "
+               "placement again to update it."),
     )
 }
 for _row in exitcodes.EXIT_CODES:
@@ -444,6 +456,8 @@ class FleetClusterView:
     access_mode: str
     capacity: int | None
     agent_image: str
+    high_watermark: int = 80  # spec.cache.highWatermark, percent
+    cache: "ClusterCache | None" = None  # status.cache: None until compose-fleet-cluster wrote it
 
     @classmethod
     def of(cls, resource: dict) -> "FleetClusterView":
@@ -471,7 +485,43 @@ class FleetClusterView:
             capacity=capacity,
             agent_image=image if isinstance(image, str) and image and len(image) <= 1024
             and not any(c.isspace() for c in image) else DEFAULT_AGENT_IMAGE,
+            high_watermark=watermark(get_path(spec, "cache.highWatermark"), 80),
+            cache=ClusterCache.of(get_path(resource, "status.cache")),
         )
+
+
+def watermark(value: Any, default: int) -> int:
+    """A watermark percent as the XRD bounds it (1..95), else the XRD's default."""
+    return value if isinstance(value, int) and not isinstance(value, bool) \
+        and 1 <= value <= 95 else default
+
+
+@dataclass(frozen=True)
+class ClusterCache:
+    """The capacity decisions compose-fleet-cluster publishes in status.cache (namespace/name
+    of each hydration), which compose-model-cache-hydration obeys."""
+
+    capacity: int | None  # capacityBytes the decisions were made for; None: no capacity
+    used: int
+    reserved: int
+    admitted: frozenset[str]
+    evicted: frozenset[str]
+
+    @classmethod
+    def of(cls, cache: Any) -> "ClusterCache | None":
+        if not isinstance(cache, Mapping):
+            return None
+
+        def keys(name: str) -> frozenset[str]:
+            values = cache.get(name)
+            return frozenset(v for v in values if isinstance(v, str)) \
+                if isinstance(values, list) else frozenset()
+
+        capacity = as_int(cache.get("capacityBytes"), -1)
+        return cls(capacity=capacity if capacity > 0 else None,
+                   used=max(0, as_int(cache.get("usedBytes"))),
+                   reserved=max(0, as_int(cache.get("reservedBytes"))),
+                   admitted=keys("admitted"), evicted=keys("evicted"))
 
 
 def name_or_empty(value: Any) -> str:

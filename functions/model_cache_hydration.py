@@ -13,8 +13,15 @@ Lifecycle, top to bottom:
    label every call) go with one prune Job per set of kept commits;
 5. report phase, progress, reason and remedy, the Hydrated condition and readiness, the
    serving commit (the last commit that reached Ready on the volume, kept while a newer one
-   hydrates or fails, so replicas can keep mounting it), the commits on the volume and the
-   volume's measured usage.
+   hydrates or fails, so replicas can keep mounting it), the commits on the volume, the
+   volume's measured usage and its use (mountedBy, placedReplicas, lastUsedTime, readyTime,
+   pinned, lapsed), which the FleetCluster weighs.
+
+Capacity is the FleetCluster's decision (functions/capacity.py), obeyed here between 2 and 3:
+a copy that has not started and is not admitted in the FleetCluster's status.cache waits
+(Pending/CapacityLow) composing nothing new; a copy it lists as evicted composes nothing, so
+Crossplane deletes its volume (phase Evicted), until a replica is placed on the cluster again.
+A hydration whose cluster left the placement (spec.removal) never starts a new fetch.
 
 The token itself is never read here: provider-kubernetes patches it into the remote
 Secret from the XR namespace's Secret (kit.token_secret_object).
@@ -22,11 +29,13 @@ Secret from the XR namespace's Secret (kit.token_secret_object).
 
 from __future__ import annotations
 
+import datetime
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from fleetcache.functions import kit
+from fleetcache.functions import capacity, kit
 from fleetcache.functions.models import model_cache_hydration as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
@@ -255,7 +264,7 @@ def resize_refusal(volume: dict | None, size: str) -> str:
 
 @dataclass(frozen=True)
 class Phase:
-    phase: str  # Pending | Hydrating | Ready | Failed
+    phase: str  # Pending | Hydrating | Ready | Failed | Evicted
     reason: str
     message: str  # what happened, then the remedy
 
@@ -303,6 +312,127 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
     elif note:
         message += f"; {note}"  # the agent is retrying a hung or failing endpoint
     return Phase("Hydrating", "Hydrating", message)
+
+
+# --- 2b. use and capacity -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Use:
+    """How the replicas on this cluster use this copy: what the FleetCluster weighs."""
+
+    mounted_by: int | None  # Cache replicas of this cache here; None while not known
+    placed: int | None  # replicas of this cache here, any delivery; None while not known
+    last_used: str | None  # the hour a replica last mounted it
+    lapsed: bool
+    pinned: bool
+
+    def as_status(self) -> dict:
+        status: dict = {"pinned": self.pinned, "lapsed": self.lapsed}
+        if self.mounted_by is not None:
+            status["mountedBy"] = self.mounted_by
+        if self.placed is not None:
+            status["placedReplicas"] = self.placed
+        if self.last_used:
+            status["lastUsedTime"] = self.last_used
+        return status
+
+
+def use_of(request: kit.Request, spec: HydrationSpec, ready_time: str | None) -> Use:
+    """lastUsedTime is the current hour while a replica mounts the copy, else latched. The
+    copy lapses once ttlAfterLastUse has passed since the later of its last use and its
+    readyTime with no replica placed here; that is latched until one is placed again."""
+    replicas = request.required.get(REPLICAS_KEY)
+    placed = mounted = None
+    if replicas is not None:  # required by the cache and cluster labels
+        here = [kit.mapping_at(r, "spec") for r in replicas]
+        here = [r for r in here if r.get("clusterName") == spec.cluster]
+        placed = len(here)
+        mounted = sum(1 for r in here if r.get("delivery") == "Cache"
+                      and kit.get_path(r, "cache.modelCacheName") == spec.cache)
+    latched_use = capacity.parse_time(request.status.get("lastUsedTime"))
+    last_used = capacity.hour_of(request.now) if mounted else \
+        capacity.hour_of(latched_use) if latched_use else None
+    if placed:
+        lapsed = False
+    elif request.status.get("lapsed") is True:
+        lapsed = True
+    else:
+        since = max((t for t in (capacity.parse_time(last_used), capacity.parse_time(ready_time))
+                     if t is not None), default=None)
+        lapsed = placed == 0 and spec.ttl_hours is not None and since is not None \
+            and request.now >= since + datetime.timedelta(hours=spec.ttl_hours)
+    return Use(mounted_by=mounted, placed=placed, last_used=last_used, lapsed=lapsed,
+               pinned=spec.pinned and not lapsed)
+
+
+def ready_time_of(request: kit.Request, phase: Phase) -> str | None:
+    """The hour this copy first became Ready, latched; an evicted copy starts afresh."""
+    if phase.phase == "Evicted":
+        return None
+    latched = capacity.parse_time(request.status.get("readyTime"))
+    if latched:
+        return capacity.hour_of(latched)
+    return capacity.hour_of(request.now) if phase.ready else None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the FleetCluster's decision (or spec.removal) makes of the phase."""
+
+    phase: Phase | None = None  # None: the phase stands
+    hold: bool = False  # compose nothing new, keep what exists
+    evicted: bool = False  # compose nothing: Crossplane deletes the volume
+
+
+def gate_of(request: kit.Request, spec: HydrationSpec, cluster: ClusterLookup, seen: Seen,
+            phase: Phase, use: Use) -> Gate:
+    view = cluster.view
+    if view is None or cluster.reason:
+        return Gate()
+    key = f"{request.namespace}/{request.name}"
+    cache = view.cache
+    where = f"on cluster {spec.cluster}"
+    evicted_message = (f"cluster {spec.cluster} evicted this copy to get under its low "
+                       "watermark: it was not pinned and no replica mounted it; its volume is "
+                       "deleted, and it is warmed again once a replica of "
+                       f"{spec.cache} is placed on {spec.cluster}")
+    if request.status.get("phase") == "Evicted" and not use.placed:
+        return Gate(Phase("Evicted", "Evicted", kit.with_remedy(evicted_message, "Evicted")),
+                    evicted=True)
+    if cache is not None and key in cache.evicted and phase.ready and use.placed == 0 \
+            and use.mounted_by == 0 and not use.pinned:
+        return Gate(Phase("Evicted", "Evicted", kit.with_remedy(evicted_message, "Evicted")),
+                    evicted=True)
+    if phase.ready or seen.job_exists:
+        return Gate()
+    if spec.removal:
+        return Gate(Phase("Pending", "LeftPlacement", kit.with_remedy(
+            f"cluster {spec.cluster} left the placement of {spec.cache} (since "
+            f"{spec.removal['since']}): no new fetch starts {where}; the copy keeps serving "
+            f"what it holds until {spec.removal['until']}", "LeftPlacement")), hold=True)
+    started = capacity.started(kit.reason_or_empty(request.status.get("phase")),
+                               bool(serving_of(request, spec, phase).commit))
+    if view.capacity is None or started or phase.phase == "Failed" \
+            or (cache is not None and key in cache.admitted and key not in cache.evicted):
+        return Gate()
+    return Gate(Phase("Pending", "CapacityLow", kit.with_remedy(
+        waiting_message(spec, view), "CapacityLow")), hold=True)
+
+
+def waiting_message(spec: HydrationSpec, view: kit.FleetClusterView) -> str:
+    needs = f"this copy needs {spec.size} (spec.storage.size) on cluster {spec.cluster}"
+    cache = view.cache
+    if cache is None or cache.capacity != view.capacity:
+        return f"{needs}; waiting for FleetCluster {spec.cluster} to admit it (it has not " \
+               "decided for its spec.cache.capacity yet)"
+    high = (view.capacity or 0) * view.high_watermark // 100
+    free = max(0, high - cache.used - cache.reserved)
+    return (f"{needs} and would pass its high watermark: {kit.human_bytes(free)} is free "
+            f"under {view.high_watermark}% of {kit.human_bytes(view.capacity or 0)} "
+            f"({kit.human_bytes(cache.used)} used, {kit.human_bytes(cache.reserved)} reserved "
+            "by downloads admitted or running); it starts once there is room, in creation "
+            "order")
 
 
 # --- 3. prune -----------------------------------------------------------------------------
@@ -387,12 +517,23 @@ def plan_pruning(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Pru
     if job.complete:
         record = kit.remote_manifest(request.observed.get(PROGRESS_KEY)).get("data")
         reported = record.get("prunedCommits") if isinstance(record, dict) else None
-        reported = reported.split(",") if isinstance(reported, str) else []
-        gone = (stored - keep) | (commits_in(reported) - keep)
+        gone = (stored - keep) | (commits_in(json_list(reported)) - keep)
         return Pruning(frozenset(stored & keep), frozenset(), tuple(sorted(gone)), job)
     if not stored - keep:
         return Pruning(frozenset(stored), frozenset(), pruned, job)
     return Pruning(frozenset(stored), keep, pruned, job)
+
+
+def json_list(text: Any) -> list:
+    """A record value the agent wrote as a JSON list (ConfigMap values are strings, like
+    `compared`); anything else reads as empty."""
+    if not isinstance(text, str) or len(text) > 64 * 1024:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
 
 
 def prune_args(spec: HydrationSpec, names: Names, namespace: str, keep: frozenset[str]
@@ -589,9 +730,10 @@ def pruning_note(pruning: Pruning) -> str:
 
 
 def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, phase: Phase,
-           pruning: Pruning, outcome: kit.Outcome) -> None:
+           pruning: Pruning, use: Use, ready_time: str | None, outcome: kit.Outcome) -> None:
     progress = progress_of(request, spec, seen, phase)
-    serving = serving_of(request, spec, phase)
+    evicted = phase.phase == "Evicted"
+    serving = Serving() if evicted else serving_of(request, spec, phase)
     message = phase.message
     if phase.phase == "Hydrating":
         message = f"{progress['percent']}% ({kit.human_bytes(progress['bytesDone'])} of " \
@@ -610,9 +752,11 @@ def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, 
                      "bytes": spec.bytes},
         "volumeName": names.volume,
         **serving.as_status(),
-        "storedCommits": sorted(pruning.stored)[:COMMITS_LISTED],
-        "prunedCommits": list(pruning.pruned[:COMMITS_LISTED]),
-        **usage_of(request, seen),
+        "storedCommits": [] if evicted else sorted(pruning.stored)[:COMMITS_LISTED],
+        "prunedCommits": [] if evicted else list(pruning.pruned[:COMMITS_LISTED]),
+        **({} if evicted else usage_of(request, seen)),
+        **use.as_status(),
+        **({"readyTime": ready_time} if ready_time else {}),
     }
     outcome.condition("Hydrated", phase.ready, phase.reason, message)
     outcome.composite_ready = phase.ready
@@ -627,10 +771,14 @@ def compose(request: kit.Request) -> kit.Outcome:
     names = Names(request.name, spec.cache, spec.commit, spec.manifest_digest)
     seen = observe(request, spec, names)
     phase = decide(spec, names, seen, cluster)
+    use = use_of(request, spec, ready_time_of(request, phase))
+    gate = gate_of(request, spec, cluster, seen, phase, use)
+    phase = gate.phase or phase
+    ready_time = ready_time_of(request, phase)
     pruning = plan_pruning(request, spec, phase)
-    if cluster.view is None or cluster.reason:
+    if cluster.view is None or cluster.reason or gate.hold:
         kit.carry_over(request, outcome, request.observed)  # compose nothing new
-    else:
+    elif not gate.evicted:
         compose_remote(request, spec, cluster.view, names, seen, phase, pruning, outcome)
-    report(request, spec, names, seen, phase, pruning, outcome)
+    report(request, spec, names, seen, phase, pruning, use, ready_time, outcome)
     return outcome

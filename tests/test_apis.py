@@ -287,8 +287,12 @@ def test_model_cache_hydration_columns_show_cluster_phase_progress_reason_usage(
     }
 
 
-def test_fleet_cluster_columns_show_provider_config():
-    assert columns("FleetCluster") == {"PROVIDERCONFIG": (".status.providerConfigName", "string")}
+def test_fleet_cluster_columns_show_provider_config_capacity_and_how_full_it_is():
+    assert columns("FleetCluster") == {
+        "PROVIDERCONFIG": (".status.providerConfigName", "string"),
+        "CAPACITY": (".status.cache.capacityHuman", "string"),
+        "USED": (".status.cache.usedHuman", "string"),
+    }
 
 
 @every_xrd
@@ -306,12 +310,17 @@ def test_fleet_cluster_spec_has_the_designed_fields():
     assert set(spec) == {"kubeconfigSecretRef", "providerConfigRef", "cache", "agent"}
     assert keys_of(spec["kubeconfigSecretRef"]) == {"namespace", "name", "key"}
     assert keys_of(spec["providerConfigRef"]) == {"name"}
-    assert keys_of(spec["cache"]) == {"storageClassName", "accessMode", "capacity"}
+    assert keys_of(spec["cache"]) == {"storageClassName", "accessMode", "capacity",
+                                      "highWatermark", "lowWatermark"}
     assert keys_of(spec["agent"]) == {"image"}
 
 
-def test_fleet_cluster_status_has_the_provider_config_name():
-    assert set(status_props("FleetCluster")) == {"providerConfigName"}
+def test_fleet_cluster_status_has_the_provider_config_name_and_the_cache_decisions():
+    status = status_props("FleetCluster")
+    assert set(status) == {"providerConfigName", "cache"}
+    assert keys_of(status["cache"]) == {
+        "capacityBytes", "capacityHuman", "usedBytes", "usedHuman", "reservedBytes",
+        "usedPercent", "admitted", "waiting", "waitingCount", "evicted"}
 
 
 def test_model_cache_spec_has_the_designed_fields():
@@ -358,11 +367,12 @@ def test_model_cache_hydration_status_has_every_field_the_composer_writes():
     assert set(status) == {"phase", "progress", "reason", "message", "resolved", "volumeName",
                            "servingRepo", "servingCommit", "servingManifestDigest",
                            "storedCommits", "prunedCommits", "usedBytes", "capacityBytes",
-                           "usedHuman"}
+                           "usedHuman", "mountedBy", "placedReplicas", "lastUsedTime",
+                           "readyTime", "pinned", "lapsed"}
     assert keys_of(status["progress"]) == \
         {"bytesDone", "bytesTotal", "filesDone", "filesTotal", "percent"}
     assert keys_of(status["resolved"]) == {"commit", "manifestDigest", "bytes"}
-    assert status["phase"]["enum"] == ["Pending", "Hydrating", "Ready", "Failed"]
+    assert status["phase"]["enum"] == ["Pending", "Hydrating", "Ready", "Failed", "Evicted"]
 
 
 @pytest.mark.parametrize("field", ["source", "job", "agent"])
@@ -404,7 +414,8 @@ def test_a_token_reference_defaults_its_key_to_hf_token():
 
 def test_a_fleet_cluster_defaults_to_read_write_many_caches_and_crossplane_system():
     spec = XRDS["FleetCluster"].with_defaults(fleet_cluster())["spec"]
-    assert spec["cache"] == {"accessMode": "ReadWriteMany"}
+    assert spec["cache"] == {"accessMode": "ReadWriteMany", "highWatermark": 80,
+                             "lowWatermark": 70}
     assert spec["kubeconfigSecretRef"] == {"namespace": "crossplane-system",
                                            "name": "gpu-east-1-kubeconfig", "key": "kubeconfig"}
 
@@ -700,6 +711,33 @@ def test_fleet_cluster_with_neither_ref_is_rejected():
     del xr["spec"]["kubeconfigSecretRef"]
     assert cel_messages(xr) == [
         "set exactly one of spec.kubeconfigSecretRef or spec.providerConfigRef"]
+
+
+@pytest.mark.parametrize("cache, accepted", [
+    ({"highWatermark": 80, "lowWatermark": 70}, True),
+    ({"highWatermark": 95, "lowWatermark": 94}, True),
+    ({"highWatermark": 2, "lowWatermark": 1}, True),
+    ({"lowWatermark": 79}, True),
+    ({"highWatermark": 71}, True),
+    ({"highWatermark": 70, "lowWatermark": 70}, False),
+    ({"highWatermark": 60, "lowWatermark": 70}, False),
+    ({"highWatermark": 70}, False),
+    ({"lowWatermark": 80}, False),
+])
+def test_fleet_cluster_low_watermark_must_be_below_the_high_one(cache, accepted):
+    expected = [] if accepted else ["spec.cache.lowWatermark must be below spec.cache.highWatermark"]
+    assert cel_messages(fleet_cluster(cache=cache)) == expected
+
+
+@pytest.mark.parametrize("cache, path, message", [
+    ({"highWatermark": 96}, "spec.cache.highWatermark", "must be at most 95, got 96"),
+    ({"highWatermark": 1}, "spec.cache.highWatermark", "must be at least 2, got 1"),
+    ({"lowWatermark": 0}, "spec.cache.lowWatermark", "must be at least 1, got 0"),
+    ({"lowWatermark": 95}, "spec.cache.lowWatermark", "must be at most 94, got 95"),
+])
+def test_fleet_cluster_watermarks_are_bounded(cache, path, message):
+    xr = fleet_cluster(cache=cache)
+    assert (path, message) in [(v.path, v.message) for v in xrd_for(xr).violations(xr)]
 
 
 def test_fleet_cluster_adopting_a_provider_config_is_accepted():

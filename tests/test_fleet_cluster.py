@@ -7,17 +7,51 @@ import json
 import pytest
 
 from fleetcache.functions import kit
-from fleetcache.functions.fleet_cluster import PROVIDER_CONFIG_KEY, compose
-from tests.support.builders import fleet_cluster_xr
+from fleetcache.functions.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
+from tests.support.builders import COMMIT, GIB, fleet_cluster_xr
 from tests.support.xrd import assert_valid
 
 SECRET_REF = {"namespace": "crossplane-system", "name": "gpu-east-1-kubeconfig",
               "key": "kubeconfig"}
 
 
-def request(xr: dict | None = None, observed: dict | None = None) -> kit.Request:
+def request(xr: dict | None = None, observed: dict | None = None,
+            hydrations: list[dict] | None = None) -> kit.Request:
+    """hydrations: the ModelCacheHydrations Crossplane fetched (None: not fetched yet)."""
+    required = {} if hydrations is None else {HYDRATIONS_KEY: hydrations}
     return kit.Request(composite=fleet_cluster_xr() if xr is None else xr,
-                       observed=observed or {})
+                       observed=observed or {}, required=required)
+
+
+def with_capacity(capacity: str | None = "100Gi", status: dict | None = None, **cache) -> dict:
+    """The default FleetCluster with a cache budget and watermarks (80/70 unless given)."""
+    xr = fleet_cluster_xr(kubeconfigSecretRef=SECRET_REF, cache={
+        "highWatermark": 80, "lowWatermark": 70, **cache,
+        **({"capacity": capacity} if capacity else {})})
+    return {**xr, "status": status} if status is not None else xr
+
+
+def hydration(name: str, size_gib: int, *, namespace: str = "team-a", cluster: str = "gpu-east-1",
+              created: str = "2026-01-01T00:00:00Z", **status) -> dict:
+    """A ModelCacheHydration as Crossplane returns it for the cluster label."""
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created,
+                         "labels": {kit.LABEL_CLUSTER: kit.label_value(cluster)}},
+            "spec": {"clusterName": cluster, "storage": {"size": f"{size_gib}Gi"}},
+            "status": status}
+
+
+def ready_copy(name: str, used_gib: int, *, last_used: str = "2026-01-01T01:00:00Z",
+               **status) -> dict:
+    """A Ready, measured, unpinned copy no replica mounts or is placed on."""
+    return hydration(name, used_gib, **{
+        "phase": "Ready", "servingCommit": COMMIT, "usedBytes": used_gib * GIB,
+        "pinned": False, "mountedBy": 0, "placedReplicas": 0, "lastUsedTime": last_used,
+        **status})
+
+
+def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+    return next(c for c in outcome.conditions if c.type == type_)
 
 
 def provider_config(outcome: kit.Outcome) -> dict:
@@ -93,6 +127,145 @@ def test_same_request_gives_the_same_outcome():
     assert first.status == second.status
 
 
+# --- capacity -----------------------------------------------------------------------------
+
+
+def test_the_hydrations_of_this_cluster_are_required_by_label_in_every_namespace():
+    requirement = compose(request()).requirements[HYDRATIONS_KEY]
+    assert requirement == kit.Requirement(
+        kit.API_VERSION, "ModelCacheHydration", namespace=None,
+        match_labels=((kit.LABEL_CLUSTER, "gpu-east-1"),))
+
+
+def test_status_cache_shows_capacity_usage_reservations_and_the_decisions():
+    hydrations = [ready_copy("a", 30), hydration("b", 10, phase="Pending")]
+    status = compose(request(with_capacity(), hydrations=hydrations)).status["cache"]
+    assert status == {
+        "capacityBytes": 100 * GIB, "capacityHuman": "100.0GiB",
+        "usedBytes": 30 * GIB, "usedHuman": "30.0GiB (30%)", "usedPercent": 30,
+        "reservedBytes": 10 * GIB, "admitted": ["team-a/b"], "waiting": [], "waitingCount": 0,
+        "evicted": []}
+
+
+def test_without_a_capacity_usage_is_shown_everything_is_admitted_and_capacity_is_not_low():
+    hydrations = [ready_copy("a", 500), hydration("b", 900, phase="Pending")]
+    outcome = compose(request(with_capacity(None), hydrations=hydrations))
+    cache = outcome.status["cache"]
+    assert (cache["capacityHuman"], cache["usedHuman"]) == ("unlimited", "500.0GiB")
+    assert "capacityBytes" not in cache and "usedPercent" not in cache
+    assert (cache["admitted"], cache["waiting"], cache["evicted"]) == (["team-a/b"], [], [])
+    assert condition(outcome, "CapacityLow").status == "False"
+
+
+def test_a_hydration_that_would_pass_the_high_watermark_waits_and_capacity_is_low():
+    hydrations = [ready_copy("a", 60, mountedBy=1), hydration("big", 30, phase="Pending")]
+    outcome = compose(request(with_capacity(), hydrations=hydrations))
+    assert outcome.status["cache"]["waiting"] == ["team-a/big"]
+    low = condition(outcome, "CapacityLow")
+    assert (low.status, low.reason) == ("True", "CapacityLow")
+    assert "1 hydration(s) wait for room (team-a/big)" in low.message
+    assert "high watermark 80%: 80.0GiB" in low.message
+    assert low.message.endswith(kit.remedy("CapacityLow"))
+
+
+def test_above_the_high_watermark_the_least_recently_used_copy_is_evicted():
+    hydrations = [ready_copy("old", 45, last_used="2026-01-01T01:00:00Z"),
+                  ready_copy("new", 45, last_used="2026-01-01T02:00:00Z")]
+    outcome = compose(request(with_capacity(), hydrations=hydrations))
+    assert outcome.status["cache"]["evicted"] == ["team-a/old"]
+    assert outcome.status["cache"]["usedBytes"] == 45 * GIB
+    assert condition(outcome, "CapacityLow").status == "False"
+
+
+@pytest.mark.parametrize("high, low, evicted", [
+    (75, 50, []),  # 70 used: at or below the high watermark nothing goes
+    (60, 50, ["team-a/a"]),  # 70 -> 40
+    (60, 35, ["team-a/a", "team-a/b"]),  # 70 -> 40 -> 20
+])
+def test_the_watermarks_come_from_the_spec(high, low, evicted):
+    hydrations = [ready_copy("a", 30, last_used="2026-01-01T01:00:00Z"),
+                  ready_copy("b", 20, last_used="2026-01-01T02:00:00Z"),
+                  ready_copy("c", 20, last_used="2026-01-01T03:00:00Z")]
+    outcome = compose(request(with_capacity(highWatermark=high, lowWatermark=low),
+                              hydrations=hydrations))
+    assert outcome.status["cache"]["evicted"] == evicted
+
+
+def test_with_nothing_removable_capacity_is_low_and_says_why():
+    outcome = compose(request(with_capacity(), hydrations=[ready_copy("a", 90, pinned=True)]))
+    low = condition(outcome, "CapacityLow")
+    assert low.status == "True"
+    assert "no copy is removable" in low.message
+
+
+def test_the_decisions_are_latched_through_the_fleet_clusters_own_status():
+    hydrations = [ready_copy("a", 45), ready_copy("b", 45, last_used="2026-01-01T02:00:00Z"),
+                  hydration("c", 5, phase="Pending")]
+    first = compose(request(with_capacity(), hydrations=hydrations))
+    # the evicted copy has not obeyed yet and the admitted one has not started: both hold
+    again = compose(request(with_capacity(status=first.status), hydrations=hydrations))
+    assert again.status["cache"] == first.status["cache"]
+    assert first.status["cache"]["evicted"] == ["team-a/a"]
+    assert first.status["cache"]["admitted"] == ["team-a/c"]
+
+
+def test_nothing_is_decided_anew_while_the_hydrations_are_not_fetched():
+    published = {"providerConfigName": "gpu-east-1",
+                 "cache": {"capacityBytes": 100 * GIB, "evicted": ["team-a/a"]}}
+    outcome = compose(request(with_capacity(status=published)))
+    assert outcome.status["cache"] == published["cache"]
+    assert [c.type for c in outcome.conditions] == []
+
+
+def test_hydrations_of_another_cluster_are_not_counted():
+    other = ready_copy("elsewhere", 90)
+    other["spec"]["clusterName"] = "gpu-west-1"
+    assert compose(request(with_capacity(), hydrations=[other])).status["cache"]["usedBytes"] \
+        == 0
+
+
+@pytest.mark.parametrize("status", [
+    {"pinned": "no"}, {"mountedBy": "0"}, {"mountedBy": -1}, {"mountedBy": True},
+    {"placedReplicas": None}, {"usedBytes": "lots"}, {"phase": ["Ready"]},
+], ids=["pinned-string", "mounted-string", "mounted-negative", "mounted-bool",
+        "placed-null", "used-string", "phase-list"])
+def test_a_malformed_hydration_status_reads_as_keep(status):
+    hydrations = [ready_copy("odd", 85, **status)]
+    assert compose(request(with_capacity(), hydrations=hydrations)).status["cache"][
+        "evicted"] == []
+
+
+def test_a_hydration_with_a_malformed_size_waits_instead_of_failing_the_cluster():
+    odd = hydration("odd", 1, phase="Pending")
+    odd["spec"]["storage"]["size"] = "huge"
+    assert compose(request(with_capacity(), hydrations=[odd])).status["cache"]["waiting"] == \
+        ["team-a/odd"]
+
+
+def test_an_adopted_cluster_decides_capacity_too():
+    xr = fleet_cluster_xr(providerConfigRef={"name": "existing-cpc"},
+                          cache={"capacity": "100Gi"})
+    outcome = compose(request(xr, hydrations=[ready_copy("a", 90)]))
+    assert outcome.status["cache"]["evicted"] == ["team-a/a"]
+
+
+def test_the_status_with_capacity_decisions_validates_against_the_xrd():
+    hydrations = [ready_copy("a", 45), ready_copy("b", 45, mountedBy=1),
+                  hydration("c", 50, phase="Pending")]
+    xr = with_capacity()
+    assert_valid({**xr, "status": compose(request(xr, hydrations=hydrations)).status})
+
+
+def test_the_same_hydrations_in_any_order_give_the_same_status():
+    hydrations = [ready_copy(f"r{i}", 9, last_used=f"2026-01-01T0{i % 4}:00:00Z")
+                  for i in range(10)] + [hydration(f"n{i}", 5, phase="Pending")
+                                         for i in range(4)]
+    first = compose(request(with_capacity(), hydrations=hydrations))
+    second = compose(request(with_capacity(), hydrations=hydrations[::-1]))
+    assert first.status == second.status
+    assert first.conditions == second.conditions
+
+
 # --- errors -------------------------------------------------------------------------------
 
 
@@ -127,6 +300,12 @@ def test_exactly_one_of_the_two_refs_names_both_fields(spec):
     ({"kubeconfigSecretRef": SECRET_REF, "cache": {"capacity": 0}}, "spec.cache.capacity"),
     ({"kubeconfigSecretRef": SECRET_REF, "cache": {"storageClassName": ["fast"]}},
      "spec.cache.storageClassName"),
+    ({"kubeconfigSecretRef": SECRET_REF, "cache": {"highWatermark": 96}},
+     "spec.cache.highWatermark"),
+    ({"kubeconfigSecretRef": SECRET_REF, "cache": {"lowWatermark": 0}},
+     "spec.cache.lowWatermark"),
+    ({"kubeconfigSecretRef": SECRET_REF, "cache": {"highWatermark": 60, "lowWatermark": 60}},
+     "spec.cache.lowWatermark must be below spec.cache.highWatermark"),
     ({"kubeconfigSecretRef": SECRET_REF, "agent": "image"}, "spec.agent"),
     ({"kubeconfigSecretRef": SECRET_REF, "agent": {"image": "has space:v1"}},
      "spec.agent.image"),

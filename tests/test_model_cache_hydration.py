@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 
 import pytest
@@ -466,6 +467,246 @@ def test_a_missing_storage_size_is_an_input_error_since_the_model_cache_always_s
         compose(hydration_request(hydration_xr(storage={})))
 
 
+# --- capacity: the FleetCluster's decision, obeyed ----------------------------------------
+
+KEY = f"{NAMESPACE}/{hydration_xr()['metadata']['name']}"
+NOW = datetime.datetime(2026, 1, 10, 14, 35, 12, tzinfo=datetime.timezone.utc)
+HOUR = "2026-01-10T14:00:00Z"
+READY_COPY = {"phase": "Ready", "resolved": {"commit": COMMIT, "manifestDigest": DIGEST},
+           "servingRepo": "Qwen/Qwen3-0.6B", "servingCommit": COMMIT,
+           "servingManifestDigest": DIGEST, "storedCommits": [COMMIT], "usedBytes": 3 * GIB,
+           "pinned": False, "lapsed": False, "mountedBy": 0, "placedReplicas": 0}
+
+
+def capped(*, admitted=(), evicted=(), used: int = 0, reserved: int = 0,
+           published: bool = True) -> dict:
+    """FleetCluster with 100Gi capacity (high watermark 80%) and, when published, its
+    status.cache decisions."""
+    cluster = fleet_cluster(CLUSTER, cache={"capacity": "100Gi", "highWatermark": 80,
+                                            "lowWatermark": 70})
+    if published:
+        cluster["status"]["cache"] = {"capacityBytes": 100 * GIB, "usedBytes": used * GIB,
+                                      "reservedBytes": reserved * GIB,
+                                      "admitted": list(admitted), "evicted": list(evicted)}
+    return cluster
+
+
+def at_now(xr: dict, *, cluster: object = "ready", replicas: list[dict] | None = None,
+           observed: dict | None = None, now: datetime.datetime = NOW) -> kit.Outcome:
+    request = hydration_request(xr, cluster=cluster, replicas=replicas, observed=observed)
+    request.now = now
+    return compose(request)
+
+
+def test_a_copy_not_admitted_waits_as_capacity_low_and_composes_nothing():
+    outcome = at_now(hydration_xr(), cluster=capped(used=70, reserved=8))
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "CapacityLow")
+    assert outcome.desired == {}
+    message = outcome.status["message"]
+    assert "needs 4Gi (spec.storage.size)" in message
+    assert "2.0GiB is free under 80% of 100.0GiB (70.0GiB used, 8.0GiB reserved" in message
+    assert message.endswith(kit.remedy("CapacityLow"))
+
+
+def test_a_copy_waits_while_its_cluster_has_not_decided_for_its_capacity():
+    outcome = at_now(hydration_xr(), cluster=capped(published=False))
+    assert outcome.status["reason"] == "CapacityLow"
+    assert "waiting for FleetCluster gpu-east-1 to admit it" in outcome.status["message"]
+
+
+def test_a_waiting_copy_keeps_what_already_exists_on_the_cluster():
+    observed = observe(compose(hydration_request(hydration_xr())))
+    outcome = at_now(hydration_xr(), cluster=capped(), observed=observed)
+    assert outcome.status["reason"] == "CapacityLow"
+    assert set(outcome.desired) == set(observed)
+    assert not any(k.startswith("job-") for k in outcome.desired)
+
+
+def test_an_admitted_copy_starts():
+    outcome = at_now(hydration_xr(), cluster=capped(admitted=[KEY]))
+    assert outcome.status["reason"] == "AwaitingPrerequisites"
+    assert "volume" in outcome.desired
+
+
+@pytest.mark.parametrize("status", [
+    {"phase": "Hydrating"},
+    {"phase": "Pending", "servingCommit": COMMIT, "servingRepo": "Qwen/Qwen3-0.6B"},
+], ids=["hydrating", "serving-an-older-commit"])
+def test_a_started_copy_needs_no_admission(status):
+    outcome = at_now(with_status(hydration_xr(), **status), cluster=capped())
+    assert outcome.status["reason"] != "CapacityLow"
+    assert "volume" in outcome.desired
+
+
+def test_without_a_capacity_a_copy_starts_at_once():
+    outcome = at_now(hydration_xr(), cluster=fleet_cluster(CLUSTER))
+    assert outcome.status["reason"] == "AwaitingPrerequisites"
+
+
+def test_a_ready_copy_the_cluster_evicts_composes_nothing_and_says_why():
+    outcome = at_now(with_status(hydration_xr(), **READY_COPY), cluster=capped(evicted=[KEY]),
+                     replicas=[])
+    status = outcome.status
+    assert (status["phase"], status["reason"]) == ("Evicted", "Evicted")
+    assert outcome.desired == {}
+    assert (status["servingCommit"], status["storedCommits"]) == ("", [])
+    assert "usedBytes" not in status and "readyTime" not in status
+    assert "evicted this copy to get under its low watermark" in status["message"]
+    hydrated = next(c for c in outcome.conditions if c.type == "Hydrated")
+    assert (hydrated.status, hydrated.reason) == ("False", "Evicted")
+    assert outcome.composite_ready is False
+
+
+@pytest.mark.parametrize("replicas, status", [
+    ([cache_replica(COMMIT)], {}),  # mounted since the decision
+    ([cache_replica(COMMIT, delivery="Source")], {}),  # placed: it will mount the copy
+    (None, {}),  # the replicas are not known yet: keep
+    ([], {"pinned": True}),
+], ids=["mounted", "placed", "replicas-unknown", "pinned"])
+def test_a_listed_copy_that_is_wanted_again_is_not_evicted(replicas, status):
+    xr = with_status(hydration_xr(retention={"pinned": True}) if status else hydration_xr(),
+                     **READY_COPY)
+    observed = observe(compose(hydration_request(xr)))
+    outcome = at_now(xr, cluster=capped(evicted=[KEY]), replicas=replicas, observed=observed)
+    assert outcome.status["phase"] == "Ready"
+    assert "volume" in outcome.desired
+
+
+@pytest.mark.parametrize("cluster", ["capped-unlisted", "no-capacity"])
+def test_an_evicted_copy_stays_evicted_until_a_replica_is_placed(cluster):
+    xr = with_status(hydration_xr(), phase="Evicted", reason="Evicted", servingCommit="")
+    fleet = capped() if cluster == "capped-unlisted" else fleet_cluster(CLUSTER)
+    for replicas in ([], None):
+        outcome = at_now(xr, cluster=fleet, replicas=replicas)
+        assert outcome.status["phase"] == "Evicted"
+        assert outcome.desired == {}
+
+
+def test_an_evicted_copy_asks_for_room_again_once_a_replica_is_placed():
+    xr = with_status(hydration_xr(), phase="Evicted", reason="Evicted", servingCommit="",
+                     lapsed=True)
+    outcome = at_now(xr, cluster=capped(evicted=[KEY]),
+                     replicas=[cache_replica(COMMIT, delivery="Source")])
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "CapacityLow")
+    assert outcome.status["lapsed"] is False
+    assert outcome.desired == {}
+
+
+def test_an_evicted_copy_is_warmed_again_at_once_without_a_capacity():
+    xr = with_status(hydration_xr(), phase="Evicted", reason="Evicted", servingCommit="")
+    outcome = at_now(xr, cluster=fleet_cluster(CLUSTER),
+                     replicas=[cache_replica(COMMIT, delivery="Source")])
+    assert outcome.status["phase"] == "Pending"
+    assert "volume" in outcome.desired
+
+
+REMOVAL = {"since": "2026-01-10T12:00:00Z", "until": "2026-01-10T13:00:00Z"}
+
+
+def test_a_copy_whose_cluster_left_the_placement_never_starts_a_fetch():
+    outcome = at_now(hydration_xr(removal=REMOVAL), cluster=fleet_cluster(CLUSTER))
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "LeftPlacement")
+    assert outcome.desired == {}
+    assert outcome.status["message"].endswith(kit.remedy("LeftPlacement"))
+
+
+def test_a_copy_whose_cluster_left_keeps_serving_what_it_holds():
+    xr = with_status(hydration_xr(removal=REMOVAL), **READY_COPY)
+    observed = observe(compose(hydration_request(xr)))
+    outcome = at_now(xr, cluster=fleet_cluster(CLUSTER), observed=observed)
+    assert outcome.status["phase"] == "Ready"
+    assert "volume" in outcome.desired
+
+
+# --- use: mounts, last use, readiness, pin and lapse ----------------------------------------
+
+
+def use_after(xr: dict, replicas: list[dict] | None, now: datetime.datetime = NOW) -> dict:
+    return at_now(xr, cluster=fleet_cluster(CLUSTER), replicas=replicas, now=now).status
+
+
+def test_mounted_by_counts_cache_replicas_and_placed_counts_every_replica_here():
+    replicas = [cache_replica(COMMIT, 0), cache_replica(COMMIT, 1),
+                cache_replica(COMMIT, 2, delivery="Source"),
+                cache_replica(COMMIT, 3, cluster="gpu-west-1")]
+    status = use_after(with_status(hydration_xr(), **READY_COPY), replicas)
+    assert (status["mountedBy"], status["placedReplicas"]) == (2, 3)
+
+
+def test_mount_counts_are_absent_while_the_replicas_are_not_known():
+    status = use_after(with_status(hydration_xr(), **READY_COPY), None)
+    assert "mountedBy" not in status and "placedReplicas" not in status
+
+
+@pytest.mark.parametrize("replicas, latched, expected", [
+    ([cache_replica(COMMIT)], None, HOUR),  # mounted: this hour
+    ([cache_replica(COMMIT)], "2026-01-09T08:00:00Z", HOUR),
+    ([], "2026-01-09T08:00:00Z", "2026-01-09T08:00:00Z"),  # not mounted: latched
+    ([cache_replica(COMMIT, delivery="Source")], None, None),  # placed is not used
+    (None, "2026-01-09T08:00:00Z", "2026-01-09T08:00:00Z"),
+    ([], "yesterday", None),
+])
+def test_last_used_time_is_the_hour_a_replica_last_mounted_the_copy(replicas, latched, expected):
+    status = {**READY_COPY, **({"lastUsedTime": latched} if latched else {})}
+    assert use_after(with_status(hydration_xr(), **status), replicas).get("lastUsedTime") == \
+        expected
+
+
+def test_ready_time_is_the_hour_of_the_first_ready_and_latched():
+    first = settle(states={JOB_KEY: job_complete(), **BOUND})
+    assert first.status["readyTime"] == "1970-01-01T00:00:00Z"
+    later = use_after(with_status(hydration_xr(), **READY_COPY, readyTime="2026-01-02T03:00:00Z"),
+                      [])
+    assert later["readyTime"] == "2026-01-02T03:00:00Z"
+
+
+def test_no_ready_time_before_the_first_ready():
+    assert "readyTime" not in compose(hydration_request()).status
+
+
+TTL = {"pinned": True, "ttlAfterLastUse": "24h"}
+
+
+@pytest.mark.parametrize("retention, status, replicas, lapsed", [
+    (TTL, {"lastUsedTime": "2026-01-09T14:00:00Z"}, [], True),  # 24h35m since last use
+    (TTL, {"lastUsedTime": "2026-01-09T15:00:00Z"}, [], False),  # 23h35m
+    (TTL, {"lastUsedTime": "2026-01-01T00:00:00Z", "readyTime": "2026-01-10T00:00:00Z"},
+     [], False),  # counts from the later of last use and readiness
+    (TTL, {"readyTime": "2026-01-08T00:00:00Z"}, [], True),  # never used since it was Ready
+    (TTL, {"lastUsedTime": "2026-01-01T00:00:00Z"}, None, False),  # replicas unknown
+    (TTL, {"lastUsedTime": "2026-01-01T00:00:00Z"},
+     [cache_replica(COMMIT, delivery="Source")], False),  # a replica is placed
+    (TTL, {"lapsed": True}, None, True),  # latched while unknown
+    (TTL, {"lapsed": True}, [], True),  # latched: not re-warmed by itself
+    (TTL, {"lapsed": True}, [cache_replica(COMMIT, delivery="Source")], False),  # placed
+    ({"pinned": True}, {"lastUsedTime": "2020-01-01T00:00:00Z"}, [], False),  # no TTL
+])
+def test_a_copy_lapses_once_unused_for_its_ttl_until_a_replica_is_placed(
+        retention, status, replicas, lapsed):
+    xr = with_status(hydration_xr(retention=retention),
+                     **{**READY_COPY, "readyTime": "2026-01-01T00:00:00Z", **status})
+    result = use_after(xr, replicas)
+    assert result["lapsed"] is lapsed
+    assert result["pinned"] is (not lapsed)
+
+
+@pytest.mark.parametrize("retention, pinned", [({}, False), ({"pinned": False}, False),
+                                                ({"pinned": True}, True)])
+def test_pinned_follows_the_retention_while_not_lapsed(retention, pinned):
+    assert use_after(hydration_xr(retention=retention), [])["pinned"] is pinned
+
+
+@pytest.mark.parametrize("case", ["waiting", "evicted", "left", "used"])
+def test_the_capacity_and_use_status_validates_against_the_xrd(case):
+    xr = {"waiting": hydration_xr(), "left": hydration_xr(removal=REMOVAL),
+          "evicted": with_status(hydration_xr(), **READY_COPY),
+          "used": with_status(hydration_xr(retention=TTL), **READY_COPY)}[case]
+    cluster = capped(evicted=[KEY]) if case == "evicted" else capped()
+    outcome = at_now(xr, cluster=cluster, replicas=[] if case != "used"
+                     else [cache_replica(COMMIT)])
+    assert_valid(with_status(xr, **outcome.status))
+
+
 # --- the Job ------------------------------------------------------------------------------
 
 
@@ -762,10 +1003,25 @@ def test_each_set_of_kept_commits_gets_its_own_prune_job():
 def test_a_completed_prune_is_latched_and_not_run_again():
     key = prune_keys(updated([]))[0]
     outcome = updated([], states={key: job_complete()},
-                      data={"progress": {"phase": "Pruned", "prunedCommits": COMMIT}})
+                      data={"progress": {"phase": "Pruned",
+                                         "prunedCommits": json.dumps([COMMIT])}})
     assert prune_keys(outcome) == []
     assert (outcome.status["storedCommits"], outcome.status["prunedCommits"]) == (
         [NEW_COMMIT], [COMMIT])
+
+
+@pytest.mark.parametrize("reported, pruned", [
+    (json.dumps([THIRD_COMMIT]), [COMMIT, THIRD_COMMIT]),  # the agent found one more
+    (json.dumps([THIRD_COMMIT, NEW_COMMIT]), [COMMIT, THIRD_COMMIT]),  # never a kept one
+    (f"{THIRD_COMMIT},{COMMIT}", [COMMIT]),  # not JSON: only what the list says
+    (json.dumps({"commits": [THIRD_COMMIT]}), [COMMIT]),
+    (json.dumps(["main", 7]), [COMMIT]),
+])
+def test_the_agents_pruned_commits_are_read_as_a_json_list(reported, pruned):
+    key = prune_keys(updated([]))[0]
+    outcome = updated([], states={key: job_complete()},
+                      data={"progress": {"phase": "Pruned", "prunedCommits": reported}})
+    assert outcome.status["prunedCommits"] == sorted(pruned)
 
 
 def test_the_latched_prune_leaves_nothing_to_prune_on_the_next_call():

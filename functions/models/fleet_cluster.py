@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
 class Agent(BaseModel):
@@ -47,9 +47,108 @@ class Cache(BaseModel):
     capacity: Annotated[
         str | None,
         Field(
-            description='Optional budget of bytes this cluster may spend on caches, e.g. 2Ti.',
+            description='Optional budget of bytes this cluster may spend on caches, e.g. 2Ti. When set, a hydration that would pass the high watermark waits (CapacityLow) and above it unpinned copies no replica mounts are evicted; unset, every hydration starts and nothing is evicted.',
             max_length=32,
             pattern='^([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$',
+        ),
+    ] = None
+    high_watermark: Annotated[
+        StrictInt | None,
+        Field(
+            alias='highWatermark',
+            description='Percent of spec.cache.capacity that used plus reserved bytes may reach: a hydration that would pass it waits, and above it unpinned, unmounted copies are evicted down to lowWatermark.',
+            ge=2,
+            le=95,
+        ),
+    ] = 80
+    low_watermark: Annotated[
+        StrictInt | None,
+        Field(
+            alias='lowWatermark',
+            description='Percent of spec.cache.capacity eviction brings usage down to; the gap to highWatermark keeps eviction from flapping.',
+            ge=1,
+            le=94,
+        ),
+    ] = 70
+
+
+class Cache1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    capacity_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='capacityBytes',
+            description='spec.cache.capacity in bytes; absent when no capacity is set.',
+            ge=0,
+        ),
+    ] = None
+    capacity_human: Annotated[
+        str | None,
+        Field(
+            alias='capacityHuman',
+            description='capacityBytes, human readable, or "unlimited" (the CAPACITY column).',
+        ),
+    ] = None
+    used_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='usedBytes',
+            description="Sum of the measured status.usedBytes of this cluster's hydrations (each hydration's volume is its own PVC); evicted copies count nothing.",
+            ge=0,
+        ),
+    ] = None
+    used_human: Annotated[
+        str | None,
+        Field(
+            alias='usedHuman',
+            description='usedBytes human readable, with usedPercent when a capacity is set, e.g. "1.2TiB (61%)" (the USED column).',
+        ),
+    ] = None
+    reserved_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='reservedBytes',
+            description='Bytes admitted downloads still running may add: for each admitted or hydrating copy, its requested size minus its measured usage.',
+            ge=0,
+        ),
+    ] = None
+    used_percent: Annotated[
+        StrictInt | None,
+        Field(
+            alias='usedPercent',
+            description='usedBytes as a whole percent of capacityBytes; absent when no capacity is set.',
+            ge=0,
+        ),
+    ] = None
+    admitted: Annotated[
+        list[str] | None,
+        Field(
+            description='Hydrations (namespace/name) admitted to start fetching and not Ready yet, sorted; latched, so an admitted download never has to wait again.',
+            max_length=256,
+        ),
+    ] = None
+    waiting: Annotated[
+        list[str] | None,
+        Field(
+            description='Hydrations (namespace/name) that would pass the high watermark and wait, sorted.',
+            max_length=256,
+        ),
+    ] = None
+    waiting_count: Annotated[
+        StrictInt | None,
+        Field(
+            alias='waitingCount',
+            description='How many hydrations wait, also those the waiting list leaves out.',
+            ge=0,
+        ),
+    ] = None
+    evicted: Annotated[
+        list[str] | None,
+        Field(
+            description='Hydrations (namespace/name) whose copies were evicted to get under the low watermark, sorted; each stays here until a replica of its cache is placed on this cluster again.',
+            max_length=256,
         ),
     ] = None
 
@@ -143,7 +242,7 @@ class Spec(BaseModel):
     cache: Annotated[
         Cache | None,
         Field(
-            description="Defaults for cache volumes on this cluster; a ModelCache's spec.storage overrides them.",
+            description="Defaults for cache volumes on this cluster (a ModelCache's spec.storage overrides them) and the cluster's cache budget with its watermarks.",
             validate_default=True,
         ),
     ] = {}
@@ -167,6 +266,12 @@ class Status(BaseModel):
         Field(
             alias='providerConfigName',
             description='The ClusterProviderConfig (kubernetes.m.crossplane.io) every Object targeting this cluster names in spec.providerConfigRef.',
+        ),
+    ] = None
+    cache: Annotated[
+        Cache1 | None,
+        Field(
+            description="The cluster's cache usage and the capacity decisions compose-fleet-cluster made from the ModelCacheHydrations on this cluster; the hydrations obey them."
         ),
     ] = None
     conditions: Annotated[

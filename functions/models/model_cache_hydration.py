@@ -351,9 +351,9 @@ class Status(BaseModel):
         extra='forbid',
     )
     phase: Annotated[
-        Literal['Pending', 'Hydrating', 'Ready', 'Failed'] | None,
+        Literal['Pending', 'Hydrating', 'Ready', 'Failed', 'Evicted'] | None,
         Field(
-            description='Pending (volume not Bound or Job not started), Hydrating (Job running), Ready (Job complete; latched) or Failed (permanent failure; see reason and message).'
+            description='Pending (volume not Bound, Job not started, or waiting for room on the cluster: reason CapacityLow), Hydrating (Job running), Ready (Job complete; latched), Failed (permanent failure; see reason and message) or Evicted (the FleetCluster evicted this unpinned, unmounted copy to get under its low watermark; the volume is deleted until a replica is placed on the cluster again).'
         ),
     ] = None
     progress: Annotated[
@@ -437,6 +437,48 @@ class Status(BaseModel):
         Field(
             alias='usedHuman',
             description='usedBytes, human readable, e.g. "1.2GiB" (the USED column).',
+        ),
+    ] = None
+    mounted_by: Annotated[
+        StrictInt | None,
+        Field(
+            alias='mountedBy',
+            description='How many ModelReplicas of this cache on this cluster mount this volume now (delivery Cache); absent while the replicas are not known (read as mounted).',
+            ge=0,
+        ),
+    ] = None
+    placed_replicas: Annotated[
+        StrictInt | None,
+        Field(
+            alias='placedReplicas',
+            description='How many ModelReplicas of this cache are placed on this cluster, whatever their delivery; a copy with one placed is never evicted, and an evicted copy is warmed again. Absent while not known.',
+            ge=0,
+        ),
+    ] = None
+    last_used_time: Annotated[
+        AwareDatetime | None,
+        Field(
+            alias='lastUsedTime',
+            description='The last hour a replica mounted this copy (RFC 3339, truncated to the hour); absent if none ever did.',
+        ),
+    ] = None
+    ready_time: Annotated[
+        AwareDatetime | None,
+        Field(
+            alias='readyTime',
+            description='The hour this copy first became Ready (RFC 3339, truncated to the hour); with lastUsedTime, where spec.retention.ttlAfterLastUse counts from.',
+        ),
+    ] = None
+    pinned: Annotated[
+        StrictBool | None,
+        Field(
+            description='spec.retention.pinned while the copy has not lapsed; a pinned copy is never evicted.'
+        ),
+    ] = None
+    lapsed: Annotated[
+        StrictBool | None,
+        Field(
+            description='No replica has used this copy for spec.retention.ttlAfterLastUse: it is unpinned and evicted first. Latched until a replica of this cache is placed on this cluster again.'
         ),
     ] = None
     conditions: Annotated[

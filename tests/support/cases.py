@@ -74,6 +74,35 @@ def _retained_cache() -> Case:
                 {"fleet-clusters": fleet})
 
 
+def _fleet_cluster_deciding_capacity() -> Case:
+    """A FleetCluster with a budget over hydrations in two namespaces: one evicted (least
+    recently used, above the high watermark), one mounted and kept, one admitted, one
+    waiting."""
+    def hydration(namespace: str, name: str, size: str, hour: int, **status) -> dict:
+        return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+                "metadata": {"name": name, "namespace": namespace,
+                             "creationTimestamp": f"2026-12-01T{hour:02}:00:00Z",
+                             "labels": {kit.LABEL_CLUSTER: "gpu-east-1"}},
+                "spec": {"clusterName": "gpu-east-1", "storage": {"size": size}},
+                "status": status}
+
+    def ready(used: int, last_used: str, mounted: int) -> dict:
+        return {"phase": "Ready", "servingCommit": "a" * 40, "usedBytes": used * GIB,
+                "pinned": False, "mountedBy": mounted, "placedReplicas": mounted,
+                "lastUsedTime": last_used}
+
+    hydrations = [
+        hydration("team-a", "llama", "50Gi", 1, **ready(50, "2026-12-01T05:00:00Z", 0)),
+        hydration("team-b", "qwen", "40Gi", 2, **ready(40, "2026-12-01T06:00:00Z", 2)),
+        hydration("team-a", "mistral", "20Gi", 3, phase="Pending"),
+        hydration("team-b", "deepseek-r1", "90Gi", 4, phase="Pending"),
+    ]
+    return Case("fleet-cluster-decides-capacity",
+                builders.fleet_cluster_xr(providerConfigRef={"name": "gpu-east-1"},
+                                          cache={"capacity": "100Gi"}),
+                required={"model-cache-hydrations": hydrations})
+
+
 CASES: list[Case] = [
     Case("model-cache-asks-for-fleet-clusters", model_cache_xr()),
     Case("model-cache-resolving", model_cache_xr(), required={"fleet-clusters": FLEET}),
@@ -93,6 +122,7 @@ CASES: list[Case] = [
     Case("fleet-cluster-from-kubeconfig", builders.fleet_cluster_xr()),
     Case("fleet-cluster-adopts-provider-config",
          builders.fleet_cluster_xr(providerConfigRef={"name": "existing"})),
+    _fleet_cluster_deciding_capacity(),
     _case_of("hydration-first-call", builders.hydration_request()),
     _hydrating(),
     Case("model-deployment-cache-ready-hydrating-absent",
