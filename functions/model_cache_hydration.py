@@ -387,19 +387,19 @@ class Gate:
 
 def gate_of(request: kit.Request, spec: HydrationSpec, cluster: ClusterLookup, seen: Seen,
             phase: Phase, use: Use) -> Gate:
+    evicted_message = (f"cluster {spec.cluster} evicted this copy to get under its low "
+                       "watermark: it was not pinned and no replica mounted it; its volume is "
+                       "deleted, and it is warmed again once a replica of "
+                       f"{spec.cache} is placed on {spec.cluster}")
+    if request.status.get("phase") == "Evicted" and not use.placed:  # whatever the cluster
+        return Gate(Phase("Evicted", "Evicted", kit.with_remedy(evicted_message, "Evicted")),
+                    evicted=True)
     view = cluster.view
     if view is None or cluster.reason:
         return Gate()
     key = f"{request.namespace}/{request.name}"
     cache = view.cache
     where = f"on cluster {spec.cluster}"
-    evicted_message = (f"cluster {spec.cluster} evicted this copy to get under its low "
-                       "watermark: it was not pinned and no replica mounted it; its volume is "
-                       "deleted, and it is warmed again once a replica of "
-                       f"{spec.cache} is placed on {spec.cluster}")
-    if request.status.get("phase") == "Evicted" and not use.placed:
-        return Gate(Phase("Evicted", "Evicted", kit.with_remedy(evicted_message, "Evicted")),
-                    evicted=True)
     if cache is not None and key in cache.evicted and phase.ready and use.placed == 0 \
             and use.mounted_by == 0 and not use.pinned:
         return Gate(Phase("Evicted", "Evicted", kit.with_remedy(evicted_message, "Evicted")),

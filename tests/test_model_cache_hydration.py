@@ -572,10 +572,11 @@ def test_a_listed_copy_that_is_wanted_again_is_not_evicted(replicas, status):
     assert "volume" in outcome.desired
 
 
-@pytest.mark.parametrize("cluster", ["capped-unlisted", "no-capacity"])
+@pytest.mark.parametrize("cluster", ["capped-unlisted", "no-capacity", "not-ready", "missing"])
 def test_an_evicted_copy_stays_evicted_until_a_replica_is_placed(cluster):
     xr = with_status(hydration_xr(), phase="Evicted", reason="Evicted", servingCommit="")
-    fleet = capped() if cluster == "capped-unlisted" else fleet_cluster(CLUSTER)
+    fleet = {"capped-unlisted": capped(), "no-capacity": fleet_cluster(CLUSTER)}.get(
+        cluster, cluster)
     for replicas in ([], None):
         outcome = at_now(xr, cluster=fleet, replicas=replicas)
         assert outcome.status["phase"] == "Evicted"
