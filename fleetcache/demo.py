@@ -11,7 +11,10 @@ provider-kubernetes and the clusters. The story:
 3. gpu-west-2 sits behind a broken mirror that flips a byte: its hydration fails with
    DigestMismatch and the remedy, the ModelCache turns Degraded, and the replica there
    stays on Source while the others switch to the cache;
-4. every Ready cluster's cache is re-verified and must hold the same bytes.
+4. every Ready cluster's cache is re-verified and must hold the same bytes;
+5. day two (fleetcache.demo_day_two): a model update in which every shard changes, then
+   pruned; one cluster over its high watermark evicts a stale cache and keeps a pinned
+   one; a TTL lapse (the clock skips a day) unpins a cache that is then evicted.
 
 It exits non-zero unless the fleet converges exactly like that.
 """
@@ -34,7 +37,9 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider, all_text, step
+from fleetcache import demo_day_two
+from fleetcache.simulation import (Clock, Cluster, ControlPlane, Provider, all_text,
+                                   function_server, kubectl_table, step)
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import Fault, TestHub
 
@@ -72,10 +77,10 @@ def fleet_clusters() -> list[dict]:
             for name, region in CLUSTERS]
 
 
-def model_cache(endpoint: str) -> dict:
+def model_cache(endpoint: str, revision: str = "main") -> dict:
     return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "tiny-chat", "namespace": NAMESPACE},
-            "spec": {"source": {"huggingFace": {"repo": REPO, "revision": "main",
+            "spec": {"source": {"huggingFace": {"repo": REPO, "revision": revision,
                                                 "endpoint": endpoint,
                                                 "tokenSecretRef": {"name": "hf-token"}},
                                 "allowPatterns": ["*.safetensors", "*.json"]},
@@ -105,12 +110,6 @@ def token_secret(token: str) -> dict:
 # --- what kubectl get would print ----------------------------------------------------------
 
 
-def table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-            for row in rows]
-
-
 def hydration_rows(control: ControlPlane) -> list[list[str]]:
     rows = [["CLUSTER", "PHASE", "PROGRESS", "REASON"]]
     for xr in sorted(control.of_kind("ModelCacheHydration"), key=lambda x: x["spec"]["clusterName"]):
@@ -131,6 +130,11 @@ def replica_rows(control: ControlPlane) -> list[list[str]]:
 # --- the story ------------------------------------------------------------------------------
 
 
+def tiny_chat(control: ControlPlane) -> dict:
+    """The story's ModelCache (day two adds others)."""
+    return control.xrs.get(("ModelCache", NAMESPACE, "tiny-chat"), {})
+
+
 def expected_problems(control: ControlPlane, token: str) -> list[str]:
     """What differs from the story's ending; [] when the fleet converged as it should."""
     problems = []
@@ -146,8 +150,7 @@ def expected_problems(control: ControlPlane, token: str) -> list[str]:
     if broken.get("phase") == "Failed" and broken.get("reason") != "DigestMismatch":
         problems.append(f"{BROKEN_MIRROR_CLUSTER}: failed with {broken.get('reason')}, "
                         "expected DigestMismatch")
-    caches = control.of_kind("ModelCache")
-    if not caches or kit.condition_of(caches[0], "Degraded").get("reason") != "HydrationFailed":
+    if kit.condition_of(tiny_chat(control), "Degraded").get("reason") != "HydrationFailed":
         problems.append("the ModelCache is not Degraded with HydrationFailed")
     replicas = control.of_kind("ModelReplica")
     if len(replicas) != REPLICAS:
@@ -200,9 +203,10 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
                     if d.get("kind") == "Composition"}
     schemas = rendering.xrd_schemas(rendering.load_documents(repo_root / "apis"))
     model = make_model(pace.model_bytes, shards=4, seed=7)
+    clock = Clock()
     with tempfile.TemporaryDirectory(prefix="fleetcache-demo-", dir=workdir) as tmp, \
             TestHub() as hub, TestHub() as broken_mirror, \
-            rendering.function_process() as address, rendering.channel_to(address) as channel:
+            function_server(clock) as address, rendering.channel_to(address) as channel:
         for each in (hub, broken_mirror):
             each.add_repo(REPO, dict(model), private=True)
             each.add_token(token, (REPO,))
@@ -234,10 +238,21 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             "ModelCache tiny-chat")
         try:
             converged = play(control, clusters, pace, started, token, out)
-            commit = kit.get_path(control.of_kind("ModelCache")[0], "status.resolved.commit", "")
+            commit = kit.get_path(tiny_chat(control), "status.resolved.commit", "")
             report(control, out)
             out("\nEvery Ready cluster re-verifies its cache (fleetcache-agent verify):")
             problems = expected_problems(control, token) + verify_caches(clusters, commit, out)
+            if converged and not problems:
+                stage = demo_day_two.Stage(
+                    control, clusters, hub, clock, NAMESPACE, "tiny-chat", REPO,
+                    pace.model_bytes, tuple(n for n, _ in CLUSTERS if n != BROKEN_MIRROR_CLUSTER),
+                    pace.pause, started + pace.deadline, out)
+                problems = demo_day_two.play(
+                    stage, lambda revision: model_cache(hub.endpoint, revision), hub.endpoint)
+                if not problems:
+                    commit = kit.get_path(tiny_chat(control), "status.resolved.commit", "")
+                    out("\nEvery Ready cluster re-verifies the updated cache:")
+                    problems = verify_caches(clusters, commit, out)
         finally:
             for cluster in clusters.values():
                 cluster.stop()
@@ -245,7 +260,9 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
     if converged and not problems:
         out(f"\ndemo OK in {elapsed:.0f}s: 4 clusters serve identical verified bytes from "
             f"their caches; {BROKEN_MIRROR_CLUSTER} failed with DigestMismatch and its replica "
-            "serves from the source; the token never appeared in any status")
+            "serves from the source; the token never appeared in any status; a full-weight "
+            "update fit and freed the old commit; a stale cache was evicted, a pinned one "
+            "kept, a lapsed one evicted and reported Lapsed")
         return 0
     out(f"\ndemo FAILED after {elapsed:.0f}s" + ("" if converged else " (did not converge)"))
     for problem in problems:
@@ -262,19 +279,19 @@ def play(control: ControlPlane, clusters: dict[str, Cluster], pace: Pace, starte
     while time.monotonic() - started < pace.deadline:
         round_number += 1
         now = step(control, clusters.values())
-        cache = control.of_kind("ModelCache")[0]
+        cache = tiny_chat(control)
         if not deployment_applied and kit.get_path(cache, "status.resolved.commit"):
             control.apply(model_deployment())
             deployment_applied = True
             out(f"\nround {round_number}: {kit.condition_of(cache, 'Resolved').get('message')}; "
                 f"applied ModelDeployment tiny-chat ({REPLICAS} replicas)")
-        view = table(hydration_rows(control))
+        view = kubectl_table(hydration_rows(control))
         if len(view) == 1:
             progressing = kit.condition_of(cache, "Progressing")
             view = [f"  ModelCache tiny-chat: {progressing.get('reason')}: "
                     f"{progressing.get('message')}"]
         if control.of_kind("ModelReplica"):
-            view += [""] + table(replica_rows(control))
+            view += [""] + kubectl_table(replica_rows(control))
         if view != last_view:
             out(f"\nround {round_number} ({now - started:.1f}s)")
             for line in view:
@@ -291,10 +308,10 @@ def play(control: ControlPlane, clusters: dict[str, Cluster], pace: Pace, starte
 
 
 def report(control: ControlPlane, out: Echo) -> None:
-    cache = control.of_kind("ModelCache")[0]
+    cache = tiny_chat(control)
     status = cache.get("status", {})
     out("\n$ kubectl get modelcache tiny-chat")
-    for line in table([["NAME", "READY", "SIZE", "COMMIT", "PROGRESS"],
+    for line in kubectl_table([["NAME", "READY", "SIZE", "COMMIT", "PROGRESS"],
                        ["tiny-chat", status.get("summary", ""), status.get("sizeHuman", ""),
                         status.get("commitShort", ""), str(status.get("progressPercent", 0))]]):
         out(line)
@@ -304,7 +321,7 @@ def report(control: ControlPlane, out: Echo) -> None:
     if deployments:
         replicas = deployments[0].get("status", {}).get("replicas", {})
         out("\n$ kubectl get modeldeployment tiny-chat")
-        for line in table([["NAME", "READY", "CACHE", "SOURCE", "WAITING"],
+        for line in kubectl_table([["NAME", "READY", "CACHE", "SOURCE", "WAITING"],
                            ["tiny-chat", deployments[0].get("status", {}).get("summary", ""),
                             str(replicas.get("cache", 0)), str(replicas.get("source", 0)),
                             str(replicas.get("waiting", 0))]]):

@@ -105,6 +105,8 @@ class Cluster:
 
     def delete(self, key: Key) -> None:
         self.objects.pop(key, None)
+        if key[0] == "PersistentVolumeClaim":  # dynamically provisioned: reclaimPolicy Delete
+            shutil.rmtree(self.volume_dir(key[1], key[2]), ignore_errors=True)
         run = self.jobs.pop(key, None)
         if run and run.pod and run.pod.process.poll() is None:
             run.pod.process.kill()
@@ -261,8 +263,7 @@ class Cluster:
         """What statvfs would say if the PVC were its own filesystem of its requested size:
         every claim here is a directory on one shared filesystem, whose statvfs says
         nothing about one volume."""
-        used = sum(p.stat().st_size for p in self.volume_dir(claim[1], claim[2]).rglob("*")
-                   if p.is_file() and not p.is_symlink())
+        used = files_bytes(self.volume_dir(claim[1], claim[2]))
         requested = kit.get_path(self.objects.get(claim, {}), "spec.resources.requests.storage")
         try:
             capacity = kit.quantity_bytes(requested, "spec.resources.requests.storage")
@@ -530,6 +531,20 @@ def step(control: ControlPlane, clusters: Iterable[Cluster]) -> float:
     for cluster in clusters:
         cluster.tick(now)
     return now
+
+
+def files_bytes(directory: Path) -> int:
+    """Bytes in the files under a directory; symlinks (hf-cache snapshots) are not counted,
+    so a blob two snapshots share counts once."""
+    return sum(p.stat().st_size for p in directory.rglob("*")
+               if p.is_file() and not p.is_symlink())
+
+
+def kubectl_table(rows: list[list[str]]) -> list[str]:
+    """Rows aligned in columns, as `kubectl get` prints them (indented for the demo)."""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+            for row in rows]
 
 
 def all_text(resources: Iterable[dict]) -> str:

@@ -42,10 +42,53 @@ def test_replicas_switch_to_the_cache_except_on_the_failed_cluster(demo_output):
     assert final.count("Cache     Ready") == demo.REPLICAS - 1
 
 
+def digests_after(output: str, heading: str) -> list[str]:
+    block = output[output.index(heading):].split("\n\n")[0]
+    return [line.rsplit(" ", 1)[-1] for line in block.splitlines() if "files re-hashed" in line]
+
+
 def test_every_ready_cluster_verifies_the_same_bytes(demo_output):
-    verified = [line for line in demo_output.splitlines() if "files re-hashed" in line]
-    assert len(verified) == 4
-    assert len({line.rsplit(" ", 1)[-1] for line in verified}) == 1
+    first = digests_after(demo_output, "Every Ready cluster re-verifies its cache")
+    assert len(first) == 4 and len(set(first)) == 1
+
+
+def test_after_the_update_every_ready_cluster_verifies_the_same_new_bytes(demo_output):
+    first = digests_after(demo_output, "Every Ready cluster re-verifies its cache")
+    updated = digests_after(demo_output, "Every Ready cluster re-verifies the updated cache")
+    assert len(updated) == 4 and len(set(updated)) == 1 and updated[0] != first[0]
+
+
+def volume_row(output: str, cluster: str) -> list[str]:
+    block = output[output.index("V1 ONLY"):]
+    return next(line.split() for line in block.splitlines() if line.split()[0] == cluster)
+
+
+def test_a_full_weight_update_holds_both_commits_then_frees_the_old_ones_bytes(demo_output):
+    assert "every healthy cluster serves v2 and pruned v1" in demo_output
+    for cluster in ("gpu-east-1", "gpu-east-2", "gpu-east-3", "gpu-west-1"):
+        _, before, peak, after = volume_row(demo_output, cluster)
+        assert before == after and peak != before
+
+
+def crowded_table(output: str, act: str) -> dict[str, list[str]]:
+    block = output[output.index(act):]
+    block = block[block.index("CACHE        PHASE"):].split("\n\n")[0]
+    return {line.split()[0]: line.split()[1:] for line in block.splitlines()[1:]
+            if line.startswith("  ") and not line.startswith("  ModelCache")}
+
+
+def test_over_the_high_watermark_only_the_stale_unpinned_unmounted_cache_is_evicted(demo_output):
+    rows = crowded_table(demo_output, "day two, act 2")
+    assert {name: row[0] for name, row in rows.items()} == {
+        "pinned-chat": "Ready", "stale-chat": "Evicted", "tiny-chat": "Ready",
+        "weekly-chat": "Ready"}
+
+
+def test_a_lapsed_cache_loses_its_pin_is_evicted_and_its_model_cache_says_lapsed(demo_output):
+    rows = crowded_table(demo_output, "day two, act 3")
+    assert rows["weekly-chat"][:2] == ["Evicted", "Evicted"] and rows["pinned-chat"][0] == "Ready"
+    assert "ModelCache weekly-chat: Lapsed=True" in demo_output
+    assert "ModelCache stale-chat: Lapsed=False" in demo_output
 
 
 def test_every_demo_composite_is_valid_against_its_xrd():

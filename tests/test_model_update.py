@@ -17,7 +17,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider, step
+from fleetcache.simulation import Cluster, ControlPlane, Provider, files_bytes, step
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import TestHub
 
@@ -51,11 +51,6 @@ def fleet_cluster(name: str) -> dict:
     return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
             "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
                                              "name": f"{name}-kubeconfig"}}}
-
-
-def volume_bytes(volume: Path) -> int:
-    """Bytes in the files on a cache volume (hf-cache snapshots are links to blobs)."""
-    return sum(p.stat().st_size for p in volume.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 class Fleet:
@@ -141,7 +136,7 @@ def update(tmp_path_factory):
 
             volumes = {name: cluster.volume_dir(NAMESPACE, kit.cache_volume_name("chat"))
                        for name, cluster in clusters.items()}
-            before = {name: volume_bytes(volume) for name, volume in volumes.items()}
+            before = {name: files_bytes(volume) for name, volume in volumes.items()}
             control.apply(model_cache(hub.endpoint, "v2"))
             rounds = []
             started = time.monotonic()
@@ -153,13 +148,13 @@ def update(tmp_path_factory):
                                "deliveries": {r["spec"]["delivery"] for r in fleet.replicas()},
                                "replicas": dict(deployment["status"]["replicas"]),
                                "cache": dict(fleet.kind("ModelCache")[0]["status"]),
-                               "volume_bytes": {name: volume_bytes(volume)
+                               "volume_bytes": {name: files_bytes(volume)
                                                 for name, volume in volumes.items()}})
             fleet.round()  # the last replica change reaches its cluster
             unavailable_after = fleet.unavailable()
             peak = {name: max(r["volume_bytes"][name] for r in rounds) for name in CLUSTERS}
             fleet.until(lambda: fleet.pruned(v1), "v1 to be pruned everywhere")
-            after = {name: volume_bytes(volume) for name, volume in volumes.items()}
+            after = {name: files_bytes(volume) for name, volume in volumes.items()}
             hydrations = fleet.kind("ModelCacheHydration")
             unavailable_after_prune = fleet.unavailable()
 
