@@ -678,13 +678,14 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     counted = f"{ready} of {desired} clusters Ready"
     if serving:
         counted += f", {serving} serving the previous commit until the new one is Ready"
+    counted += f" (needs {needed})"
     if evicted_on:
         counted += f"; {evicted_on}"
     if available:
-        outcome.condition("Available", True, "MinimumClustersReady", f"{counted} (needs {needed})")
+        outcome.condition("Available", True, "MinimumClustersReady", counted)
     else:
         outcome.condition("Available", False, "Lapsed" if lapsed else "TooFewClustersReady",
-                          f"{counted} (needs {needed})")
+                          counted)
     report_lapsed(reports, available, lapsed, spec, outcome)
 
     failures = [r for r in reports if r.phase == "Failed"]
@@ -722,10 +723,11 @@ def report_lapsed(reports: list[ClusterReport], available: bool, lapsed: bool,
     ttl = spec.retention.ttl_after_last_use or "unset"
     gone = [r.name for r in short_of(reports) if r.lapsed and r.phase == "Evicted"]
     if lapsed:
-        outcome.condition("Lapsed", True, "Lapsed", kit.with_remedy(
-            f"{len(gone)} {'copy' if len(gone) == 1 else 'copies'} lapsed (no replica mounted "
-            f"them for spec.retention.ttlAfterLastUse {ttl}) and were evicted, on "
-            f"{named(gone)}", "Lapsed"))
+        copies = "1 copy" if len(gone) == 1 else f"{len(gone)} copies"
+        outcome.condition("Lapsed", True, "Lapsed",
+                          f"{copies} lapsed (no replica mounted it for "
+                          f"spec.retention.ttlAfterLastUse {ttl}) and evicted, on {named(gone)}; "
+                          "a replica placed on such a cluster warms it again")
         return
     if available:
         message = "no shortfall below spec.minReady"

@@ -286,9 +286,9 @@ def test_the_lapsed_message_says_how_many_and_where():
                                                 gpu_west_1=LAPSED_EVICTED))
     lapsed = condition(outcome, "Lapsed")
     assert (lapsed.reason, lapsed.status) == ("Lapsed", "True")
-    assert lapsed.message.startswith("2 copies lapsed (no replica mounted them for "
-                                     "spec.retention.ttlAfterLastUse 72h) and were evicted, on "
-                                     "gpu-east-2, gpu-west-1")
+    assert lapsed.message.startswith("2 copies lapsed (no replica mounted it for "
+                                     "spec.retention.ttlAfterLastUse 72h) and evicted, on "
+                                     "gpu-east-2, gpu-west-1; ")
 
 
 def test_an_eviction_is_not_degraded_but_the_shortfall_names_it():
