@@ -568,7 +568,10 @@ def retain_departed(request: kit.Request, spec: CacheSpec, targets: list[Target]
         if decision is None:
             continue
         desired = kit.strip_observed(observed)
-        desired["spec"] = {**kit.mapping_at(desired, "spec"),
+        # spec.crossplane is the hydration's own reconciler's (its composition, its
+        # resourceRefs): claiming it from here would fight that reconciler.
+        desired["spec"] = {**{k: v for k, v in kit.mapping_at(desired, "spec").items()
+                              if k != "crossplane"},
                            "retention": spec.retention.for_hydration(),
                            "removal": decision.removal()}
         outcome.compose(key, desired, ready=None)

@@ -146,11 +146,22 @@ def test_a_kept_hydration_is_composed_as_observed_so_it_fetches_nothing_new():
     assert "status" not in kept
 
 
+def test_a_kept_hydration_leaves_spec_crossplane_to_the_hydrations_own_reconciler():
+    xr = cache()
+    observed = observed_fleet(xr)
+    observed["hydration-gpu-west-1"]["spec"]["crossplane"] = {
+        "compositionRef": {"name": "modelcachehydrations.fleetcache.dev"},
+        "resourceRefs": [{"apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+                          "name": "qwen-gpu-west-1-cache"}]}
+    kept = hydrations(compose(xr, WEST_LEFT, observed))["gpu-west-1"]
+    assert "crossplane" not in kept["spec"]
+
+
 def test_a_kept_hydration_takes_the_caches_current_pin():
     xr = cache()
     observed = observed_fleet(xr)
-    unpinned_now = cache(retention={"pinned": True, "ttlAfterLastUse": "24h"})
-    kept = hydrations(compose(unpinned_now, WEST_LEFT, observed))["gpu-west-1"]
+    pinned_now = cache(retention={"pinned": True, "ttlAfterLastUse": "24h"})
+    kept = hydrations(compose(pinned_now, WEST_LEFT, observed))["gpu-west-1"]
     assert kept["spec"]["retention"] == {"pinned": True, "ttlAfterLastUse": "24h"}
 
 
