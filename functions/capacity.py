@@ -11,9 +11,10 @@ any order, with the same latched lists, give the same answer.
   neither pinned nor mounted nor wanted by a placed replica, lapsed first, then least
   recently used, until usage is at or below the low watermark. An evicted copy counts
   nothing from then on and stays evicted until it asks to be warmed again;
-- admission, then: copies that have not started, oldest first, while used + reserved + their size
-  stays under the high watermark; the first that does not fit waits, and so does every
-  later one (no overtaking, so a large copy is not starved). Admission is latched.
+- admission, then: copies that have not started (nor lapsed, nor left the placement), oldest
+  first, while used + reserved + their size stays under the high watermark; the first that
+  does not fit waits, and so does every later one (no overtaking, so a large copy is not
+  starved). Admission is latched.
 What is not known (a usage never measured, a mount count not reported) reads as "keep".
 """
 
@@ -129,7 +130,7 @@ def decide(copies: Iterable[Copy], capacity: int | None, high_percent: int, low_
             used -= copy.used or 0
         stuck = used > high
     candidates = sorted((c for c in ordered if not c.started and not c.removal
-                         and c.phase not in ("Failed", "Evicted")
+                         and not c.lapsed and c.phase not in ("Failed", "Evicted")
                          and c.key not in admitted_now and c.key not in evicted_now),
                         key=lambda c: (c.created, c.key))
     waiting: list[str] = []

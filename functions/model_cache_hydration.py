@@ -21,7 +21,8 @@ Capacity is the FleetCluster's decision (functions/capacity.py), obeyed here bet
 a copy that has not started and is not admitted in the FleetCluster's status.cache waits
 (Pending/CapacityLow) composing nothing new; a copy it lists as evicted composes nothing, so
 Crossplane deletes its volume (phase Evicted), until a replica is placed on the cluster again.
-A hydration whose cluster left the placement (spec.removal) never starts a new fetch.
+A hydration whose cluster left the placement (spec.removal), or whose copy lapsed, never
+starts a new fetch.
 
 The token itself is never read here: provider-kubernetes patches it into the remote
 Secret from the XR namespace's Secret (kit.token_secret_object).
@@ -411,6 +412,11 @@ def gate_of(request: kit.Request, spec: HydrationSpec, cluster: ClusterLookup, s
             f"cluster {spec.cluster} left the placement of {spec.cache} (since "
             f"{spec.removal['since']}): no new fetch starts {where}; the copy keeps serving "
             f"what it holds until {spec.removal['until']}", "LeftPlacement")), hold=True)
+    if use.lapsed:
+        return Gate(Phase("Pending", "Lapsed", (
+            f"no replica used this copy {where} for {spec.ttl_hours}h "
+            "(spec.retention.ttlAfterLastUse), so it lapsed and fetches nothing new: place a "
+            f"replica of {spec.cache} on {spec.cluster} to warm it again")), hold=True)
     started = capacity.started(kit.reason_or_empty(request.status.get("phase")),
                                bool(serving_of(request, spec, phase).commit))
     if view.capacity is None or started or phase.phase == "Failed" \

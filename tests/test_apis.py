@@ -725,8 +725,8 @@ def test_fleet_cluster_with_neither_ref_is_rejected():
     ({"lowWatermark": 80}, False),
 ])
 def test_fleet_cluster_low_watermark_must_be_below_the_high_one(cache, accepted):
-    expected = [] if accepted else ["spec.cache.lowWatermark must be below spec.cache.highWatermark"]
-    assert cel_messages(fleet_cluster(cache=cache)) == expected
+    rejected = ["spec.cache.lowWatermark must be below spec.cache.highWatermark"]
+    assert cel_messages(fleet_cluster(cache=cache)) == ([] if accepted else rejected)
 
 
 @pytest.mark.parametrize("cache, path, message", [

@@ -122,6 +122,11 @@ def test_a_copy_whose_cluster_left_the_placement_is_never_admitted_anew():
     assert (decision.admitted, decision.waiting) == ((), ())
 
 
+def test_a_lapsed_copy_is_not_admitted_until_a_replica_clears_its_lapse():
+    lapsed = Copy(**{**new("ns/l", 1).__dict__, "lapsed": True})
+    assert (run([lapsed]).admitted, run([lapsed]).waiting) == ((), ())
+
+
 def test_a_copy_with_an_unreadable_size_waits():
     copy = Copy(key="ns/u", created="", size=None, used=None, phase="Pending", serving=False,
                 pinned=False, mounted_by=0, placed=0, lapsed=False, last_used=None,

@@ -602,6 +602,7 @@ def test_an_evicted_copy_is_warmed_again_at_once_without_a_capacity():
 
 
 REMOVAL = {"since": "2026-01-10T12:00:00Z", "until": "2026-01-10T13:00:00Z"}
+TTL = {"pinned": True, "ttlAfterLastUse": "24h"}
 
 
 def test_a_copy_whose_cluster_left_the_placement_never_starts_a_fetch():
@@ -617,6 +618,18 @@ def test_a_copy_whose_cluster_left_keeps_serving_what_it_holds():
     outcome = at_now(xr, cluster=fleet_cluster(CLUSTER), observed=observed)
     assert outcome.status["phase"] == "Ready"
     assert "volume" in outcome.desired
+
+
+def test_a_lapsed_copy_does_not_fetch_a_new_commit_until_a_replica_is_placed():
+    xr = with_status(hydration_xr(commit=NEW_COMMIT, retention=TTL),
+                     **{**READY_COPY, "lapsed": True})
+    outcome = at_now(xr, cluster=fleet_cluster(CLUSTER), replicas=[])
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "Lapsed")
+    assert not any(k.startswith("job-") for k in outcome.desired)
+    assert outcome.status["servingCommit"] == COMMIT
+    placed = at_now(xr, cluster=fleet_cluster(CLUSTER),
+                    replicas=[cache_replica(COMMIT, delivery="Source")])
+    assert placed.status["reason"] == "AwaitingPrerequisites"
 
 
 # --- use: mounts, last use, readiness, pin and lapse ----------------------------------------
@@ -663,9 +676,6 @@ def test_ready_time_is_the_hour_of_the_first_ready_and_latched():
 
 def test_no_ready_time_before_the_first_ready():
     assert "readyTime" not in compose(hydration_request()).status
-
-
-TTL = {"pinned": True, "ttlAfterLastUse": "24h"}
 
 
 @pytest.mark.parametrize("retention, status, replicas, lapsed", [
