@@ -379,7 +379,7 @@ def ready_time_of(request: kit.Request, phase: Phase) -> str | None:
 
 @dataclass(frozen=True)
 class Gate:
-    """What the FleetCluster's decision (or spec.removal) makes of the phase."""
+    """What the FleetCluster's decision, spec.removal or a lapse makes of the phase."""
 
     phase: Phase | None = None  # None: the phase stands
     hold: bool = False  # compose nothing new, keep what exists

@@ -235,6 +235,29 @@ def test_a_malformed_hydration_status_reads_as_keep(status):
         "evicted"] == []
 
 
+@pytest.mark.parametrize("metadata", [{"name": ["a"], "namespace": "team-a"},
+                                      {"name": "a", "namespace": None}, "nope"])
+def test_a_hydration_without_a_readable_name_is_left_out(metadata):
+    odd = hydration("a", 1, phase="Pending")
+    odd["metadata"] = metadata
+    cache = compose(request(with_capacity(), hydrations=[odd])).status["cache"]
+    assert (cache["admitted"], cache["waiting"]) == ([], [])
+
+
+@pytest.mark.parametrize("status, used, evicted", [
+    ({"usedBytes": float("nan")}, 0, []),  # not measured: counts nothing, never evicted
+    ({"usedBytes": 10**30}, 0, []),
+    ({"mountedBy": 1e30}, 85 * GIB, []),  # unknown: read as mounted
+    ({"lastUsedTime": 5}, 0, ["team-a/a"]),  # only the order is unknown: still evictable
+    ({"lastUsedTime": "2026-99-99T00:00:00Z"}, 0, ["team-a/a"]),
+])
+def test_hostile_numbers_and_times_in_a_hydration_status_read_as_unknown(status, used, evicted):
+    outcome = compose(request(with_capacity(), hydrations=[ready_copy("a", 85, **status)]))
+    assert (outcome.status["cache"]["usedBytes"], outcome.status["cache"]["evicted"]) == \
+        (used, evicted)
+    assert_valid({**with_capacity(), "status": outcome.status})
+
+
 def test_a_hydration_with_a_malformed_size_waits_instead_of_failing_the_cluster():
     odd = hydration("odd", 1, phase="Pending")
     odd["spec"]["storage"]["size"] = "huge"
