@@ -522,6 +522,17 @@ def test_a_waiting_copy_keeps_what_already_exists_on_the_cluster():
     assert not any(k.startswith("job-") for k in outcome.desired)
 
 
+@pytest.mark.parametrize("cache", [
+    "admitted", {"admitted": KEY}, {"admitted": [7], "capacityBytes": "lots"},
+], ids=["not-an-object", "list-is-a-string", "junk-entries"])
+def test_a_malformed_cluster_decision_admits_nothing(cache):
+    cluster = capped()
+    cluster["status"]["cache"] = cache
+    outcome = at_now(hydration_xr(), cluster=cluster)
+    assert outcome.status["reason"] == "CapacityLow"
+    assert outcome.desired == {}
+
+
 def test_an_admitted_copy_starts():
     outcome = at_now(hydration_xr(), cluster=capped(admitted=[KEY]))
     assert outcome.status["reason"] == "AwaitingPrerequisites"
