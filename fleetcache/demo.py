@@ -244,7 +244,7 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             problems = expected_problems(control, token) + verify_caches(clusters, commit, out)
             if converged and not problems:
                 stage = demo_day_two.Stage(
-                    control, clusters, hub, clock, NAMESPACE, "tiny-chat", REPO,
+                    control, clusters, (hub, broken_mirror), clock, NAMESPACE, "tiny-chat", REPO,
                     pace.model_bytes, tuple(n for n, _ in CLUSTERS if n != BROKEN_MIRROR_CLUSTER),
                     pace.pause, started + pace.deadline, out)
                 problems = demo_day_two.play(

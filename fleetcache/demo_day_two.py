@@ -46,7 +46,7 @@ class Stage:
 
     control: ControlPlane
     clusters: dict[str, Cluster]
-    hub: TestHub
+    hubs: tuple[TestHub, ...]  # the origin first, then the mirrors in front of it
     clock: Clock
     namespace: str
     cache: str  # act one's ModelCache
@@ -101,7 +101,8 @@ def update(stage: Stage, cache_manifest: Callable[[str], dict]) -> list[str]:
     model = make_model(stage.model_bytes, shards=4, seed=8)
     v1 = kit.get_path(stage.control.xrs[("ModelCache", stage.namespace, stage.cache)],
                       "status.resolved.commit")
-    v2 = stage.hub.add_repo(stage.repo, dict(model), revision="v2", private=True)
+    v2 = [hub.add_repo(stage.repo, dict(model), revision="v2", private=True)
+          for hub in stage.hubs][0]
     stage.control.apply(cache_manifest("v2"))
     stage.out(f"\nday two, act 1: {stage.cache} moves to revision v2 ({v2[:10]}), in which "
               "every shard changed")
@@ -212,7 +213,7 @@ def steady(stage: Stage) -> list[str]:
 
 def crowd(stage: Stage, endpoint: str) -> list[str]:
     for name, share, _ in CROWD:
-        stage.hub.add_repo(f"fleetcache-demo/{name}",
+        stage.hubs[0].add_repo(f"fleetcache-demo/{name}",
                            dict(make_model(int(stage.model_bytes * share), shards=2,
                                            seed=len(name))))
     for name, _, retention in CROWD:

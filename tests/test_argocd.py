@@ -52,6 +52,10 @@ def states(rounds: list[dict], kind: str, **where) -> list[dict]:
         c.get("spec", {}).get(k) == v for k, v in where.items())]
 
 
+def last_of(rounds: list[dict], kind: str, name: str) -> dict:
+    return [c for c in rounds if c["kind"] == kind and c["metadata"]["name"] == name][-1]
+
+
 def with_phase(rounds: list[dict], kind: str, phase: str) -> dict:
     return next(c for c in rounds if c["kind"] == kind and c.get("status", {}).get("phase") == phase)
 
@@ -87,7 +91,7 @@ def test_a_model_cache_partway_through_the_fleet_is_progressing_with_its_counts(
 
 
 def test_the_model_cache_with_a_failed_cluster_ends_degraded_naming_it(health, demo_rounds):
-    status, message = health(states(demo_rounds, "ModelCache")[-1])
+    status, message = health(last_of(demo_rounds, "ModelCache", "tiny-chat"))
     assert status == "Degraded"
     assert "gpu-west-2 (DigestMismatch)" in message
 
@@ -133,26 +137,27 @@ def test_a_failed_replica_is_degraded_with_its_message(health, demo_rounds):
 
 def test_a_fleet_cluster_with_low_capacity_is_degraded_with_its_message(health, demo_rounds):
     cluster = copy.deepcopy(states(demo_rounds, "FleetCluster")[-1])
-    cluster["status"]["conditions"].append({"type": "CapacityLow", "status": "True",
-                                            "reason": "CapacityLow", "message": "92% used"})
+    cluster["status"]["conditions"] = [
+        c for c in cluster["status"]["conditions"] if c["type"] != "CapacityLow"] + [
+        {"type": "CapacityLow", "status": "True", "reason": "CapacityLow", "message": "92% used"}]
     assert health(cluster) == ("Degraded", "92% used")
 
 
 def test_a_model_cache_short_only_by_lapsed_copies_is_healthy(health, demo_rounds):
-    cache = copy.deepcopy(states(demo_rounds, "ModelCache")[-1])
-    cache["status"]["conditions"] = [
-        c for c in cache["status"]["conditions"]
-        if c["type"] not in ("Available", "Degraded", "Lapsed")] + [
-        {"type": "Available", "status": "False", "reason": "Lapsed"},
-        {"type": "Lapsed", "status": "True", "reason": "Lapsed",
-         "message": "1 copy lapsed after ttlAfterLastUse"}]
-    assert health(cache) == ("Healthy", "1 copy lapsed after ttlAfterLastUse")
+    lapsed = last_of(demo_rounds, "ModelCache", "weekly-chat")
+    assert kit.condition_of(lapsed, "Lapsed")["status"] == "True"
+    assert health(lapsed) == ("Healthy", kit.condition_of(lapsed, "Lapsed")["message"])
+
+
+def test_a_model_cache_short_by_an_eviction_it_did_not_lapse_into_is_not_healthy(health,
+                                                                                 demo_rounds):
+    evicted = last_of(demo_rounds, "ModelCache", "stale-chat")
+    assert health(evicted)[0] == "Progressing"
 
 
 def test_an_evicted_hydration_is_suspended_not_degraded(health, demo_rounds):
-    evicted = copy.deepcopy(with_phase(demo_rounds, "ModelCacheHydration", "Ready"))
-    evicted["status"].update(phase="Evicted", reason="Evicted", message="evicted to free room")
-    assert health(evicted) == ("Suspended", "evicted to free room")
+    evicted = with_phase(demo_rounds, "ModelCacheHydration", "Evicted")
+    assert health(evicted) == ("Suspended", evicted["status"]["message"])
 
 
 def test_a_hydration_waiting_for_capacity_is_degraded_with_its_reason(health, demo_rounds):
@@ -163,7 +168,7 @@ def test_a_hydration_waiting_for_capacity_is_degraded_with_its_reason(health, de
 
 def test_a_composite_crossplane_cannot_sync_is_degraded_with_crossplanes_message(health,
                                                                                 demo_rounds):
-    cache = copy.deepcopy(states(demo_rounds, "ModelCache")[-1])
+    cache = copy.deepcopy(last_of(demo_rounds, "ModelCache", "tiny-chat"))
     cache["status"]["conditions"].append({"type": "Synced", "status": "False",
                                           "reason": "ReconcileError",
                                           "message": "spec.placement: set exactly one"})
