@@ -26,25 +26,6 @@ from typing import Iterable
 
 LISTED = 256  # status.cache admitted / waiting / evicted: the XRD's maxItems
 STARTED_PHASES = ("Hydrating", "Ready")
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-
-
-def parse_time(value: object) -> datetime.datetime | None:
-    """An RFC 3339 time from a status, in UTC; None when absent or malformed."""
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed.astimezone(datetime.timezone.utc) if parsed.tzinfo else None
-
-
-def hour_of(moment: datetime.datetime) -> str:
-    """`moment` truncated to the hour, as RFC 3339: use is tracked at hour granularity, so
-    a status changes at most once an hour."""
-    return moment.astimezone(datetime.timezone.utc).replace(
-        minute=0, second=0, microsecond=0).strftime(TIME_FORMAT)
 
 
 @dataclass(frozen=True)

@@ -90,8 +90,8 @@ def copy_of(hydration: dict) -> capacity.Copy:
         mounted_by=count("mountedBy"),
         placed=count("placedReplicas"),
         lapsed=status.get("lapsed") is True,
-        last_used=capacity.parse_time(status.get("lastUsedTime"))
-        or capacity.parse_time(status.get("readyTime")),
+        last_used=kit.parse_time(status.get("lastUsedTime"))
+        or kit.parse_time(status.get("readyTime")),
         removal=isinstance(kit.get_path(hydration, "spec.removal"), dict),
     )
 

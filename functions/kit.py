@@ -396,6 +396,32 @@ def human_bytes(count: int) -> str:
     return f"{count}B"
 
 
+# --- time -------------------------------------------------------------------------------
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # RFC 3339 in UTC, as Kubernetes writes times
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    """An RFC 3339 time read from a spec or status, in UTC; None when absent or malformed."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.astimezone(datetime.timezone.utc) if parsed.tzinfo else None
+
+
+def format_time(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.timezone.utc).strftime(TIME_FORMAT)
+
+
+def hour_of(moment: datetime.datetime) -> str:
+    """`moment` truncated to the hour: use is tracked at hour granularity, so a status
+    changes at most once an hour for a decision that cannot tell minutes apart."""
+    return format_time(moment.replace(minute=0, second=0, microsecond=0))
+
+
 # --- label selectors --------------------------------------------------------------------
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")

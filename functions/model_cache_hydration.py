@@ -351,15 +351,15 @@ def use_of(request: kit.Request, spec: HydrationSpec, ready_time: str | None) ->
         placed = len(here)
         mounted = sum(1 for r in here if r.get("delivery") == "Cache"
                       and kit.get_path(r, "cache.modelCacheName") == spec.cache)
-    latched_use = capacity.parse_time(request.status.get("lastUsedTime"))
-    last_used = capacity.hour_of(request.now) if mounted else \
-        capacity.hour_of(latched_use) if latched_use else None
+    latched_use = kit.parse_time(request.status.get("lastUsedTime"))
+    last_used = kit.hour_of(request.now) if mounted else \
+        kit.hour_of(latched_use) if latched_use else None
     if placed:
         lapsed = False
     elif request.status.get("lapsed") is True:
         lapsed = True
     else:
-        since = max((t for t in (capacity.parse_time(last_used), capacity.parse_time(ready_time))
+        since = max((t for t in (kit.parse_time(last_used), kit.parse_time(ready_time))
                      if t is not None), default=None)
         lapsed = placed == 0 and spec.ttl_hours is not None and since is not None \
             and request.now >= since + datetime.timedelta(hours=spec.ttl_hours)
@@ -371,10 +371,10 @@ def ready_time_of(request: kit.Request, phase: Phase) -> str | None:
     """The hour this copy first became Ready, latched; an evicted copy starts afresh."""
     if phase.phase == "Evicted":
         return None
-    latched = capacity.parse_time(request.status.get("readyTime"))
+    latched = kit.parse_time(request.status.get("readyTime"))
     if latched:
-        return capacity.hour_of(latched)
-    return capacity.hour_of(request.now) if phase.ready else None
+        return kit.hour_of(latched)
+    return kit.hour_of(request.now) if phase.ready else None
 
 
 @dataclass(frozen=True)

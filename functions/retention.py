@@ -16,7 +16,6 @@ from typing import Any
 
 from fleetcache.functions import kit
 
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 UNITS = {"h": datetime.timedelta(hours=1), "m": datetime.timedelta(minutes=1)}
 
 # Why a cluster that left the placement still keeps its copy (status.retained[].reason).
@@ -45,23 +44,6 @@ class Retention:
         return {"pinned": self.pinned,
                 **({"ttlAfterLastUse": self.ttl_after_last_use}
                    if self.ttl_after_last_use else {})}
-
-
-def parse_time(value: Any) -> datetime.datetime | None:
-    """An RFC 3339 time from a status or spec, in UTC; None when absent or malformed."""
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.astimezone(datetime.timezone.utc)
-
-
-def format_time(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime(TIME_FORMAT)
 
 
 def mounted_by(hydration: dict | None) -> int | None:
@@ -104,7 +86,7 @@ class Kept:
 
     def removal(self) -> dict:
         """The hydration's spec.removal."""
-        return {"since": format_time(self.since), "until": format_time(self.until)}
+        return {"since": kit.format_time(self.since), "until": kit.format_time(self.until)}
 
     def as_status(self) -> dict:
         return {"cluster": self.cluster, **self.removal(), "reason": self.reason}
@@ -116,10 +98,10 @@ def latched_since(cluster: str, hydration: dict | None, retained_rows: Any,
     ModelCache's status.retained row and the hydration's own spec.removal.since (the latch
     for clusters beyond the rows the status lists), else now. Never later than now, so
     neither a refresh nor a time in the future can postpone the removal."""
-    found = [parse_time(kit.get_path(hydration, "spec.removal.since"))]
+    found = [kit.parse_time(kit.get_path(hydration, "spec.removal.since"))]
     for row in retained_rows if isinstance(retained_rows, list) else ():
         if isinstance(row, dict) and row.get("cluster") == cluster:
-            found.append(parse_time(row.get("since")))
+            found.append(kit.parse_time(row.get("since")))
     return min([t for t in found if t is not None] + [now])
 
 
@@ -132,7 +114,7 @@ def decide(cluster: str, hydration: dict, since: datetime.datetime, now: datetim
     replica mounts it, or when it was last used, keeps it.
     """
     last_used_value = kit.get_path(hydration, "status.lastUsedTime")
-    last_used = parse_time(last_used_value)
+    last_used = kit.parse_time(last_used_value)
     until = max(since, last_used or since) + retention.after_removal
     mounted = mounted_by(hydration)
     if mounted is None:
