@@ -33,6 +33,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -656,11 +657,51 @@ def list_key_violations(schema: Mapping, value: Any, path: str = "") -> list[Vio
 _CEL = celpy.Environment()
 
 
+@dataclass(frozen=True)
+class CelQuantity:
+    """A value of Kubernetes' CEL quantity library (`quantity("10Ti")`), exact."""
+
+    value: Decimal
+
+
+def cel_quantity(text: Any) -> CelQuantity:
+    """`quantity(s)`: parsed by fleetcache.quantity (bounded cost); a string that is not a
+    quantity is an evaluation error, as in Kubernetes."""
+    if not isinstance(text, str):
+        raise TypeError("quantity() takes a string")
+    return CelQuantity(quantity.parse(text))
+
+
+def cel_is_quantity(text: Any) -> celpy.celtypes.BoolType:
+    try:
+        cel_quantity(text)
+    except (TypeError, quantity.QuantityError):
+        return celpy.celtypes.BoolType(False)
+    return celpy.celtypes.BoolType(True)
+
+
+def cel_compare(left: CelQuantity, right: CelQuantity) -> celpy.celtypes.IntType:
+    if not (isinstance(left, CelQuantity) and isinstance(right, CelQuantity)):
+        raise TypeError("compareTo compares two quantities")
+    return celpy.celtypes.IntType((left.value > right.value) - (left.value < right.value))
+
+
+# The part of Kubernetes' CEL quantity library (k8s.io/apiserver/pkg/cel/library/quantity.go)
+# fleetcache's XRDs use; methods are functions whose first argument is the receiver.
+QUANTITY_FUNCTIONS = {
+    "quantity": cel_quantity,
+    "isQuantity": cel_is_quantity,
+    "compareTo": cel_compare,
+    "isLessThan": lambda a, b: celpy.celtypes.BoolType(cel_compare(a, b) < 0),
+    "isGreaterThan": lambda a, b: celpy.celtypes.BoolType(cel_compare(a, b) > 0),
+}
+
+
 @functools.lru_cache(maxsize=None)
 def compile_rule(rule: str) -> celpy.Runner:
     """A runnable program for one CEL rule, compiled once per process (raises on a syntax
-    error)."""
-    return _CEL.program(_CEL.compile(rule))
+    error), with the quantity library."""
+    return _CEL.program(_CEL.compile(rule), functions=QUANTITY_FUNCTIONS)
 
 
 @functools.lru_cache(maxsize=None)
