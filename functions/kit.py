@@ -225,6 +225,15 @@ REASONS: dict[str, Reason] = {
         Reason("BackoffLimitExceeded", "The agent Job failed more often than "
                "spec.job.backoffLimit; read the last progress record and the Job's pod logs."),
         Reason("InvalidSpec", "Fix the field named in the message."),
+        Reason("OutsideGrant", "Narrow spec.placement to clusters the ModelCacheGrant covers "
+               "(kubectl get modelcachegrant <spec.grantRef.name> -o yaml: spec.clusters), or ask "
+               "the platform team for a grant that covers them."),
+        Reason("PinningNotAllowed", "Set spec.retention.pinned to false, or ask the platform "
+               "team to set spec.allowPinned on the ModelCacheGrant."),
+        Reason("OverQuota", "Ask the platform team to raise the ModelCacheGrant's "
+               "spec.quota.bytes, or free room: delete ModelCaches naming the grant, or narrow "
+               "their spec.placement (kubectl get modelcachegrant shows BUDGET, USED and "
+               "PROJECTED)."),
         Reason("ModelCacheNotFound", "Create the ModelCache named by spec.modelCacheRef.name "
                "in this namespace, or fix the name."),
         Reason("MaxReplicasPerCluster", "Raise spec.maxReplicasPerCluster, lower "

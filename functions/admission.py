@@ -1,0 +1,289 @@
+"""Budget admission: which ModelCaches a ModelCacheGrant admits, and what its namespace holds.
+
+One writer (DESIGN §7): compose-model-cache-grant reads every ModelCache of its namespace
+that names it, turns each into a `Cache`, asks `decide` and publishes the rows in
+status.caches; compose-model-cache fans out only when its row is admitted at its current
+`admission_digest`. `decide` is pure and deterministic: the same caches in any order, with
+the same previous rows, give the same rows.
+
+- order: creation time, then name; caches admitted before at their current digest
+  (incumbents) are decided first, so an earlier cache's edit never displaces them;
+- a cache is refused when a target cluster is outside the grant (OutsideGrant), when it
+  pins without the grant's allowPinned (PinningNotAllowed), or when the projection with it
+  passes the budget (OverQuota);
+- projection: per distinct content (manifest digest), resolved bytes times the widest
+  target-cluster count asked of it among what is admitted; a cache not resolved yet adds
+  nothing (it is admitted to resolve; `unresolved` counts what the projection cannot see);
+- latch: a refused cache that was admitted before keeps its admittedDigest and the
+  footprint admitted with it, which stays counted (that footprint keeps serving).
+
+`used_bytes` is the measured figure: each content at its full size for every cluster
+holding a hydration of it, whatever its state.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from fleetcache.functions import kit
+
+LISTED = 200  # status.caches rows: the XRD's maxItems
+NAMED = 5  # clusters a message spells out
+ADMITTED = "Admitted"
+
+
+def admission_digest(cache: Mapping) -> str:
+    """What an admission is given for: the source, the placement, pinning and the resolved
+    content. compose-model-cache computes the same (it imports this) and fans out only
+    when its grant's row records it."""
+    resolved = kit.get_path(cache, "status.resolved.manifestDigest")
+    subject = [kit.get_path(cache, "spec.source"), kit.get_path(cache, "spec.placement"),
+               kit.get_path(cache, "spec.retention.pinned") is True,
+               resolved if isinstance(resolved, str) else ""]
+    return kit.short_digest(json.dumps(kit.canonical(subject), sort_keys=True,
+                                       separators=(",", ":")), length=16)
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What an admitted cache may hold: one content on a number of clusters."""
+
+    content: str  # the manifest digest
+    bytes: int
+    clusters: int
+
+    def as_status(self) -> dict:
+        return {"manifestDigest": self.content, "bytes": self.bytes, "clusters": self.clusters}
+
+    @classmethod
+    def of(cls, value: Any) -> "Footprint | None":
+        """A published admittedFootprint; malformed or without content reads as none."""
+        content = value.get("manifestDigest") if isinstance(value, Mapping) else None
+        if not isinstance(content, str) or not content:
+            return None
+        return cls(kit.clipped(content, 128), max(0, kit.as_int(value.get("bytes"))),
+                   max(0, kit.as_int(value.get("clusters"))))
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The row the grant published for a cache last time."""
+
+    admitted: bool
+    digest: str  # admittedDigest ("" when never admitted)
+    footprint: Footprint | None
+
+    @classmethod
+    def rows(cls, caches: Any) -> dict[str, "Previous"]:
+        rows: dict[str, Previous] = {}
+        for row in caches if isinstance(caches, list) else []:
+            if not isinstance(row, Mapping) or not kit.name_or_empty(row.get("name")):
+                continue
+            digest = row.get("admittedDigest")
+            digest = digest if isinstance(digest, str) else ""
+            rows[row["name"]] = cls(row.get("admitted") is True and bool(digest), digest,
+                                    Footprint.of(row.get("admittedFootprint")))
+        return rows
+
+
+@dataclass(frozen=True)
+class Grant:
+    name: str
+    clusters: frozenset[str]  # the FleetClusters it covers
+    quota: int
+    allow_pinned: bool
+
+
+@dataclass(frozen=True)
+class Cache:
+    """One ModelCache naming the grant, as the decision sees it."""
+
+    name: str
+    created: str  # metadata.creationTimestamp as written ("" if absent)
+    digest: str  # admission_digest
+    targets: frozenset[str] | None  # None: the placement cannot be evaluated
+    pinned: bool
+    content: str  # status.resolved.manifestDigest; "" until resolved
+    commit: str
+    bytes: int
+
+
+def clusters_of(placement: Any, fleet: Iterable[kit.FleetClusterView], field_path: str
+                ) -> frozenset[str]:
+    """The clusters a placement (clusterNames, or a clusterSelector over the FleetClusters'
+    labels) names; InputError when it can be evaluated neither way."""
+    if not isinstance(placement, Mapping):
+        raise kit.InputError(f"{field_path}: must be an object")
+    names = placement.get("clusterNames")
+    if names is not None:
+        if not isinstance(names, list) or not all(kit.name_or_empty(n) for n in names):
+            raise kit.InputError(f"{field_path}.clusterNames: must be a list of cluster names")
+        return frozenset(names)
+    selector = placement.get("clusterSelector")
+    return frozenset(view.name for view in fleet if view.name and kit.selector_matches(
+        selector, view.labels, f"{field_path}.clusterSelector"))
+
+
+def cache_of(resource: Mapping, fleet: Iterable[kit.FleetClusterView]) -> Cache:
+    """A ModelCache as the decision sees it. Tolerant: a placement that cannot be evaluated
+    is refused (InvalidSpec), an unreadable resolution reads as not resolved."""
+    try:
+        targets: frozenset[str] | None = clusters_of(kit.get_path(resource, "spec.placement"),
+                                                     fleet, "spec.placement")
+    except kit.InputError:
+        targets = None
+    resolved = kit.mapping_at(resource, "status.resolved")
+    content, commit = resolved.get("manifestDigest"), resolved.get("commit")
+    created = kit.get_path(resource, "metadata.creationTimestamp")
+    return Cache(
+        name=kit.name_or_empty(kit.get_path(resource, "metadata.name")),
+        created=created if isinstance(created, str) else "",
+        digest=admission_digest(resource),
+        targets=targets,
+        pinned=kit.get_path(resource, "spec.retention.pinned") is True,
+        content=kit.clipped(content, 128) if isinstance(content, str) else "",
+        commit=commit if isinstance(commit, str) and kit.COMMIT_SHAPE.match(commit) else "",
+        bytes=max(0, kit.as_int(resolved.get("bytes"))),
+    )
+
+
+# --- the decision ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    cache: Cache
+    admitted: bool
+    reason: str
+    message: str
+    admitted_digest: str
+    footprint: Footprint | None
+
+    def as_status(self) -> dict:
+        row = {"name": self.cache.name, "commit": self.cache.commit,
+               "manifestDigest": self.cache.content, "bytes": self.cache.bytes,
+               "clusters": len(self.cache.targets or ()), "admitted": self.admitted,
+               "reason": self.reason, "message": self.message}
+        if self.admitted_digest:
+            row["admittedDigest"] = self.admitted_digest
+        if self.footprint is not None:
+            row["admittedFootprint"] = self.footprint.as_status()
+        return row
+
+
+@dataclass(frozen=True)
+class Decision:
+    rows: tuple[Row, ...]  # in admission order (creation time, then name)
+    projected: int
+    unresolved: int  # caches naming the grant that have not resolved
+
+    @property
+    def admitted(self) -> int:
+        return sum(1 for row in self.rows if row.admitted)
+
+
+def projection(footprints: Iterable[Footprint]) -> int:
+    """Per distinct content, its bytes times the widest cluster count asked of it."""
+    widest: dict[str, tuple[int, int]] = {}
+    for fp in footprints:
+        size, clusters = widest.get(fp.content, (0, 0))
+        widest[fp.content] = (max(size, fp.bytes), max(clusters, fp.clusters))
+    return sum(size * clusters for size, clusters in widest.values())
+
+
+def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previous]
+           ) -> Decision:
+    ordered = sorted({c.name: c for c in caches if c.name}.values(),
+                     key=lambda c: (c.created, c.name))
+    # What already holds room: every footprint admitted before, whatever happens to its edit.
+    live = {c.name: previous[c.name].footprint for c in ordered
+            if c.name in previous and previous[c.name].footprint is not None}
+    incumbents = [c for c in ordered if c.name in previous and previous[c.name].admitted
+                  and previous[c.name].digest == c.digest]
+    rows: dict[str, Row] = {}
+    for cache in incumbents + [c for c in ordered if c not in incumbents]:
+        before = previous.get(cache.name, Previous(False, "", None))
+        reason, message = refusal(grant, cache)
+        if not reason:
+            footprint = Footprint(cache.content, cache.bytes, len(cache.targets or ())) \
+                if cache.content else before.footprint
+            trial = {**live, cache.name: footprint} if footprint else dict(live)
+            needed = projection(v for v in trial.values() if v)
+            if needed <= grant.quota:
+                live = trial
+                rows[cache.name] = Row(cache, True, ADMITTED, admitted_message(
+                    grant, cache, needed), cache.digest, footprint)
+                continue
+            reason, message = "OverQuota", over_quota_message(grant, cache, needed,
+                                                              projection(live.values()))
+        if before.digest:
+            message += f"; the spec admitted earlier ({before.digest}) keeps serving"
+        rows[cache.name] = Row(cache, False, reason, kit.with_remedy(message, reason),
+                               before.digest, before.footprint if before.digest else None)
+    return Decision(rows=tuple(rows[c.name] for c in ordered),
+                    projected=projection(live.values()),
+                    unresolved=sum(1 for c in ordered if not c.content))
+
+
+def refusal(grant: Grant, cache: Cache) -> tuple[str, str]:
+    """("", "") when the cache has the shape the grant allows, else (reason, message)."""
+    if cache.targets is None:
+        return "InvalidSpec", "spec.placement cannot be evaluated over the FleetClusters"
+    outside = sorted(cache.targets - grant.clusters)
+    if outside:
+        more = len(outside) - NAMED
+        named = ", ".join(outside[:NAMED]) + (f" and {more} more" if more > 0 else "")
+        return "OutsideGrant", f"{len(outside)} target cluster(s) are outside ModelCacheGrant " \
+                               f"{grant.name}: {named}"
+    if cache.pinned and not grant.allow_pinned:
+        return "PinningNotAllowed", f"spec.retention.pinned is true but ModelCacheGrant " \
+                                    f"{grant.name} does not set spec.allowPinned"
+    return "", ""
+
+
+def admitted_message(grant: Grant, cache: Cache, needed: int) -> str:
+    if not cache.content:
+        return f"admitted to resolve; its size is not known yet, so the projection " \
+               f"({kit.human_bytes(needed)} of {kit.human_bytes(grant.quota)}) does not count it"
+    return f"{kit.human_bytes(cache.bytes)} on {len(cache.targets or ())} cluster(s) fits: " \
+           f"the projection is {kit.human_bytes(needed)} of {kit.human_bytes(grant.quota)}"
+
+
+def over_quota_message(grant: Grant, cache: Cache, needed: int, current: int) -> str:
+    return f"{kit.human_bytes(cache.bytes)} on {len(cache.targets or ())} cluster(s) would " \
+           f"make the projection {kit.human_bytes(needed)} ({needed} bytes), over the " \
+           f"budget of {kit.human_bytes(grant.quota)} ({grant.quota} bytes) of " \
+           f"ModelCacheGrant {grant.name}; {kit.human_bytes(max(0, grant.quota - current))} " \
+           f"is left"
+
+
+def limited(decision: Decision) -> tuple[list[dict], int]:
+    """The rows to publish (at most LISTED, in admission order) and how many are left out."""
+    rows = [row.as_status() for row in decision.rows]
+    return rows[:LISTED], max(0, len(rows) - LISTED)
+
+
+# --- usage ----------------------------------------------------------------------------------
+
+
+def used_bytes(hydrations: Iterable[Mapping], caches: Iterable[str]) -> int:
+    """Each distinct content at its full size for every cluster holding a hydration of it,
+    over the hydrations of the named caches (one namespace), whatever their state."""
+    names = set(caches)
+    held: dict[tuple[str, str], int] = {}
+    for hydration in hydrations:
+        spec = kit.mapping_at(hydration, "spec")
+        if spec.get("modelCacheName") not in names:
+            continue
+        content = spec.get("manifestDigest")
+        key = content if isinstance(content, str) and content else \
+            f"hydration:{kit.get_path(hydration, 'metadata.name')}"
+        cluster = str(spec.get("clusterName"))
+        size = max(0, kit.as_int(spec.get("bytes")))
+        held[(key, cluster)] = max(held.get((key, cluster), 0), size)
+    return sum(held.values())
