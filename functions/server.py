@@ -27,6 +27,7 @@ from fleetcache.functions import kit
 COMPOSER_MODULES = {
     "FleetCluster": "fleetcache.functions.fleet_cluster",
     "ModelCache": "fleetcache.functions.model_cache",
+    "ModelCacheGrant": "fleetcache.functions.model_cache_grant",
     "ModelCacheHydration": "fleetcache.functions.model_cache_hydration",
     "ModelDeployment": "fleetcache.functions.model_deployment",
     "ModelReplica": "fleetcache.functions.model_replica",

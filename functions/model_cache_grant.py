@@ -1,0 +1,144 @@
+"""compose-model-cache-grant: a namespace's byte budget, and the one admission decision for
+the ModelCaches that name it.
+
+Lifecycle, top to bottom:
+1. read the spec through its model (the clusters it covers, the budget, allowPinned);
+   require every ModelCache and every ModelCacheHydration of its namespace and every
+   FleetCluster (label selectors with no labels: "all of a kind", in one namespace when
+   one is given; design/grants.md);
+2. decide (functions/admission.py): in creation order, which caches naming the grant are
+   admitted while the projection fits; a refused edit keeps what was admitted before;
+3. count what the namespace holds (usedBytes), absent while any cache has not resolved;
+4. report status.caches (bounded), the figures, and the OverQuota condition. It composes
+   nothing; it is Ready once it has decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetcache.functions import admission, kit
+from fleetcache.functions.models.model_cache_grant import ModelCacheGrant
+
+MODEL_CACHES_KEY = "model-caches"
+FLEET_CLUSTERS_KEY = "fleet-clusters"
+HYDRATIONS_KEY = "model-cache-hydrations"
+
+# Reasons this composer reports beyond the kit's, with what to do.
+REASONS: dict[str, kit.Reason] = {r.name: r for r in (
+    kit.Reason(admission.ADMITTED, "None: the ModelCache fans out at this spec."),
+    kit.Reason("WithinQuota", "None: what the namespace's caches hold fits the budget."),
+    kit.Reason("UsageUnknown", "None while a ModelCache naming the grant resolves; if it "
+               "lasts, see that cache's Resolved condition (kubectl get modelcaches)."),
+)}
+
+
+# --- 1. inputs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GrantSpec:
+    clusters: dict  # spec.clusters: {clusterSelector} or {clusterNames}
+    quota: int
+    allow_pinned: bool
+
+
+def read_spec(request: kit.Request) -> GrantSpec:
+    """The grant read through its model; every error names the field and the fix."""
+    spec = kit.read_spec(ModelCacheGrant, request.composite.get("spec"))
+    return GrantSpec(clusters=spec["clusters"],
+                     quota=kit.quantity_bytes(spec["quota"]["bytes"], "spec.quota.bytes"),
+                     allow_pinned=spec["allowPinned"])
+
+
+def requirements(request: kit.Request) -> dict[str, kit.Requirement]:
+    """Every ModelCache and hydration of the grant's namespace, every FleetCluster."""
+    every = ()  # no labels: Crossplane lists every object of the kind (design/grants.md)
+    return {
+        MODEL_CACHES_KEY: kit.Requirement(kit.API_VERSION, "ModelCache",
+                                          namespace=request.namespace, match_labels=every),
+        HYDRATIONS_KEY: kit.Requirement(kit.API_VERSION, "ModelCacheHydration",
+                                        namespace=request.namespace, match_labels=every),
+        FLEET_CLUSTERS_KEY: kit.FLEET_CLUSTERS,
+    }
+
+
+def naming(request: kit.Request, caches: list[dict]) -> list[dict]:
+    """The ModelCaches of this namespace whose spec.grantRef names this grant."""
+    return [c for c in caches if kit.get_path(c, "spec.grantRef.name") == request.name
+            and kit.get_path(c, "metadata.namespace") in (None, request.namespace)]
+
+
+# --- 2. decide ------------------------------------------------------------------------------
+
+
+def decide(request: kit.Request, spec: GrantSpec, caches: list[dict], fleet: list[dict]
+           ) -> admission.Decision:
+    views = [kit.FleetClusterView.of(resource) for resource in fleet]
+    grant = admission.Grant(request.name, admission.clusters_of(spec.clusters, views,
+                                                                "spec.clusters"),
+                            spec.quota, spec.allow_pinned)
+    return admission.decide(grant, [admission.cache_of(c, views) for c in caches],
+                            admission.Previous.rows(request.status.get("caches")))
+
+
+# --- 4. report ------------------------------------------------------------------------------
+
+
+def figures(spec: GrantSpec, decision: admission.Decision, used: int | None) -> dict:
+    rows, omitted = admission.limited(decision)
+    status = {
+        "quotaBytes": spec.quota,
+        "budgetHuman": kit.human_bytes(spec.quota),
+        "projectedBytes": decision.projected,
+        "projectedHuman": kit.human_bytes(decision.projected),
+        "unresolvedCaches": decision.unresolved,
+        "cacheCount": len(decision.rows),
+        "admittedCount": decision.admitted,
+        "cachesSummary": f"{decision.admitted}/{len(decision.rows)}",
+        "caches": rows,
+        "cachesOmitted": omitted,
+    }
+    if used is not None:
+        status.update(usedBytes=used, usedHuman=kit.human_bytes(used))
+    return status
+
+
+def quota_condition(request: kit.Request, spec: GrantSpec, decision: admission.Decision,
+                    used: int | None, outcome: kit.Outcome) -> None:
+    if used is None:
+        why = f"{decision.unresolved} ModelCache(s) naming the grant have not resolved" \
+            if decision.unresolved else "the namespace's ModelCacheHydrations are not listed yet"
+        outcome.condition("OverQuota", "Unknown", "UsageUnknown",
+                          kit.with_remedy(f"usage cannot be counted: {why}", "UsageUnknown"))
+    elif used > spec.quota:
+        outcome.condition("OverQuota", True, "OverQuota", kit.with_remedy(
+            f"the caches naming ModelCacheGrant {request.name} hold {kit.human_bytes(used)} "
+            f"({used} bytes), over the budget of {kit.human_bytes(spec.quota)} "
+            f"({spec.quota} bytes)", "OverQuota"))
+    else:
+        outcome.condition("OverQuota", False, "WithinQuota",
+                          f"{kit.human_bytes(used)} used of {kit.human_bytes(spec.quota)}")
+
+
+def compose(request: kit.Request) -> kit.Outcome:
+    outcome = kit.Outcome()
+    spec = read_spec(request)
+    for key, requirement in requirements(request).items():
+        outcome.require(key, requirement)
+    caches = request.required.get(MODEL_CACHES_KEY)
+    fleet = request.required.get(FLEET_CLUSTERS_KEY)
+    if caches is None or fleet is None:
+        # Not fetched yet: nothing is decided anew and the published decision stands.
+        outcome.status = {"quotaBytes": spec.quota, "budgetHuman": kit.human_bytes(spec.quota)}
+        outcome.composite_ready = False
+        return outcome
+    named = naming(request, caches)
+    decision = decide(request, spec, named, fleet)
+    hydrations = request.required.get(HYDRATIONS_KEY)
+    used = admission.used_bytes(hydrations, (row.cache.name for row in decision.rows)) \
+        if hydrations is not None and not decision.unresolved else None
+    outcome.status = figures(spec, decision, used)
+    quota_condition(request, spec, decision, used, outcome)
+    outcome.composite_ready = True
+    return outcome
