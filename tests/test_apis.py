@@ -142,6 +142,7 @@ def test_xrd_serves_one_referenceable_version_v1alpha1(xrd):
 
 @pytest.mark.parametrize("kind, scope", [
     ("FleetCluster", "Cluster"), ("ModelCache", "Namespaced"), ("ModelCacheHydration", "Namespaced"),
+    ("ModelCacheGrant", "Namespaced"),
 ])
 def test_xrd_scope_is_as_designed(kind, scope):
     assert XRDS[kind].doc["spec"]["scope"] == scope
@@ -295,6 +296,16 @@ def test_fleet_cluster_columns_show_provider_config_capacity_and_how_full_it_is(
     }
 
 
+def test_model_cache_grant_columns_show_budget_used_projected_caches_over_quota():
+    assert columns("ModelCacheGrant") == {
+        "BUDGET": (".status.budgetHuman", "string"),
+        "USED": (".status.usedHuman", "string"),
+        "PROJECTED": (".status.projectedHuman", "string"),
+        "CACHES": (".status.cachesSummary", "string"),
+        "OVERQUOTA": (".status.conditions[?(@.type=='OverQuota')].status", "string"),
+    }
+
+
 @every_xrd
 def test_kubectl_get_shows_the_ready_condition_and_age(xrd):
     shown = {(c["name"], c["jsonPath"]) for c in xrd.effective_printer_columns}
@@ -354,6 +365,28 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         {"name", "phase", "bytesDone", "bytesTotal", "reason", "message", "servingCommit",
          "lapsed"}
     assert keys_of(status["retained"]["items"]) == {"cluster", "since", "until", "reason"}
+
+
+def test_model_cache_grant_spec_has_the_designed_fields():
+    spec = spec_props("ModelCacheGrant")
+    assert set(spec) == {"clusters", "quota", "allowPinned"}
+    assert spec["clusters"]["properties"] == spec_props("ModelCache")["placement"]["properties"] \
+        | {"clusterNames": spec["clusters"]["properties"]["clusterNames"]}
+    assert keys_of(spec["quota"]) == {"bytes"}
+    assert spec["allowPinned"]["default"] is False
+
+
+def test_model_cache_grant_status_has_every_field_the_composer_writes():
+    status = status_props("ModelCacheGrant")
+    assert set(status) == {
+        "quotaBytes", "usedBytes", "projectedBytes", "unresolvedCaches", "cacheCount",
+        "admittedCount", "cachesOmitted", "cachesSummary", "budgetHuman", "usedHuman",
+        "projectedHuman", "caches"}
+    assert keys_of(status["caches"]["items"]) == {
+        "name", "commit", "manifestDigest", "clusters", "bytes", "admitted", "reason", "message",
+        "admittedDigest", "admittedFootprint"}
+    assert keys_of(status["caches"]["items"]["properties"]["admittedFootprint"]) == {
+        "manifestDigest", "bytes", "clusters"}
 
 
 def test_model_cache_hydration_spec_has_the_designed_fields():
