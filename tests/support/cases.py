@@ -103,6 +103,38 @@ def _fleet_cluster_deciding_capacity() -> Case:
                 required={"model-cache-hydrations": hydrations})
 
 
+def _grant_deciding_three_caches() -> Case:
+    """A ModelCacheGrant of 100Gi over the gpu=h100 clusters deciding three caches in
+    creation order: one admitted, one past the projection (OverQuota), one naming a cluster
+    the grant does not cover (OutsideGrant)."""
+    def cache(name: str, hour: int, size_gib: int, clusters: list[str]) -> dict:
+        return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+                "metadata": {"name": name, "namespace": "ml",
+                             "creationTimestamp": f"2026-12-01T{hour:02}:00:00Z"},
+                "spec": {"grantRef": {"name": "team-a"},
+                         "source": {"huggingFace": {"repo": f"org/{name}"}},
+                         "placement": {"clusterNames": clusters}},
+                "status": {"resolved": {"commit": "c" * 40, "bytes": size_gib * GIB,
+                                        "manifestDigest": name * 8}}}
+
+    grant = {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+             "metadata": {"name": "team-a", "namespace": "ml"},
+             "spec": {"clusters": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
+                      "quota": {"bytes": "100Gi"}}}
+    fleet = FLEET[:2] + [fleet_cluster("gpu-west-1", labels={"gpu": "a10"})]
+    caches = [cache("qwen", 1, 30, ["gpu-east-1", "gpu-east-2"]),
+              cache("llama", 2, 50, ["gpu-east-1", "gpu-east-2"]),
+              cache("mistral", 3, 10, ["gpu-west-1"])]
+    hydrations = [{"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+                   "metadata": {"name": f"qwen-{cluster}", "namespace": "ml"},
+                   "spec": {"modelCacheName": "qwen", "clusterName": cluster,
+                            "manifestDigest": "qwen" * 8, "bytes": 30 * GIB}}
+                  for cluster in ("gpu-east-1", "gpu-east-2")]
+    return Case("model-cache-grant-admits-one-of-three", grant,
+                required={"model-caches": caches, "fleet-clusters": fleet,
+                          "model-cache-hydrations": hydrations})
+
+
 CASES: list[Case] = [
     Case("model-cache-asks-for-fleet-clusters", model_cache_xr()),
     Case("model-cache-resolving", model_cache_xr(), required={"fleet-clusters": FLEET}),
@@ -123,6 +155,7 @@ CASES: list[Case] = [
     Case("fleet-cluster-adopts-provider-config",
          builders.fleet_cluster_xr(providerConfigRef={"name": "existing"})),
     _fleet_cluster_deciding_capacity(),
+    _grant_deciding_three_caches(),
     _case_of("hydration-first-call", builders.hydration_request()),
     _hydrating(),
     Case("model-deployment-cache-ready-hydrating-absent",
