@@ -95,6 +95,15 @@ WHERE = {
     "NotProgressing": REPLICA + "; `kubectl describe deployment` on the cluster",
     "DeploymentNotFound": REPLICA,
     "EngineChanging": REPLICA,
+    # ModelCacheGrant admission (functions/admission.py) and accounting
+    "Admitted": "ModelCacheGrant `status.caches[].reason`",
+    "OutsideGrant": "ModelCacheGrant `status.caches[].reason`; the API server's refusal of a "
+                    "ModelCache (package/policies/) when both list cluster names",
+    "PinningNotAllowed": "ModelCacheGrant `status.caches[].reason`; the API server's refusal "
+                         "of a ModelCache (package/policies/)",
+    "OverQuota": "ModelCacheGrant `status.caches[].reason` and `OverQuota` condition (OVERQUOTA)",
+    "WithinQuota": "ModelCacheGrant `OverQuota` condition (False)",
+    "UsageUnknown": "ModelCacheGrant `OverQuota` condition (Unknown)",
 }
 
 # What to do for the reasons of composers that say no remedy in their code (their states
