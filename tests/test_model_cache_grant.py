@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from fleetcache import cli
+from fleetcache import cli, validation
 from fleetcache.functions import admission, kit
 from fleetcache.functions.model_cache_grant import (
     FLEET_CLUSTERS_KEY, HYDRATIONS_KEY, MODEL_CACHES_KEY, compose,
@@ -133,6 +133,24 @@ def test_a_grant_sets_exactly_one_of_selector_or_names():
 def test_the_budget_must_be_a_positive_quantity():
     assert [v.path for v in xrd_for(grant_xr("0")).violations(grant_xr("0"))] == [
         "spec.quota.bytes"]
+
+
+@pytest.mark.parametrize("rule, expected", [
+    ('quantity("1Gi").compareTo(quantity("1024Mi"))', 0),
+    ('quantity("1G").compareTo(quantity("1Gi"))', -1),
+    ('quantity("1.5Ti").compareTo(quantity("1536Gi"))', 0),
+    ('quantity("10Ti").isGreaterThan(quantity("9.99Ti"))', True),
+    ('quantity("500M").isLessThan(quantity("0.5G"))', False),
+    ('isQuantity("10Ti")', True),
+    ('isQuantity("ten")', False),
+])
+def test_the_cel_quantity_library_compares_exactly(rule, expected):
+    assert validation.evaluate_rule(f"({rule}) == {str(expected).lower()}", None) is True
+
+
+def test_a_string_that_is_no_quantity_is_an_evaluation_error():
+    assert str(validation.evaluate_rule('quantity(self).isLessThan(quantity("1Gi"))', "ten")
+               ).startswith("evaluation error")
 
 
 def run_render(tmp_path: Path, new: dict, old: dict) -> tuple[int, str]:

@@ -37,8 +37,8 @@ def job(**spec) -> dict:
 
 
 def test_the_repository_xrds_load_by_the_kind_each_defines():
-    assert set(XRDS) == {"FleetCluster", "ModelCache", "ModelCacheHydration", "ModelDeployment",
-                         "ModelReplica"}
+    assert set(XRDS) == {"FleetCluster", "ModelCache", "ModelCacheGrant", "ModelCacheHydration",
+                         "ModelDeployment", "ModelReplica"}
 
 
 def test_xrds_load_from_the_files_given_instead_of_the_repository(tmp_path):
