@@ -10,7 +10,9 @@ gpu-west-2 failed behind its broken mirror, six replicas placed):
    one pinned, one pinned with a 24h TTL), then its FleetCluster gets a capacity they
    overfill: the stale, unpinned, unmounted cache is evicted, nothing else;
 3. a TTL lapse: the clock skips 25 hours, the weekly cache lapses (its pin is gone), and
-   when the capacity shrinks again it is the one evicted; its ModelCache turns Lapsed.
+   when the capacity shrinks again it is the one evicted; its ModelCache turns Lapsed;
+4. nothing left to evict: capacity below what the pinned and mounted copies hold turns
+   CapacityLow True and a new cache waits as Pending/CapacityLow; more capacity admits it.
 
 Each act returns what differs from its ending; [] when the fleet converged as it should.
 """
@@ -189,11 +191,12 @@ def capacity_view(stage: Stage) -> list[str]:
             f"({cache.get('usedPercent', '?')}%)"] + kubectl_table(rows)
 
 
-def settled(stage: Stage, evicted: set[str]) -> Callable[[], bool]:
+def settled(stage: Stage, evicted: set[str], also: tuple[str, ...] = ()) -> Callable[[], bool]:
+    """Every copy on the crowded cluster Ready but the evicted ones."""
     def done() -> bool:
         phases = {h["spec"]["modelCacheName"]: phase_of(h) for h in stage.hydrations()
                   if h["spec"]["clusterName"] == CROWDED_CLUSTER}
-        return set(phases) >= {stage.cache, *(n for n, _, _ in CROWD)} and {
+        return set(phases) >= {stage.cache, *(n for n, _, _ in CROWD), *also} and {
             c for c, p in phases.items() if p == "Evicted"} == evicted and all(
             p == "Ready" for c, p in phases.items() if c not in evicted)
     return done
@@ -287,10 +290,60 @@ def lapse(stage: Stage) -> list[str]:
     return problems
 
 
+# --- 4. nothing left to evict --------------------------------------------------------------
+
+
+LATE = ("late-chat", 0.3)
+
+
+def full(stage: Stage, endpoint: str) -> list[str]:
+    """Capacity below what the pinned and the mounted copies need: nothing is removable,
+    so CapacityLow turns True and a new copy waits instead of starting; more capacity
+    admits it, and the evicted copies stay evicted (no replica asked for them)."""
+    use = {c: b for c, b in measured_use(stage).items() if c not in ("stale-chat", "weekly-chat")}
+    capacity = sum(use.values()) * 100 // (HIGH + 10)
+    set_capacity(stage, capacity)
+    name, share = LATE
+    stage.hubs[0].add_repo(f"fleetcache-demo/{name}",
+                           dict(make_model(int(stage.model_bytes * share), shards=2, seed=9)))
+    stage.control.apply(crowd_manifest(stage, name, {}, endpoint))
+    stage.out(f"\nday two, act 4: {CROWDED_CLUSTER}'s capacity drops to "
+              f"{kit.human_bytes(capacity)}, below what its pinned and mounted copies hold, and "
+              f"{name} is placed there")
+
+    def waiting() -> bool:
+        late = stage.hydration(name, CROWDED_CLUSTER)
+        return kit.get_path(late, "status.reason") == "CapacityLow" and not \
+            low_capacity_problems(stage, expected=True)
+
+    problem = stage.until(waiting, f"{name} to wait and CapacityLow to turn True")
+    if problem:
+        return [problem]
+    low = kit.condition_of(stage.fleet_cluster(CROWDED_CLUSTER), "CapacityLow")
+    late = stage.hydration(name, CROWDED_CLUSTER)["status"]
+    stage.out(f"  FleetCluster {CROWDED_CLUSTER}: CapacityLow=True {low.get('message', '')}")
+    stage.out(f"  {name}: {late['phase']}/{late['reason']}: {late['message']}")
+    problems = steady(stage)
+    gone = [c for c in (stage.cache, "pinned-chat")
+            if phase_of(stage.hydration(c, CROWDED_CLUSTER)) != "Ready"]
+    if gone:
+        problems.append(f"{', '.join(gone)} left Ready although pinned or mounted")
+    roomy = 4 * 2**30  # a new copy reserves its whole request (1Gi at least) until Ready
+    set_capacity(stage, roomy)
+    stage.out(f"  {CROWDED_CLUSTER}'s capacity grows to {kit.human_bytes(roomy)}")
+    problem = stage.until(settled(stage, {"stale-chat", "weekly-chat"}, also=(name,)),
+                          f"{name} to be admitted and Ready")
+    if problem:
+        return problems + [problem]
+    for line in capacity_view(stage):
+        stage.out(line)
+    return problems + low_capacity_problems(stage, expected=False)
+
+
 def play(stage: Stage, cache_manifest: Callable[[str], dict], endpoint: str) -> list[str]:
     """The three acts in order; a later act only plays on a fleet the earlier one left right."""
     for act in (lambda: update(stage, cache_manifest), lambda: crowd(stage, endpoint),
-                lambda: lapse(stage)):
+                lambda: lapse(stage), lambda: full(stage, endpoint)):
         problems = act()
         if problems:
             return problems

@@ -259,11 +259,14 @@ def run_pipeline(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, compos
 
 
 def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse) -> dict:
+    """The XR's status after the step, as Crossplane's server-side apply leaves it: the
+    fields the function wrote, replacing the ones it wrote before (a field it no longer
+    writes is removed), and the conditions, which are merged by type."""
     out = copy.deepcopy(composite)
     desired = function_server.plain(resource.struct_to_dict(rsp.desired.composite.resource))
-    if "status" in desired:
-        out.setdefault("status", {}).update(desired["status"])
-    conditions = {c["type"]: c for c in out.get("status", {}).get("conditions", [])}
+    previous = out.get("status", {}).get("conditions", [])
+    out["status"] = {**desired.get("status", {}), "conditions": previous}
+    conditions = {c["type"]: c for c in previous}
     for cond in rsp.conditions:
         conditions[cond.type] = {
             "type": cond.type,
@@ -275,8 +278,9 @@ def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse) -> dict:
         ready = rsp.desired.composite.ready == fnv1.READY_TRUE
         conditions["Ready"] = {"type": "Ready", "status": "True" if ready else "False",
                                "reason": "Available" if ready else "Creating"}
-    if conditions:
-        out.setdefault("status", {})["conditions"] = [conditions[k] for k in sorted(conditions)]
+    out["status"]["conditions"] = [conditions[k] for k in sorted(conditions)]
+    if not out["status"]["conditions"]:
+        del out["status"]["conditions"]
     return out
 
 

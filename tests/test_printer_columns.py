@@ -41,6 +41,10 @@ def printer_columns() -> dict[str, list[dict]]:
     return columns
 
 
+# Usage is measured on a volume; an evicted copy has none, so kubectl prints <none> there.
+MEASURED = (".status.usedHuman",)
+
+
 @pytest.fixture(scope="module")
 def final_state() -> dict[tuple[str, str], dict]:
     """The last state of every composite the demo touched, by (kind, name)."""
@@ -66,6 +70,14 @@ def test_every_printer_column_shows_a_value_over_the_demos_final_state(final_sta
         if column["jsonPath"] == ".metadata.creationTimestamp":
             continue  # set by the API server, which the demo does not run
         for obj in objects:
+            if column["jsonPath"] in MEASURED and obj.get("status", {}).get("phase") == "Evicted":
+                continue
             value = jsonpath(obj, column["jsonPath"])
             assert value not in (None, ""), \
                 f"{kind} {obj['metadata']['name']}: column {column['name']} is empty"
+
+
+def test_an_evicted_copy_shows_no_usage_for_a_volume_it_no_longer_has(final_state):
+    evicted = [o for (k, _), o in final_state.items() if k == "ModelCacheHydration"
+               and o.get("status", {}).get("phase") == "Evicted"]
+    assert evicted and all(jsonpath(o, path) is None for o in evicted for path in MEASURED)
