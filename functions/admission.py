@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from fleetcache.functions import kit
 
-LISTED = 200  # status.caches rows: the XRD's maxItems
+LISTED = 500  # status.caches rows: the XRD's maxItems (about 350 kB of status at most)
 NAMED = 5  # clusters a message spells out
 ADMITTED = "Admitted"
 
@@ -278,7 +278,7 @@ def used_bytes(hydrations: Iterable[Mapping], caches: Iterable[str]) -> int:
     held: dict[tuple[str, str], int] = {}
     for hydration in hydrations:
         spec = kit.mapping_at(hydration, "spec")
-        if spec.get("modelCacheName") not in names:
+        if not isinstance(spec.get("modelCacheName"), str) or spec["modelCacheName"] not in names:
             continue
         content = spec.get("manifestDigest")
         key = content if isinstance(content, str) and content else \

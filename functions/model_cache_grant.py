@@ -86,11 +86,13 @@ def decide(request: kit.Request, spec: GrantSpec, caches: list[dict], fleet: lis
 
 
 def figures(spec: GrantSpec, decision: admission.Decision, used: int | None) -> dict:
+    """The status fields; a sum past int64 (what the API server stores) is published at
+    its largest value."""
     rows, omitted = admission.limited(decision)
     status = {
-        "quotaBytes": spec.quota,
+        "quotaBytes": min(spec.quota, kit.INT64_MAX),
         "budgetHuman": kit.human_bytes(spec.quota),
-        "projectedBytes": decision.projected,
+        "projectedBytes": min(decision.projected, kit.INT64_MAX),
         "projectedHuman": kit.human_bytes(decision.projected),
         "unresolvedCaches": decision.unresolved,
         "cacheCount": len(decision.rows),
@@ -100,7 +102,7 @@ def figures(spec: GrantSpec, decision: admission.Decision, used: int | None) -> 
         "cachesOmitted": omitted,
     }
     if used is not None:
-        status.update(usedBytes=used, usedHuman=kit.human_bytes(used))
+        status.update(usedBytes=min(used, kit.INT64_MAX), usedHuman=kit.human_bytes(used))
     return status
 
 

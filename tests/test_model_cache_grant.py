@@ -341,3 +341,16 @@ def test_the_status_it_writes_is_accepted_by_the_xrd():
     xr = copy.deepcopy(grant_xr())
     xr["status"] = compose(request(caches=caches, hydrations=[])).status
     assert_valid(xr)
+
+
+def test_a_hostile_hydration_counts_nothing_and_fails_nothing():
+    hostile = hydration("a", "gpu-east-1", DIGEST_A, 10)
+    hostile["spec"]["modelCacheName"] = ["a"]
+    status = compose(request(caches=[model_cache("a")], hydrations=[hostile])).status
+    assert status["usedBytes"] == 0
+
+
+def test_a_budget_past_int64_is_published_at_int64s_largest_value():
+    status = compose(request(grant_xr("9000Pi"), [model_cache("a")], [])).status
+    assert status["quotaBytes"] == kit.INT64_MAX
+    assert status["budgetHuman"] == f"{9000 * 1024:.1f}TiB"

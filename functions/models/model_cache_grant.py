@@ -290,7 +290,7 @@ class Status(BaseModel):
         StrictInt | None,
         Field(
             alias='cachesOmitted',
-            description='Caches not listed in caches (it lists at most 200, in admission order).',
+            description='Caches not listed in caches (it lists at most 500, in admission order). An unlisted cache has no row to fan out by: it waits (AwaitingGrant) until it is listed; split more caches over several grants.',
             ge=0,
         ),
     ] = None
@@ -325,8 +325,8 @@ class Status(BaseModel):
     caches: Annotated[
         list[Cache] | None,
         Field(
-            description='The decision for each ModelCache naming the grant, in admission order (creation time, then name); at most 200 (cachesOmitted counts the rest). compose-model-cache fans out only when its row is admitted at its current admission digest.',
-            max_length=200,
+            description='The decision for each ModelCache naming the grant, in admission order (creation time, then name); at most 500 (cachesOmitted counts the rest). compose-model-cache fans out only when its row is admitted at its current admission digest.',
+            max_length=500,
         ),
     ] = None
     conditions: Annotated[
