@@ -76,6 +76,10 @@ WHERE = {
                "the ModelCache's evicted count and condition message",
     "LeftPlacement": "ModelCacheHydration REASON (Pending: its cluster left the placement)",
     "StatusUnknown": "ModelCache `status.retained[].reason`",
+    # ModelCache admission by its ModelCacheGrant
+    "GrantNotFound": "ModelCache `Admitted`, `Resolved` and `Progressing` conditions",
+    "AwaitingGrant": "ModelCache `Admitted` and `Progressing` conditions",
+    "GrantAdmitted": "ModelCache `Admitted` condition (True)",
     "Resolved": "ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`",
     "Resolving": "ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`; "
                  "ModelReplica `status.reason`",

@@ -266,6 +266,13 @@ REASONS: dict[str, Reason] = {
         Reason("LeftPlacement", "None needed: the cluster left the ModelCache's placement, so its "
                "copy only serves what it holds until spec.removal.until; add the cluster to the "
                "placement again to update it."),
+        Reason("GrantNotFound", "Ask the platform team for a ModelCacheGrant in this namespace "
+               "(kubectl get modelcachegrants) and name it in spec.grantRef.name; until the grant "
+               "exists the cache neither resolves nor fans out, and copies it already has keep "
+               "serving."),
+        Reason("AwaitingGrant", "None: the ModelCacheGrant decides on this spec (and its "
+               "resolved size) at its next reconcile; if it lasts, check that "
+               "compose-model-cache-grant runs (kubectl describe modelcachegrant)."),
     )
 }
 for _row in exitcodes.EXIT_CODES:

@@ -1,16 +1,21 @@
 """compose-model-cache: resolve once for the whole fleet, then hydrate every target cluster.
 
 Lifecycle, top to bottom:
-1. read the spec and ask Crossplane for the FleetClusters (and the token Secret);
+1. read the spec and ask Crossplane for the FleetClusters, the ModelCacheGrant named by
+   spec.grantRef (and the token Secret);
 2. pick the target clusters from the placement;
 3. resolve the source to one commit with a resolve Job on the first Ready target, and
-   latch the result into status.resolved, so the fleet never serves two versions of "main";
-4. compose one ModelCacheHydration per target, at most rollout.maxConcurrent not Ready
+   latch the result into status.resolved, so the fleet never serves two versions of "main"
+   (only once the grant exists: without one the cache resolves nothing);
+4. obey the grant: fan out only what its status admitted at this very spec and resolved
+   content (its composer is the one writer of admission); anything else composes nothing
+   new and keeps what the grant admitted before;
+5. compose one ModelCacheHydration per target, at most rollout.maxConcurrent not Ready
    at once, in cluster-name order, each with the cache's spec.retention;
-5. keep the hydration of a cluster that left the placement while a replica mounts it or it
+6. keep the hydration of a cluster that left the placement while a replica mounts it or it
    is pinned, then for spec.retention.afterRemoval (functions/retention.py decides);
-6. report per-cluster progress, what is retained, and the Resolved/Progressing/Available/
-   Degraded/Lapsed conditions.
+7. report per-cluster progress, what is retained, and the Admitted/Resolved/Progressing/
+   Available/Degraded/Lapsed conditions.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcache.functions import kit, retention
+from fleetcache.functions import admission, kit, retention
 from fleetcache.functions.models.model_cache import ModelCache
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
+GRANT_KEY = "model-cache-grant"
 TOKEN_SECRET_KEY = "token-secret"
 RESOLVE_PREFIX = "resolve-"
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
@@ -34,6 +40,8 @@ NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
 
 # Reasons this composer reports beyond the kit's (Evicted is the kit's), with what to do.
 REASONS: dict[str, kit.Reason] = {r.name: r for r in (
+    kit.Reason("GrantAdmitted", "None: the ModelCacheGrant admitted this cache at its current "
+               "spec and resolved content."),
     kit.Reason("Lapsed", "None if intended: no replica mounted those copies for "
                "spec.retention.ttlAfterLastUse, so their clusters evicted them. Place a replica "
                "there to re-warm a copy, or raise or unset ttlAfterLastUse (or lower "
@@ -59,6 +67,7 @@ REASONS: dict[str, kit.Reason] = {r.name: r for r in (
 
 @dataclass(frozen=True)
 class CacheSpec:
+    grant: str
     source: dict
     repo: str
     revision: str
@@ -86,6 +95,7 @@ def read_spec(spec: Any) -> CacheSpec:
         kit.quantity_bytes(storage["size"], "spec.storage.size")
     what_is_fetched = {k: v for k, v in hf.items() if k != "tokenSecretRef"}
     return CacheSpec(
+        grant=spec["grantRef"]["name"],
         source=source,
         repo=hf["repo"],
         revision=hf["revision"],
@@ -363,7 +373,83 @@ def compose_resolve_step(request: kit.Request, spec: CacheSpec, cluster: kit.Fle
         policy=kit.JobPolicy.of(spec.job), token_secret=token_secret))
 
 
-# --- 4. hydrations ------------------------------------------------------------------------
+# --- 4. admission -------------------------------------------------------------------------
+
+
+ADMITTED = "GrantAdmitted"
+REFUSALS = ("OutsideGrant", "PinningNotAllowed", "OverQuota")  # the grant's, with its message
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the grant decided about this cache, as this composer obeys it: fan out only
+    when `admitted`; otherwise compose nothing new and keep what exists."""
+
+    reason: str  # ADMITTED, GrantNotFound, AwaitingGrant, or one of REFUSALS
+    message: str
+
+    @property
+    def admitted(self) -> bool:
+        return self.reason == ADMITTED
+
+
+def grant_requirement(request: kit.Request, spec: CacheSpec) -> kit.Requirement:
+    return kit.Requirement(kit.API_VERSION, "ModelCacheGrant", match_name=spec.grant,
+                           namespace=request.namespace)
+
+
+def grant_not_found(request: kit.Request, spec: CacheSpec) -> Admission:
+    return Admission("GrantNotFound", kit.with_remedy(
+        f"ModelCacheGrant {kit.clipped(spec.grant, 253)} (spec.grantRef.name) does not exist in "
+        f"namespace {request.namespace}", "GrantNotFound"))
+
+
+def grant_row(grant: dict, name: str) -> dict | None:
+    """This cache's row in the grant's status.caches; None when the grant has not decided."""
+    rows = kit.get_path(grant, "status.caches")
+    return next((r for r in rows if isinstance(r, dict) and r.get("name") == name), None) \
+        if isinstance(rows, list) else None
+
+
+def as_admitted(request: kit.Request, resolved: dict | None) -> dict:
+    """The cache as the grant weighs it: its spec, and the content it would fan out (the
+    resolution of this call, else the latched one), so content the grant never counted
+    is never fanned out under an admission of other content."""
+    shown = resolved or read_resolved(request.status.get("resolved")) or {}
+    return {**request.composite,
+            "status": {**request.status,
+                       "resolved": {"manifestDigest": shown.get("manifestDigest", "")}}}
+
+
+def admission_of(request: kit.Request, spec: CacheSpec, grant: dict,
+                 resolved: dict | None) -> Admission:
+    """Admitted when the grant's row for this cache holds it admitted at its digest (an
+    earlier admission the grant latched across a refused edit counts for that spec only).
+    A refused row shows the grant's reason and message; no row, or a row for another
+    digest, waits for the grant's next decision."""
+    name = kit.clipped(spec.grant, 253)
+    row = grant_row(grant, request.name)
+    digest = admission.admission_digest(as_admitted(request, resolved))
+    if row is None:
+        return Admission("AwaitingGrant", f"ModelCacheGrant {name} has not decided on this "
+                                          "cache yet; nothing new is composed until it does")
+    if row.get("admittedDigest") == digest:
+        return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on "
+                                   f"{kit.as_int(row.get('clusters'))} clusters "
+                                   f"({kit.human_bytes(max(0, kit.as_int(row.get('bytes'))))})")
+    holds = bool(row.get("admittedDigest")) and any(k.startswith(HYDRATION_PREFIX)
+                                                     for k in request.observed)
+    kept = "; the copies it admitted before keep serving" if holds else ""
+    if row.get("admitted") is not True and row.get("reason") in REFUSALS:
+        said = kit.clipped(row.get("message") or "", kit.MESSAGE_LIMIT // 2).rstrip(".")
+        return Admission(row["reason"], kit.with_remedy(
+            f"ModelCacheGrant {name} refuses this spec: {said or row['reason']}{kept}",
+            row["reason"]))
+    return Admission("AwaitingGrant", f"ModelCacheGrant {name} has not decided on this spec "
+                                      f"(or its resolved content) yet{kept}")
+
+
+# --- 5. hydrations ------------------------------------------------------------------------
 
 
 @dataclass
@@ -545,7 +631,7 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
     return reports
 
 
-# --- 5. retention -------------------------------------------------------------------------
+# --- 6. retention -------------------------------------------------------------------------
 
 
 def retain_departed(request: kit.Request, spec: CacheSpec, targets: list[Target],
@@ -579,7 +665,7 @@ def retain_departed(request: kit.Request, spec: CacheSpec, targets: list[Target]
     return kept
 
 
-# --- 6. report ----------------------------------------------------------------------------
+# --- 7. report ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -608,9 +694,18 @@ def every_cluster_command(request: kit.Request) -> str:
             f"-l {kit.LABEL_MODEL_CACHE}={kit.label_value(request.name)}")
 
 
+def previously_retained(request: kit.Request) -> list:
+    """status.retained as it was: while the grant has not admitted the current spec,
+    retention decides nothing, so what it latched (each cluster's `since`) stays."""
+    rows = request.status.get("retained")
+    return [r for r in rows if isinstance(r, dict)][:LISTED_CLUSTERS] \
+        if isinstance(rows, list) else []
+
+
 def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
-           reports: list[ClusterReport], kept: list[retention.Kept], mounted: int,
-           outcome: kit.Outcome) -> None:
+           admitted: Admission, reports: list[ClusterReport],
+           kept: list[retention.Kept] | None, mounted: int, outcome: kit.Outcome) -> None:
+    """kept is None when retention did not run (the grant has not admitted this spec)."""
     rollup = Rollup(reports)
     desired = len(reports)
     ready, failed = rollup.count("Ready"), rollup.count("Failed")
@@ -631,14 +726,16 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         "pendingClusters": pending,
         "lapsedClusters": sum(1 for r in reports if r.lapsed),
         "evictedClusters": len(evicted),
-        "retainedClusters": len(kept),
+        "retainedClusters": len(kept) if kept is not None
+        else max(0, kit.as_int(request.status.get("retainedClusters"))),
         "mountedReplicas": mounted,
         "summary": f"{ready}/{desired}",
         "progressPercent": rollup.percent,
         "clusters": [r.as_status() for r in rows],
         "clustersOmitted": desired - len(rows),
         "everyCluster": every_cluster_command(request),
-        "retained": [k.as_status() for k in kept[:LISTED_CLUSTERS]],
+        "retained": [k.as_status() for k in kept[:LISTED_CLUSTERS]] if kept is not None
+        else previously_retained(request),
     }
     resolved = resolution.resolved
     shown = resolved or read_resolved(request.status.get("resolved"))  # the old commit
@@ -648,6 +745,7 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         status["sizeHuman"] = kit.human_bytes(shown["bytes"])
     outcome.status = status
 
+    outcome.condition("Admitted", admitted.admitted, admitted.reason, admitted.message)
     if resolved:
         outcome.condition("Resolved", True, "Resolved",
                           f"{spec.repo}@{spec.revision} is commit {resolved['commit']} "
@@ -659,7 +757,10 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     if evicted:
         evicted_on = (f"evicted on {named([r.name for r in evicted])} to free room (re-warmed "
                       "when a replica is placed there)")
-    if desired == 0:
+    if not admitted.admitted and (resolved or admitted.reason == "GrantNotFound"):
+        outcome.condition("Progressing", admitted.reason == "AwaitingGrant", admitted.reason,
+                          admitted.message)
+    elif desired == 0:
         outcome.condition("Progressing", False, "NoClusters",
                           kit.with_remedy("no FleetCluster matches spec.placement", "NoClusters"))
     elif ready == desired:
@@ -746,30 +847,52 @@ def report_lapsed(reports: list[ClusterReport], available: bool, lapsed: bool,
     outcome.condition("Lapsed", False, "NotLapsed", message)
 
 
+def latched_resolution(request: kit.Request, spec: CacheSpec, admitted: Admission
+                       ) -> Resolution:
+    """Without a grant nothing resolves: the latched result still stands for this source."""
+    latched = read_resolved(request.status.get("resolved"))
+    if latched and latched["sourceDigest"] == spec.source_digest and not is_empty(latched):
+        return Resolution(latched, "Resolved")
+    return Resolution(None, admitted.reason, admitted.message)
+
+
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
     spec = read_spec(request.spec)
     outcome.require(FLEET_CLUSTERS_KEY, kit.FLEET_CLUSTERS)
+    outcome.require(GRANT_KEY, grant_requirement(request, spec))
     if spec.token_ref:
         outcome.require(TOKEN_SECRET_KEY, kit.Requirement(
             "v1", "Secret", match_name=spec.token_ref["name"], namespace=request.namespace))
-    if FLEET_CLUSTERS_KEY not in request.required:
+    if FLEET_CLUSTERS_KEY not in request.required or GRANT_KEY not in request.required:
         kit.carry_over(request, outcome, request.observed)
         return outcome
 
     targets = target_clusters(spec, request.required[FLEET_CLUSTERS_KEY])
-    resolution = resolve(request, spec, targets, outcome)
-    if resolution.resolved:
+    grant = next((g for g in request.required[GRANT_KEY] if isinstance(g, dict)), None)
+    if grant is None:  # compose nothing new: what exists stays as it is
+        admitted = grant_not_found(request, spec)
+        kit.carry_over(request, outcome, request.observed)
+        resolution = latched_resolution(request, spec, admitted)
+    else:
+        resolution = resolve(request, spec, targets, outcome)
+        admitted = admission_of(request, spec, grant, resolution.resolved)
+    if resolution.resolved and admitted.admitted:
         reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome)
     else:
-        kit.carry_over(request, outcome, [hydration_key(t.name) for t in targets])
-        shown = read_resolved(request.status.get("resolved")) or {}  # the fleet's until then
-        reports = [report_of(t, request.observed.get(hydration_key(t.name)), 0,
+        # Resolving under the grant's admission: the targets keep their hydrations, and
+        # retention decides on the others. Not admitted: every hydration stays as it is.
+        held = [hydration_key(t.name) for t in targets] if admitted.admitted \
+            else [k for k in request.observed if k.startswith(HYDRATION_PREFIX)]
+        kit.carry_over(request, outcome, held)
+        shown = resolution.resolved or read_resolved(request.status.get("resolved")) or {}
+        size = resolution.resolved["bytes"] if resolution.resolved else 0
+        reports = [report_of(t, request.observed.get(hydration_key(t.name)), size,
                              shown, shown.get("repo") or spec.repo)
                    for t in targets]
-    kept = retain_departed(request, spec, targets, outcome)
+    kept = retain_departed(request, spec, targets, outcome) if admitted.admitted else None
     mounted = retention.mounted_replicas([h for k, h in sorted(request.observed.items())
                                           if k.startswith(HYDRATION_PREFIX)
                                           and k in outcome.desired])
-    report(request, spec, resolution, reports, kept, mounted, outcome)
+    report(request, spec, resolution, admitted, reports, kept, mounted, outcome)
     return outcome

@@ -10,15 +10,19 @@ import pytest
 from fleetcache import exitcodes
 from fleetcache.functions import kit, model_cache
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
-from tests.support.fleet import (COMMIT, GIB, fleet_cluster, model_cache_xr, observed_hydration,
-                                 observed_object, resolved_status, with_resolved)
+from tests.support.fleet import (COMMIT, GIB, fleet_cluster, grant_admitting, model_cache_xr,
+                                 observed_hydration, observed_object, resolved_status,
+                                 with_resolved)
 
 FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
 
 
 def compose(xr: dict, fleet: list[dict] | None = None, observed: dict | None = None,
             secrets: list[dict] | None = None) -> kit.Outcome:
-    required = {"fleet-clusters": FLEET if fleet is None else fleet}
+    """The cache composed under a grant that admitted it (tests/test_model_cache_admission.py
+    specifies the admission)."""
+    required = {"fleet-clusters": FLEET if fleet is None else fleet,
+                "model-cache-grant": [grant_admitting(xr)]}
     if secrets is not None:
         required["token-secret"] = secrets
     return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
@@ -96,7 +100,7 @@ def test_asks_for_the_token_secret_by_name_in_its_own_namespace():
 def test_bad_spec_is_an_input_error_naming_the_field(spec, field):
     xr = model_cache_xr(**spec)
     if spec == {}:
-        xr["spec"] = {}
+        xr["spec"] = {"grantRef": {"name": "team-a"}}
     with pytest.raises(kit.InputError, match=field.replace(".", r"\.")):
         compose(xr)
 

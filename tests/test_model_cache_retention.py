@@ -11,8 +11,8 @@ import pytest
 
 from fleetcache import validation
 from fleetcache.functions import kit, model_cache
-from tests.support.fleet import GIB, fleet_cluster, model_cache_xr, observed_hydration, \
-    with_resolved
+from tests.support.fleet import GIB, fleet_cluster, grant_admitting, model_cache_xr, \
+    observed_hydration, with_resolved
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -27,8 +27,9 @@ def at(hour: int, minute: int = 0) -> str:
 
 def compose(xr: dict, fleet: list[dict], observed: dict | None = None,
             now: datetime.datetime = NOW) -> kit.Outcome:
-    return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
-                                           required={"fleet-clusters": fleet}, now=now))
+    return model_cache.compose(kit.Request(
+        composite=xr, observed=observed or {}, now=now,
+        required={"fleet-clusters": fleet, "model-cache-grant": [grant_admitting(xr)]}))
 
 
 def cache(**spec: object) -> dict:

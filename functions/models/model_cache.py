@@ -164,6 +164,21 @@ class ComparedItem(BaseModel):
     ] = None
 
 
+class GrantRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the ModelCacheGrant, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+
+
 class HuggingFace(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -473,6 +488,13 @@ class Spec(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
+    grant_ref: Annotated[
+        GrantRef,
+        Field(
+            alias='grantRef',
+            description='The ModelCacheGrant in this namespace that admits this cache: its clusters must cover the placement, its budget the projected bytes, and pinning needs its allowPinned. Nothing is fanned out until the grant admits the cache at its current spec; an edit the grant refuses keeps the copies admitted before.',
+        ),
+    ]
     source: Annotated[
         Source,
         Field(description='Where the weights come from and which files to take.'),

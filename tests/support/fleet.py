@@ -5,11 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleetcache.functions import kit, model_cache
+from fleetcache.functions import admission, kit, model_cache
 
 COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
 DIGEST = "ab" * 32
 GIB = 1024**3
+GRANT = "team-a"
 
 
 def fleet_cluster(name: str, *, ready: bool = True, labels: dict | None = None,
@@ -28,6 +29,7 @@ def fleet_cluster(name: str, *, ready: bool = True, labels: dict | None = None,
 
 def model_cache_xr(**spec_overrides: Any) -> dict:
     spec = {
+        "grantRef": {"name": GRANT},
         "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"},
                    "allowPatterns": ["*.safetensors", "*.json"]},
         "placement": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
@@ -37,6 +39,43 @@ def model_cache_xr(**spec_overrides: Any) -> dict:
     spec.update(spec_overrides)
     return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "qwen", "namespace": "ml", "uid": "1234"}, "spec": spec}
+
+
+def grant(*rows: dict, name: str = GRANT, namespace: str = "ml") -> dict:
+    """A ModelCacheGrant as compose-model-cache requires it: its published decisions."""
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusters": {"clusterSelector": {}}, "quota": {"bytes": "10Ti"}},
+            "status": {"caches": list(rows)}}
+
+
+def admitted_digest(xr: dict, manifest: str = DIGEST) -> str:
+    """The digest a grant admits `xr` at, once it resolved to the content `manifest`."""
+    return admission.admission_digest(
+        {**xr, "status": {"resolved": {"manifestDigest": manifest}}})
+
+
+def grant_row(xr: dict, *, admitted: bool = True, reason: str = "Admitted", message: str = "",
+              manifest: str = DIGEST, admitted_digest_of: dict | None = None,
+              clusters: int = 3, size: int = 3 * GIB) -> dict:
+    """The grant's row for `xr`: admitted at its digest with the content `manifest`, or
+    refused (admittedDigest: that of `admitted_digest_of`, an earlier spec, or none)."""
+    row = {"name": xr["metadata"]["name"], "commit": COMMIT, "clusters": clusters,
+           "bytes": size, "admitted": admitted, "reason": reason, "message": message}
+    if admitted:
+        row["admittedDigest"] = admitted_digest(xr, manifest)
+    elif admitted_digest_of is not None:
+        row["admittedDigest"] = admitted_digest(admitted_digest_of, manifest)
+    return row
+
+
+def grant_admitting(xr: dict, manifest: str | None = None) -> dict:
+    """A grant that admitted `xr` with the content `manifest`: by default the content its
+    status.resolved latched, else DIGEST (what its resolve record says)."""
+    if manifest is None:
+        latched = kit.get_path(xr, "status.resolved")
+        manifest = (latched.get("manifestDigest") or "") if isinstance(latched, dict) else DIGEST
+    return grant(grant_row(xr, manifest=manifest))
 
 
 def resolved_status(xr: dict, *, commit: str = COMMIT, size: int = 3 * GIB) -> dict:

@@ -1,0 +1,309 @@
+"""compose-model-cache obeys its ModelCacheGrant, as a specification.
+
+The grant's composer is the one writer of admission (functions/admission.py decides); the
+ModelCache composer reads its row in the grant's status.caches and fans out only what the
+row admitted at this very spec and resolved content. Anything else composes nothing new,
+keeps what exists as it is, and says why in the Admitted condition, with the remedy.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+
+import pytest
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import json_format
+
+from fleetcache import render
+from fleetcache.functions import kit, model_cache, server
+from tests.support.fleet import (DIGEST, GIB, GRANT, admitted_digest, fleet_cluster, grant,
+                                 grant_admitting, grant_row, model_cache_xr, observed_hydration,
+                                 with_resolved)
+
+FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
+EAST = {"clusterNames": ["gpu-east-1", "gpu-east-2"]}
+
+
+def compose(xr: dict, grants: list[dict] | None, observed: dict | None = None) -> kit.Outcome:
+    """grants: what Crossplane fetched for the grant requirement (None: not fetched yet)."""
+    required: dict = {"fleet-clusters": FLEET}
+    if grants is not None:
+        required["model-cache-grant"] = grants
+    return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
+                                           required=required))
+
+
+def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+    return next(c for c in outcome.conditions if c.type == type_)
+
+
+def hydrations(outcome: kit.Outcome) -> dict[str, dict]:
+    return {r["spec"]["clusterName"]: r for r, _ in outcome.desired.values()
+            if r["kind"] == "ModelCacheHydration"}
+
+
+def serving_fleet(xr: dict) -> dict:
+    """The hydrations `xr` fanned out under its admission, each Ready, as observed."""
+    outcome = compose(xr, [grant_admitting(xr)])
+    return {k: observed_hydration(r, "Ready", done=3 * GIB)
+            for k, (r, _) in outcome.desired.items() if r["kind"] == "ModelCacheHydration"}
+
+
+def as_observed(observed: dict) -> dict:
+    return {k: kit.strip_observed(v) for k, v in observed.items()}
+
+
+# --- the grant is required ------------------------------------------------------------------
+
+
+def test_asks_for_the_grant_by_name_in_its_own_namespace():
+    outcome = compose(model_cache_xr(grantRef={"name": "team-b"}), None)
+    assert outcome.requirements["model-cache-grant"] == kit.Requirement(
+        kit.API_VERSION, "ModelCacheGrant", match_name="team-b", namespace="ml")
+
+
+def test_composes_nothing_new_until_the_grant_is_fetched():
+    xr = with_resolved(model_cache_xr())
+    observed = serving_fleet(xr)
+    outcome = compose(xr, None, observed)
+    assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
+    assert not outcome.conditions
+
+
+@pytest.mark.parametrize("grant_ref", [None, {}, {"name": ""}, {"name": "Team_A"}])
+def test_a_spec_without_a_valid_grant_ref_is_an_input_error_naming_it(grant_ref):
+    xr = model_cache_xr()
+    if grant_ref is None:
+        del xr["spec"]["grantRef"]
+    else:
+        xr["spec"]["grantRef"] = grant_ref
+    with pytest.raises(kit.InputError, match=r"spec\.grantRef"):
+        compose(xr, [])
+
+
+# --- GrantNotFound --------------------------------------------------------------------------
+
+
+def test_without_the_grant_it_does_not_resolve():
+    outcome = compose(model_cache_xr(), [])
+    assert outcome.desired == {}
+    assert condition(outcome, "Resolved").reason == "GrantNotFound"
+
+
+@pytest.mark.parametrize("type_, status", [("Admitted", "False"), ("Progressing", "False"),
+                                           ("Resolved", "False")])
+def test_without_the_grant_the_conditions_say_grant_not_found(type_, status):
+    found = condition(compose(model_cache_xr(), []), type_)
+    assert (found.status, found.reason) == (status, "GrantNotFound")
+
+
+def test_grant_not_found_names_the_grant_and_the_namespace_with_the_remedy():
+    message = condition(compose(model_cache_xr(), []), "Admitted").message
+    assert f"ModelCacheGrant {GRANT} (spec.grantRef.name) does not exist in namespace ml" \
+        in message
+    assert kit.remedy("GrantNotFound") in message
+
+
+def test_a_deleted_grant_keeps_every_copy_and_the_resolve_step_as_they_are():
+    xr = with_resolved(model_cache_xr())
+    observed = serving_fleet(xr)
+    observed["resolve-job"] = {"apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+                               "metadata": {"name": "qwen-resolve-job"}, "spec": {}}
+    outcome = compose(xr, [], observed)
+    assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
+
+
+def test_a_deleted_grant_leaves_the_latched_resolution_and_availability_standing():
+    xr = with_resolved(model_cache_xr())
+    outcome = compose(xr, [], serving_fleet(xr))
+    assert condition(outcome, "Resolved").status == "True"
+    assert condition(outcome, "Available").status == "True"
+    assert outcome.composite_ready is True
+
+
+# --- what the grant's row says --------------------------------------------------------------
+
+
+def row_for(xr: dict, kind: str) -> dict | None:
+    """The grant's row for `xr` in each state the ModelCache composer distinguishes."""
+    earlier = model_cache_xr(placement=EAST)
+    rows = {
+        "none": None,
+        "admitted": grant_row(xr),
+        "admitted-unresolved": grant_row(xr, manifest=""),
+        "admitted-earlier-spec": {**grant_row(earlier), "name": xr["metadata"]["name"]},
+        "outside": grant_row(xr, admitted=False, reason="OutsideGrant",
+                             message="gpu-west-1 is outside the grant's clusters"),
+        "pinning": grant_row(xr, admitted=False, reason="PinningNotAllowed",
+                             message="spec.retention.pinned needs spec.allowPinned"),
+        "over-quota": grant_row(xr, admitted=False, reason="OverQuota",
+                                message="needs 9.0GiB, budget 5.0GiB"),
+        "unresolved": grant_row(xr, admitted=False, reason="Unresolved"),
+        "refused-latched-this-spec": grant_row(xr, admitted=False, reason="OverQuota",
+                                               admitted_digest_of=xr),
+    }
+    return rows[kind]
+
+
+@pytest.mark.parametrize("kind, reason, fans_out", [
+    ("none", "AwaitingGrant", False),
+    ("admitted", "GrantAdmitted", True),
+    ("admitted-unresolved", "AwaitingGrant", False),  # content the grant never counted
+    ("admitted-earlier-spec", "AwaitingGrant", False),  # the grant has not seen the edit
+    ("outside", "OutsideGrant", False),
+    ("pinning", "PinningNotAllowed", False),
+    ("over-quota", "OverQuota", False),
+    ("unresolved", "AwaitingGrant", False),
+    ("refused-latched-this-spec", "GrantAdmitted", True),  # an edit reverted to what it admits
+])
+def test_fans_out_only_what_the_grant_admitted_at_this_spec_and_content(kind, reason, fans_out):
+    xr = with_resolved(model_cache_xr())
+    row = row_for(xr, kind)
+    outcome = compose(xr, [grant(*([row] if row else []))])
+    admitted = condition(outcome, "Admitted")
+    assert (admitted.status, admitted.reason) == ("True" if fans_out else "False", reason)
+    assert sorted(hydrations(outcome)) == (["gpu-east-1", "gpu-east-2", "gpu-west-1"]
+                                           if fans_out else [])
+
+
+@pytest.mark.parametrize("kind", ["outside", "pinning", "over-quota"])
+def test_a_refusal_shows_the_grants_message_and_the_remedy(kind):
+    xr = with_resolved(model_cache_xr())
+    row = row_for(xr, kind)
+    admitted = condition(compose(xr, [grant(row)]), "Admitted")
+    assert row["message"] in admitted.message
+    assert f"ModelCacheGrant {GRANT} refuses this spec" in admitted.message
+    assert kit.remedy(row["reason"]) in admitted.message
+
+
+@pytest.mark.parametrize("kind, progressing", [
+    ("none", ("True", "AwaitingGrant")),
+    ("over-quota", ("False", "OverQuota")),
+    ("outside", ("False", "OutsideGrant")),
+])
+def test_progressing_says_the_cache_waits_for_or_was_refused_by_its_grant(kind, progressing):
+    xr = with_resolved(model_cache_xr())
+    row = row_for(xr, kind)
+    found = condition(compose(xr, [grant(*([row] if row else []))]), "Progressing")
+    assert (found.status, found.reason) == progressing
+
+
+def test_admitted_says_on_how_many_clusters_and_bytes():
+    xr = with_resolved(model_cache_xr())
+    admitted = condition(compose(xr, [grant_admitting(xr)]), "Admitted")
+    assert admitted.message == f"ModelCacheGrant {GRANT} admits this cache on 3 clusters (3.0GiB)"
+
+
+def test_a_grant_resolves_before_it_admits_so_the_projection_has_the_size():
+    outcome = compose(model_cache_xr(), [grant()])
+    assert "resolve-job" in outcome.desired
+    assert condition(outcome, "Admitted").reason == "AwaitingGrant"
+    assert hydrations(outcome) == {}
+
+
+def test_a_resolution_latched_in_this_call_waits_for_the_grant_to_count_it():
+    xr = model_cache_xr()
+    unresolved = grant(grant_row(xr, manifest=""))  # admitted before the size was known
+    first = compose(xr, [unresolved])
+    observed = {k: {**copy.deepcopy(r), "status": {"atProvider": {"manifest": {
+        **r["spec"]["forProvider"]["manifest"],
+        "data": {"phase": "Resolved", "commit": "4f" * 20, "bytes": str(3 * GIB), "files": "5",
+                 "manifestDigest": DIGEST}}}}}
+        for k, (r, _) in first.desired.items()}
+    outcome = compose(xr, [unresolved], observed)
+    assert outcome.status["resolved"]["manifestDigest"] == DIGEST
+    assert condition(outcome, "Admitted").reason == "AwaitingGrant"
+    assert hydrations(outcome) == {}
+
+
+# --- a refused edit keeps the old footprint -------------------------------------------------
+
+
+def refused_edit(reason: str = "OverQuota") -> tuple[dict, dict, kit.Outcome]:
+    """The cache admitted on the east clusters, then edited to every cluster; the grant
+    refuses the edit and keeps the earlier admission (its admittedDigest)."""
+    before = with_resolved(model_cache_xr(placement=EAST))
+    observed = serving_fleet(before)
+    after = copy.deepcopy(before)
+    after["spec"]["placement"] = {"clusterSelector": {"matchLabels": {"gpu": "h100"}}}
+    row = grant_row(after, admitted=False, reason=reason, admitted_digest_of=before,
+                    message="needs 9.0GiB, budget 6.0GiB")
+    return before, observed, compose(after, [grant(row)], observed)
+
+
+def test_a_refused_edit_keeps_every_copy_admitted_before_exactly_as_it_was():
+    _, observed, outcome = refused_edit()
+    assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
+
+
+def test_a_refused_edit_says_the_copies_admitted_before_keep_serving():
+    _, _, outcome = refused_edit()
+    admitted = condition(outcome, "Admitted")
+    assert admitted.reason == "OverQuota"
+    assert "the copies it admitted before keep serving" in admitted.message
+
+
+def test_a_refused_edit_keeps_the_cache_available_where_it_was_ready():
+    _, _, outcome = refused_edit()
+    assert outcome.status["readyClusters"] == 2
+    assert outcome.status["pendingClusters"] == 1  # gpu-west-1: asked for, never admitted
+
+
+def test_an_unadmitted_spec_lets_retention_decide_nothing_and_keeps_what_it_latched():
+    before = with_resolved(model_cache_xr(retention={"afterRemoval": "0h"}))
+    observed = serving_fleet(before)
+    after = copy.deepcopy(before)
+    after["spec"]["placement"] = EAST  # gpu-west-1 leaves: retention would let it go
+    after["status"]["retained"] = [{"cluster": "gpu-west-1", "since": "2026-12-01T10:00:00Z",
+                                    "until": "2026-12-01T10:00:00Z", "reason": "AfterRemoval"}]
+    after["status"]["retainedClusters"] = 1
+    outcome = compose(after, [grant(grant_row(after, admitted=False, reason="Unresolved",
+                                              admitted_digest_of=before))], observed)
+    assert "hydration-gpu-west-1" in outcome.desired
+    assert outcome.status["retained"] == after["status"]["retained"]
+    assert outcome.status["retainedClusters"] == 1
+
+
+def test_once_the_grant_admits_the_edit_it_rolls_out():
+    before, observed, _ = refused_edit()
+    after = copy.deepcopy(before)
+    after["spec"]["placement"] = {"clusterSelector": {"matchLabels": {"gpu": "h100"}}}
+    outcome = compose(after, [grant_admitting(after)], observed)
+    assert sorted(hydrations(outcome)) == ["gpu-east-1", "gpu-east-2", "gpu-west-1"]
+
+
+def test_the_admission_digest_is_the_grants_own():
+    xr = with_resolved(model_cache_xr())
+    assert model_cache.admission.admission_digest(model_cache.as_admitted(
+        kit.Request(composite=xr), None)) == admitted_digest(xr)
+
+
+# --- through gRPC ---------------------------------------------------------------------------
+
+
+NOW = datetime.datetime(2026, 12, 3, tzinfo=datetime.timezone.utc)
+
+
+def test_a_refused_edit_through_grpc_keeps_the_footprint_and_says_why():
+    before = with_resolved(model_cache_xr(placement=EAST))
+    observed = serving_fleet(before)
+    after = copy.deepcopy(before)
+    after["spec"]["placement"] = {"clusterSelector": {"matchLabels": {"gpu": "h100"}}}
+    required = {"fleet-clusters": FLEET, "model-cache-grant": [grant(grant_row(
+        after, admitted=False, reason="OverQuota", admitted_digest_of=before,
+        message="needs 9.0GiB, budget 6.0GiB"))]}
+    request = render.build_request(after, observed, fnv1.State(), None, None, required,
+                                   tag="refused-edit")
+    with render.InProcessServer(None, server.FunctionRunner(now=lambda: NOW)) as srv, \
+            render.channel_to(srv.address) as channel:
+        rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request, timeout=30)
+    assert rsp.SerializeToString(deterministic=True) == \
+        server.run(request, NOW).SerializeToString(deterministic=True)
+    assert set(rsp.desired.resources) == set(observed)
+    conditions = {c.type: c for c in rsp.conditions}
+    assert conditions["Admitted"].reason == "OverQuota"
+    assert "needs 9.0GiB, budget 6.0GiB" in conditions["Admitted"].message
+    composite = json_format.MessageToDict(rsp.desired.composite.resource)
+    assert composite["status"]["readyClusters"] == 2
