@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from fleetcache import cli, render, validation
-from fleetcache.functions import kit
+from fleetcache.functions import admission, kit
 from tests.support import xrd
 from tests.support.k8s import assert_valid_k8s
 
@@ -69,6 +69,23 @@ def test_composed_resources_are_owned_and_named_like_crossplane_does(resolved_re
 def test_rendered_hydrations_are_valid_against_their_xrd(resolved_render):
     for doc in resolved_render[1:]:
         xrd.assert_valid({k: v for k, v in doc.items() if k != "status"})
+
+
+def test_the_required_grant_admits_the_example_at_the_digest_compose_model_cache_computes():
+    cache = validation.with_defaults(render.load_documents(
+        ROOT / "examples/fleet/modelcache.yaml")[0])
+    record = render.load_documents(FIXTURES / "observed/resolve-configmap.yaml")[0]
+    manifest = record["status"]["atProvider"]["manifest"]["data"]["manifestDigest"]
+    grant = render.load_documents(FIXTURES / "required/modelcachegrant.yaml")[0]
+    assert grant["metadata"]["name"] == cache["spec"]["grantRef"]["name"]
+    assert grant["status"]["caches"][0]["admittedDigest"] == admission.admission_digest(
+        {**cache, "status": {"resolved": {"manifestDigest": manifest}}})
+
+
+def test_the_rendered_cache_says_its_grant_admitted_it(resolved_render):
+    admitted = next(c for c in resolved_render[0]["status"]["conditions"]
+                    if c["type"] == "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("True", "GrantAdmitted")
 
 
 def test_without_a_resolution_the_example_renders_the_resolve_step():
@@ -296,7 +313,7 @@ def test_a_composed_kind_without_a_schema_gets_its_names_checked():
 
 
 COMPOSITION_OF = {"FleetCluster": "fleetclusters", "ModelCache": "modelcaches",
-                  "ModelDeployment": "modeldeployments"}
+                  "ModelCacheGrant": "modelcachegrants", "ModelDeployment": "modeldeployments"}
 SINGLE_XR_EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.yaml"))
 
 
