@@ -4,8 +4,9 @@ The real function server composes; the real agent fetches and verifies from a lo
 Hugging Face–compatible hub; fleetcache.simulation stands in for Crossplane,
 provider-kubernetes and the clusters. The story:
 
-1. five FleetClusters in two regions and a ModelCache for a private model (token in a
-   Secret) that selects them all; it resolves once, then every cluster hydrates;
+1. five FleetClusters in two regions, a ModelCacheGrant giving the namespace a budget over
+   them all, and a ModelCache for a private model (token in a Secret) that selects them all
+   and names the grant; it resolves once, the grant admits it, then every cluster hydrates;
 2. as soon as the commit is known, a ModelDeployment of six replicas spreads over the
    fleet, serving from the source until each cluster's cache is Ready;
 3. gpu-west-2 sits behind a broken mirror that flips a byte: its hydration fails with
@@ -44,6 +45,10 @@ from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import Fault, TestHub
 
 NAMESPACE = "demo"
+GRANT = "demo"
+# The grant's budget: every act fits under it (tiny-chat's two commits on five clusters
+# during its update, plus day two's caches on one cluster: about 12 times the 150MiB model).
+GRANT_QUOTA = "4Gi"
 REPO = "fleetcache-demo/tiny-chat"
 CLUSTERS = (("gpu-east-1", "us-east"), ("gpu-east-2", "us-east"), ("gpu-east-3", "us-east"),
             ("gpu-west-1", "us-west"), ("gpu-west-2", "us-west"))
@@ -77,10 +82,20 @@ def fleet_clusters() -> list[dict]:
             for name, region in CLUSTERS]
 
 
+def model_cache_grant() -> dict:
+    """The platform team's grant to the demo namespace: the whole fleet, pinning allowed."""
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+            "metadata": {"name": GRANT, "namespace": NAMESPACE},
+            "spec": {"clusters": {"clusterSelector": {
+                         "matchLabels": {"fleetcache.dev/tier": "serving"}}},
+                     "quota": {"bytes": GRANT_QUOTA}, "allowPinned": True}}
+
+
 def model_cache(endpoint: str, revision: str = "main") -> dict:
     return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "tiny-chat", "namespace": NAMESPACE},
-            "spec": {"source": {"huggingFace": {"repo": REPO, "revision": revision,
+            "spec": {"grantRef": {"name": GRANT},
+                     "source": {"huggingFace": {"repo": REPO, "revision": revision,
                                                 "endpoint": endpoint,
                                                 "tokenSecretRef": {"name": "hf-token"}},
                                 "allowPatterns": ["*.safetensors", "*.json"]},
@@ -233,9 +248,10 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
         for cluster in fleet_clusters():
             control.apply(cluster)
         control.apply(token_secret(token))
+        control.apply(model_cache_grant())
         control.apply(model_cache(hub.endpoint))
-        out("applied: 5 FleetClusters (us-east: 3, us-west: 2), Secret hf-token, "
-            "ModelCache tiny-chat")
+        out(f"applied: 5 FleetClusters (us-east: 3, us-west: 2), Secret hf-token, "
+            f"ModelCacheGrant {GRANT} ({GRANT_QUOTA} over the fleet), ModelCache tiny-chat")
         try:
             converged = play(control, clusters, pace, started, token, out)
             commit = kit.get_path(tiny_chat(control), "status.resolved.commit", "")
@@ -317,6 +333,17 @@ def report(control: ControlPlane, out: Echo) -> None:
         out(line)
     degraded = kit.condition_of(cache, "Degraded")
     out(f"  Degraded={degraded.get('status')} {degraded.get('reason')}: {degraded.get('message')}")
+    admitted = kit.condition_of(cache, "Admitted")
+    out(f"  Admitted={admitted.get('status')} {admitted.get('reason')}: {admitted.get('message')}")
+    grant = control.xrs.get(("ModelCacheGrant", NAMESPACE, GRANT), {})
+    figures = grant.get("status", {})
+    out(f"\n$ kubectl get modelcachegrant {GRANT}")
+    for line in kubectl_table([["NAME", "BUDGET", "USED", "PROJECTED", "CACHES", "OVERQUOTA"],
+                               [GRANT, figures.get("budgetHuman", ""),
+                                figures.get("usedHuman", ""), figures.get("projectedHuman", ""),
+                                figures.get("cachesSummary", ""),
+                                kit.condition_of(grant, "OverQuota").get("status", "")]]):
+        out(line)
     deployments = control.of_kind("ModelDeployment")
     if deployments:
         replicas = deployments[0].get("status", {}).get("replicas", {})

@@ -146,7 +146,8 @@ def update(stage: Stage, cache_manifest: Callable[[str], dict]) -> list[str]:
 
 
 def crowd_manifest(stage: Stage, name: str, retention: dict, endpoint: str) -> dict:
-    spec: dict = {"source": {"huggingFace": {"repo": f"fleetcache-demo/{name}",
+    spec: dict = {"grantRef": {"name": "demo"},  # fleetcache.demo's grant
+                  "source": {"huggingFace": {"repo": f"fleetcache-demo/{name}",
                                              "endpoint": endpoint}},
                   "placement": {"clusterNames": [CROWDED_CLUSTER]}}
     if retention:

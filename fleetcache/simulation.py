@@ -39,8 +39,9 @@ from fleetcache.agent.progress import configmap_data
 from fleetcache.functions import kit
 from fleetcache.functions.server import FunctionRunner
 
-XR_KINDS = ("FleetCluster", "ModelCache", "ModelCacheHydration", "ModelDeployment",
-            "ModelReplica")
+# Reconciled in this order in each pass: a grant decides before the caches that obey it.
+XR_KINDS = ("FleetCluster", "ModelCacheGrant", "ModelCache", "ModelCacheHydration",
+            "ModelDeployment", "ModelReplica")
 READY = {"type": "Ready", "status": "True", "reason": "Available"}
 NOT_READY = {"type": "Ready", "status": "False", "reason": "Creating"}
 SYNCED = {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}

@@ -4,10 +4,11 @@ and that cluster's replica falls back to the source."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from fleetcache import demo
+from fleetcache import demo, demo_day_two
 from tests.support import xrd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +92,25 @@ def test_a_lapsed_cache_loses_its_pin_is_evicted_and_its_model_cache_says_lapsed
     assert "ModelCache stale-chat: Lapsed=False" in demo_output
 
 
+def test_the_grant_admits_the_demo_cache_and_shows_its_figures(demo_output):
+    assert f"Admitted=True GrantAdmitted: ModelCacheGrant {demo.GRANT} admits this cache on 5 " \
+        "clusters" in demo_output
+    table = demo_output[demo_output.index(f"$ kubectl get modelcachegrant {demo.GRANT}"):]
+    header, row = table.splitlines()[1:3]
+    assert header.split() == ["NAME", "BUDGET", "USED", "PROJECTED", "CACHES", "OVERQUOTA"]
+    assert row.split()[:2] == [demo.GRANT, "4.0GiB"] and row.split()[-1] == "False"
+
+
 def test_every_demo_composite_is_valid_against_its_xrd():
-    for resource in [*demo.fleet_clusters(), demo.model_cache("http://127.0.0.1:1"),
-                     demo.model_deployment()]:
+    for resource in [*demo.fleet_clusters(), demo.model_cache_grant(),
+                     demo.model_cache("http://127.0.0.1:1"), demo.model_deployment()]:
         xrd.assert_valid(resource)
+
+
+def test_every_cache_of_the_demo_names_its_grant():
+    assert demo.model_cache("http://127.0.0.1:1")["spec"]["grantRef"] == {"name": demo.GRANT}
+    stage = SimpleNamespace(namespace=demo.NAMESPACE)
+    for name, _, retention in demo_day_two.CROWD:
+        cache = demo_day_two.crowd_manifest(stage, name, retention, "http://127.0.0.1:1")
+        assert cache["spec"]["grantRef"] == {"name": demo.GRANT}
+        xrd.assert_valid(cache)

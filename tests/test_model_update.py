@@ -25,13 +25,21 @@ ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "ml"
 REPO = "fleetcache-test/update"
 CLUSTERS = ("gpu-a", "gpu-b")
-DEADLINE = 120.0  # per wait; generous for a loaded 2-core machine
+DEADLINE = 60.0
+
+
+def model_cache_grant() -> dict:
+    """The namespace's grant: both clusters, room for both commits on each."""
+    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+            "metadata": {"name": "team", "namespace": NAMESPACE},
+            "spec": {"clusters": {"clusterNames": list(CLUSTERS)}, "quota": {"bytes": "1Gi"}}}
 
 
 def model_cache(endpoint: str, revision: str) -> dict:
     return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "chat", "namespace": NAMESPACE},
-            "spec": {"source": {"huggingFace": {"repo": REPO, "revision": revision,
+            "spec": {"grantRef": {"name": "team"},
+                     "source": {"huggingFace": {"repo": REPO, "revision": revision,
                                                 "endpoint": endpoint}},
                      "placement": {"clusterNames": list(CLUSTERS)},
                      "rollout": {"maxConcurrent": 1}}}
@@ -127,6 +135,7 @@ def update(tmp_path_factory):
         try:
             for name in CLUSTERS:
                 control.apply(fleet_cluster(name))
+            control.apply(model_cache_grant())
             control.apply(model_cache(hub.endpoint, "v1"))
             fleet.until(lambda: fleet.hydrated(v1), "v1 to hydrate everywhere")
             control.apply(model_deployment())

@@ -40,8 +40,8 @@ from fleetcache.functions import kit, model_cache, model_cache_hydration, model_
 from tests.support import builders
 from tests.support.cases import FLEET, Case
 from tests.support.deployments import deployment
-from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, model_cache_xr,
-                                 observed_object)
+from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, grant_admitting,
+                                 model_cache_xr, observed_object)
 from tests.support.k8s import metadata_problems
 from tests.support.mutate import Mutated, mutated_request, single_mutations
 
@@ -131,11 +131,12 @@ def _model_cache_seeds() -> list[Case]:
                              storage={"size": "20Gi", "storageClassName": "fast"})
     failed_record = {**RESOLVED_RECORD, "phase": "Failed", "reason": "RepoNotFound",
                      "message": "404 for org/private at revision main"}
+    pool = FLEET + [HF_SECRET, grant_admitting(private)]
     return [
-        settle("model-cache-resolving", private, FLEET + [HF_SECRET], rounds=2,
+        settle("model-cache-resolving", private, pool, rounds=2,
                states={"resolve-job": builders.job_running()},
                data={"resolve-configmap": {"phase": "Resolving"}}),
-        settle("model-cache-resolve-failed", private, FLEET + [HF_SECRET], rounds=2,
+        settle("model-cache-resolve-failed", private, pool, rounds=2,
                states={"resolve-job": builders.job_failed_exit(exitcodes.PERMANENT_CODES[0])},
                data={"resolve-configmap": failed_record}),
         hydrating_model_cache(),
@@ -147,7 +148,8 @@ def hydrating_model_cache(fleet: list[dict] = FLEET, **spec: Any) -> Case:
     phases = list(HYDRATION_STATES.values())
     states = {model_cache.hydration_key(cluster["metadata"]["name"]): phases[index % 3]
               for index, cluster in enumerate(fleet)}
-    return settle("model-cache-ready-hydrating-failed", model_cache_xr(**spec), fleet,
+    xr = model_cache_xr(**spec)
+    return settle("model-cache-ready-hydrating-failed", xr, fleet + [grant_admitting(xr)],
                   rounds=4, states={"resolve-job": builders.job_complete(), **states},
                   data={"resolve-configmap": RESOLVED_RECORD})
 
