@@ -42,6 +42,7 @@ def test_every_file_the_tour_applies_exists_and_holds_fleetcache_kinds():
 
 @pytest.mark.parametrize("command, kind", [("fleetclusters", "FleetCluster"),
                                            ("modelcaches", "ModelCache"),
+                                           ("modelcachegrants", "ModelCacheGrant"),
                                            ("modelcachehydrations", "ModelCacheHydration"),
                                            ("modeldeployments", "ModelDeployment"),
                                            ("modelreplicas", "ModelReplica")])
