@@ -542,6 +542,17 @@ def json_list(text: Any) -> list:
     return value if isinstance(value, list) else []
 
 
+def prune_in_flight(request: kit.Request) -> str | None:
+    """A prune Job still running: it was planned for an older set of kept commits, so a
+    fetch of a commit that set does not name waits until it ends (the volume lock only
+    keeps the two from overlapping; a prune that ran after the fetch would delete it)."""
+    for key in sorted(request.observed):
+        job = kit.JobState.of(kit.remote_manifest(request.observed[key]))
+        if key.startswith(PRUNE_PREFIX) and not (job.complete or job.failed):
+            return key
+    return None
+
+
 def prune_args(spec: HydrationSpec, names: Names, namespace: str, keep: frozenset[str]
                ) -> list[str]:
     args = ["prune", "--dest", kit.CACHE_MOUNT_PATH,
@@ -646,6 +657,10 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
                 args=prune_args(spec, names, namespace, pruning.keep),
                 service_account=names.agent, labels=labels, policy=spec.policy,
                 cache_claim=names.volume), pruning.job.complete)
+        return
+    running_prune = prune_in_flight(request)
+    if running_prune and not seen.job_exists:
+        kit.carry_over(request, outcome, [running_prune])  # it ends before the fetch starts
         return
     if spec.token_ref:
         outcome.compose(TOKEN_KEY, kit.token_secret_object(

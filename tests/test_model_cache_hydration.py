@@ -1046,6 +1046,29 @@ def test_the_agents_pruned_commits_are_read_as_a_json_list(reported, pruned):
     assert outcome.status["prunedCommits"] == sorted(pruned)
 
 
+def moved_on(prune_state: dict) -> tuple[kit.Outcome, str]:
+    """Ready on NEW_COMMIT with its prune Job observed in `prune_state`, when the cache
+    moves on to THIRD_COMMIT."""
+    before = updated([])
+    key = prune_keys(before)[0]
+    xr = with_status(hydration_xr(commit=THIRD_COMMIT), **UPDATED)
+    observed = observe(before, states={**BOUND, key: prune_state})
+    return compose(hydration_request(xr, observed=observed, replicas=[])), key
+
+
+def test_a_new_commit_is_not_fetched_while_a_prune_planned_without_it_runs():
+    outcome, key = moved_on(job_running())
+    assert key in outcome.desired
+    assert job_key(THIRD_COMMIT, DIGEST) not in outcome.desired
+
+
+@pytest.mark.parametrize("state", [job_complete(), job_failed_exit(11)])
+def test_a_new_commit_is_fetched_once_the_prune_has_ended(state):
+    outcome, key = moved_on(state)
+    assert key not in outcome.desired
+    assert job_key(THIRD_COMMIT, DIGEST) in outcome.desired
+
+
 def test_the_latched_prune_leaves_nothing_to_prune_on_the_next_call():
     outcome = updated([], storedCommits=[NEW_COMMIT], prunedCommits=[COMMIT])
     assert prune_keys(outcome) == []
