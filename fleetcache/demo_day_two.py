@@ -227,15 +227,22 @@ def crowd(stage: Stage, endpoint: str) -> list[str]:
     problem = stage.until(settled(stage, set()), "the three caches to be Ready")
     if problem:
         return [problem]
-    use = measured_use(stage)
-    capacity = capacity_between(sum(use.values()), use["stale-chat"])
+    return squeeze(stage, measured_use(stage), "stale-chat", {"stale-chat"}, "is set to")
+
+
+def squeeze(stage: Stage, held: dict[str, int], evict: str, evicted: set[str], how: str
+            ) -> list[str]:
+    """Give the crowded cluster a capacity that the copies `held` pass the high watermark
+    of and that evicting `evict` alone brings under the low one; play until exactly
+    `evicted` are evicted, then some more rounds in which nothing may change."""
+    capacity = capacity_between(sum(held.values()), held[evict])
     if capacity is None:
-        return [f"no capacity makes evicting stale-chat enough: {use}"]
+        return [f"no capacity makes evicting {evict} enough: {held}"]
     set_capacity(stage, capacity)
-    stage.out(f"  {CROWDED_CLUSTER} gets spec.cache.capacity {kit.human_bytes(capacity)}: "
-              f"{sum(use.values()) * 100 // capacity}% used, above the {HIGH}% watermark")
+    stage.out(f"  {CROWDED_CLUSTER}'s spec.cache.capacity {how} {kit.human_bytes(capacity)}: "
+              f"{sum(held.values()) * 100 // capacity}% used, above the {HIGH}% watermark")
     started = stage.rounds
-    problem = stage.until(settled(stage, {"stale-chat"}), "stale-chat to be evicted")
+    problem = stage.until(settled(stage, evicted), f"{evict} to be evicted")
     if problem:
         return [problem]
     stage.out(f"  settled after {stage.rounds - started} rounds:")
@@ -263,23 +270,10 @@ def lapse(stage: Stage) -> list[str]:
                           "weekly-chat to lapse")
     if problem:
         return [problem]
-    use = measured_use(stage)
-    held = {c: b for c, b in use.items() if c != "stale-chat"}
-    capacity = capacity_between(sum(held.values()), held["weekly-chat"])
-    if capacity is None:
-        return [f"no capacity makes evicting weekly-chat enough: {use}"]
-    set_capacity(stage, capacity)
-    stage.out(f"  {CROWDED_CLUSTER}'s capacity shrinks to {kit.human_bytes(capacity)}: "
-              f"{sum(held.values()) * 100 // capacity}% used")
-    started = stage.rounds
-    problem = stage.until(settled(stage, {"stale-chat", "weekly-chat"}),
-                          "weekly-chat to be evicted")
-    if problem:
-        return [problem]
-    stage.out(f"  settled after {stage.rounds - started} rounds:")
-    for line in capacity_view(stage):
-        stage.out(line)
-    problems = steady(stage) + low_capacity_problems(stage, expected=False)
+    held = {c: b for c, b in measured_use(stage).items() if c != "stale-chat"}
+    problems = squeeze(stage, held, "weekly-chat", {"stale-chat", "weekly-chat"}, "shrinks to")
+    if problems:
+        return problems
     caches = {c["metadata"]["name"]: c for c in stage.control.of_kind("ModelCache")}
     for name, want in (("weekly-chat", "True"), ("stale-chat", "False"),
                        ("pinned-chat", "False")):
