@@ -113,28 +113,48 @@ class Cache:
     bytes: int
 
 
-def clusters_of(placement: Any, fleet: Iterable[kit.FleetClusterView], field_path: str
-                ) -> frozenset[str]:
-    """The clusters a placement (clusterNames, or a clusterSelector over the FleetClusters'
-    labels) names; InputError when it can be evaluated neither way."""
-    if not isinstance(placement, Mapping):
-        raise kit.InputError(f"{field_path}: must be an object")
-    names = placement.get("clusterNames")
-    if names is not None:
-        if not isinstance(names, list) or not all(kit.name_or_empty(n) for n in names):
-            raise kit.InputError(f"{field_path}.clusterNames: must be a list of cluster names")
-        return frozenset(names)
-    selector = placement.get("clusterSelector")
-    return frozenset(view.name for view in fleet if view.name and kit.selector_matches(
-        selector, view.labels, f"{field_path}.clusterSelector"))
+class Placements:
+    """The clusters a placement names, over one list of FleetClusters; each distinct
+    placement is evaluated once (a namespace's caches share few selectors)."""
+
+    def __init__(self, fleet: Iterable[kit.FleetClusterView]):
+        self.fleet = [view for view in fleet if view.name]
+        self.known: dict[str, frozenset[str] | kit.InputError] = {}
+
+    def clusters(self, placement: Any, field_path: str) -> frozenset[str]:
+        """clusterNames as listed, or the FleetClusters a clusterSelector matches;
+        InputError when it can be evaluated neither way."""
+        key = f"{field_path}\x00" + json.dumps(placement, sort_keys=True, default=str)
+        if key not in self.known:
+            try:
+                self.known[key] = self.evaluate(placement, field_path)
+            except kit.InputError as err:
+                self.known[key] = err
+        found = self.known[key]
+        if isinstance(found, kit.InputError):
+            raise found
+        return found
+
+    def evaluate(self, placement: Any, field_path: str) -> frozenset[str]:
+        if not isinstance(placement, Mapping):
+            raise kit.InputError(f"{field_path}: must be an object")
+        names = placement.get("clusterNames")
+        if names is not None:
+            if not isinstance(names, list) or not all(kit.name_or_empty(n) for n in names):
+                raise kit.InputError(f"{field_path}.clusterNames: must be a list of cluster "
+                                     "names")
+            return frozenset(names)
+        selector = placement.get("clusterSelector")
+        return frozenset(view.name for view in self.fleet if kit.selector_matches(
+            selector, view.labels, f"{field_path}.clusterSelector"))
 
 
-def cache_of(resource: Mapping, fleet: Iterable[kit.FleetClusterView]) -> Cache:
+def cache_of(resource: Mapping, placements: Placements) -> Cache:
     """A ModelCache as the decision sees it. Tolerant: a placement that cannot be evaluated
     is refused (InvalidSpec), an unreadable resolution reads as not resolved."""
     try:
-        targets: frozenset[str] | None = clusters_of(kit.get_path(resource, "spec.placement"),
-                                                     fleet, "spec.placement")
+        targets: frozenset[str] | None = placements.clusters(
+            kit.get_path(resource, "spec.placement"), "spec.placement")
     except kit.InputError:
         targets = None
     resolved = kit.mapping_at(resource, "status.resolved")
@@ -189,11 +209,46 @@ class Decision:
 
 def projection(footprints: Iterable[Footprint]) -> int:
     """Per distinct content, its bytes times the widest cluster count asked of it."""
-    widest: dict[str, tuple[int, int]] = {}
-    for fp in footprints:
-        size, clusters = widest.get(fp.content, (0, 0))
-        widest[fp.content] = (max(size, fp.bytes), max(clusters, fp.clusters))
-    return sum(size * clusters for size, clusters in widest.values())
+    return Ledger({str(i): fp for i, fp in enumerate(footprints)}).total
+
+
+class Ledger:
+    """The footprints holding room, by cache name, and their projection; kept per content,
+    so trying a footprint costs only the caches that share its content."""
+
+    def __init__(self, footprints: Mapping[str, Footprint]):
+        self.by_name: dict[str, Footprint] = {}
+        self.by_content: dict[str, dict[str, Footprint]] = {}
+        self.total = 0
+        for name, footprint in footprints.items():
+            self.put(name, footprint)
+
+    @staticmethod
+    def cost(members: Mapping[str, Footprint]) -> int:
+        return max((f.bytes for f in members.values()), default=0) * \
+            max((f.clusters for f in members.values()), default=0)
+
+    def members_with(self, content: str, name: str, footprint: Footprint | None
+                     ) -> dict[str, Footprint]:
+        members = {k: v for k, v in self.by_content.get(content, {}).items() if k != name}
+        if footprint is not None and footprint.content == content:
+            members[name] = footprint
+        return members
+
+    def trial(self, name: str, footprint: Footprint | None) -> int:
+        """The projection if `name` held `footprint` instead of what it holds."""
+        held = self.by_name.get(name)
+        contents = {f.content for f in (held, footprint) if f is not None}
+        return self.total + sum(self.cost(self.members_with(c, name, footprint))
+                                - self.cost(self.by_content.get(c, {})) for c in contents)
+
+    def put(self, name: str, footprint: Footprint | None) -> None:
+        self.total = self.trial(name, footprint)
+        held = self.by_name.pop(name, None)
+        for content in {f.content for f in (held, footprint) if f is not None}:
+            self.by_content[content] = self.members_with(content, name, footprint)
+        if footprint is not None:
+            self.by_name[name] = footprint
 
 
 def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previous]
@@ -201,32 +256,31 @@ def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previou
     ordered = sorted({c.name: c for c in caches if c.name}.values(),
                      key=lambda c: (c.created, c.name))
     # What already holds room: every footprint admitted before, whatever happens to its edit.
-    live = {c.name: previous[c.name].footprint for c in ordered
-            if c.name in previous and previous[c.name].footprint is not None}
-    incumbents = [c for c in ordered if c.name in previous and previous[c.name].admitted
-                  and previous[c.name].digest == c.digest]
+    ledger = Ledger({c.name: previous[c.name].footprint for c in ordered
+                     if c.name in previous and previous[c.name].digest
+                     and previous[c.name].footprint is not None})
+    incumbents = {c.name for c in ordered if c.name in previous and previous[c.name].admitted
+                  and previous[c.name].digest == c.digest}
     rows: dict[str, Row] = {}
-    for cache in incumbents + [c for c in ordered if c not in incumbents]:
+    for cache in sorted(ordered, key=lambda c: c.name not in incumbents):  # stable: in order
         before = previous.get(cache.name, Previous(False, "", None))
         reason, message = refusal(grant, cache)
         if not reason:
             footprint = Footprint(cache.content, cache.bytes, len(cache.targets or ())) \
                 if cache.content else before.footprint
-            trial = {**live, cache.name: footprint} if footprint else dict(live)
-            needed = projection(v for v in trial.values() if v)
+            needed = ledger.trial(cache.name, footprint)
             if needed <= grant.quota:
-                live = trial
+                ledger.put(cache.name, footprint)
                 rows[cache.name] = Row(cache, True, ADMITTED, admitted_message(
                     grant, cache, needed), cache.digest, footprint)
                 continue
             reason, message = "OverQuota", over_quota_message(grant, cache, needed,
-                                                              projection(live.values()))
+                                                              ledger.total)
         if before.digest:
             message += f"; the spec admitted earlier ({before.digest}) keeps serving"
         rows[cache.name] = Row(cache, False, reason, kit.with_remedy(message, reason),
                                before.digest, before.footprint if before.digest else None)
-    return Decision(rows=tuple(rows[c.name] for c in ordered),
-                    projected=projection(live.values()),
+    return Decision(rows=tuple(rows[c.name] for c in ordered), projected=ledger.total,
                     unresolved=sum(1 for c in ordered if not c.content))
 
 

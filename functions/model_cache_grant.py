@@ -74,11 +74,10 @@ def naming(request: kit.Request, caches: list[dict]) -> list[dict]:
 
 def decide(request: kit.Request, spec: GrantSpec, caches: list[dict], fleet: list[dict]
            ) -> admission.Decision:
-    views = [kit.FleetClusterView.of(resource) for resource in fleet]
-    grant = admission.Grant(request.name, admission.clusters_of(spec.clusters, views,
-                                                                "spec.clusters"),
+    placements = admission.Placements(kit.FleetClusterView.of(resource) for resource in fleet)
+    grant = admission.Grant(request.name, placements.clusters(spec.clusters, "spec.clusters"),
                             spec.quota, spec.allow_pinned)
-    return admission.decide(grant, [admission.cache_of(c, views) for c in caches],
+    return admission.decide(grant, [admission.cache_of(c, placements) for c in caches],
                             admission.Previous.rows(request.status.get("caches")))
 
 

@@ -233,7 +233,47 @@ def _replica_seeds() -> list[Case]:
             for delivery, (replica, owner) in sorted(replicas_as_written().items())]
 
 
+def grant_pool(fleet: list[dict], caches: int) -> tuple[dict, list[dict]]:
+    """A 100Gi grant over the gpu=h100 clusters, and `caches` ModelCaches naming it (by
+    names or by selector, every fifth outside the grant, every seventh unresolved) with a
+    hydration each, among `fleet`."""
+    names = [c["metadata"]["name"] for c in fleet]
+    grant = {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+             "metadata": {"name": "team-a", "namespace": "ml"},
+             "spec": {"clusters": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
+                      "quota": {"bytes": "100Gi"}, "allowPinned": False}}
+    pool = list(fleet) + [fleet_cluster("gpu-lab-1", labels={"gpu": "a10"})]
+    for index in range(caches):
+        name = f"cache-{index:04d}"
+        placement = {"clusterSelector": {"matchLabels": {"gpu": "h100"}}} if index % 2 else \
+            {"clusterNames": names[index % len(names):][:2]
+             + (["gpu-lab-1"] if index % 5 == 4 else [])}
+        cache = {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+                 "metadata": {"name": name, "namespace": "ml",
+                              "creationTimestamp": f"2026-12-01T00:{index % 60:02}:00Z"},
+                 "spec": {"grantRef": {"name": "team-a"},
+                          "source": {"huggingFace": {"repo": f"org/m{index % 9}"}},
+                          "placement": placement, "retention": {"pinned": index % 11 == 3}}}
+        if index % 7:
+            cache["status"] = {"resolved": {"commit": COMMIT, "bytes": (index % 9 + 1) * GIB,
+                                            "manifestDigest": f"{index % 9:02d}" * 32}}
+        pool.append(cache)
+        pool.append({"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+                     "metadata": {"name": f"{name}-{names[0]}", "namespace": "ml"},
+                     "spec": {"modelCacheName": name, "clusterName": names[0],
+                              "manifestDigest": f"{index % 9:02d}" * 32,
+                              "bytes": (index % 9 + 1) * GIB}})
+    return grant, pool
+
+
+def _grant_seeds() -> list[Case]:
+    grant, pool = grant_pool(FLEET, 6)
+    return [settle("model-cache-grant-first-decision", grant, pool, rounds=2),
+            settle("model-cache-grant-deciding-again", grant, pool, rounds=3)]
+
+
 SEED_BUILDERS = {"FleetCluster": _fleet_cluster_seeds, "ModelCache": _model_cache_seeds,
+                 "ModelCacheGrant": _grant_seeds,
                  "ModelCacheHydration": _hydration_seeds, "ModelDeployment": _deployment_seeds,
                  "ModelReplica": _replica_seeds}
 
@@ -585,7 +625,14 @@ def _replica_at_scale() -> Case:
                   rounds=2, states={"deployment": AVAILABLE})
 
 
+def _grant_at_scale() -> Case:
+    """A grant deciding again over 1,000 caches on 1,000 clusters, its 500 rows published."""
+    grant, pool = grant_pool(_fleet(SCALE), SCALE)
+    return settle("model-cache-grant-1000-caches", grant, pool, rounds=2)
+
+
 SCALE_CASES = {"FleetCluster": _fleet_cluster_at_scale, "ModelCache": _model_cache_at_scale,
+               "ModelCacheGrant": _grant_at_scale,
                "ModelCacheHydration": _hydration_at_scale,
                "ModelDeployment": _deployment_at_scale, "ModelReplica": _replica_at_scale}
 
