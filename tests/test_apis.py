@@ -66,6 +66,7 @@ def keys_of(node: dict) -> set[str]:
 
 def model_cache(**spec) -> dict:
     base = {
+        "grantRef": {"name": "team-a"},
         "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}},
         "placement": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
     }
@@ -336,8 +337,8 @@ def test_fleet_cluster_status_has_the_provider_config_name_and_the_cache_decisio
 
 def test_model_cache_spec_has_the_designed_fields():
     spec = spec_props("ModelCache")
-    assert set(spec) == {"source", "placement", "storage", "rollout", "minReady", "job", "agent",
-                         "retention"}
+    assert set(spec) == {"grantRef", "source", "placement", "storage", "rollout", "minReady", "job",
+                         "agent", "retention"}
     assert keys_of(spec["source"]) == {"huggingFace", "allowPatterns", "ignorePatterns"}
     assert keys_of(spec["source"]["properties"]["huggingFace"]) == \
         {"repo", "revision", "endpoint", "tokenSecretRef"}

@@ -14,9 +14,10 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from fleetcache.functions import kit, server
-from tests.support.fleet import fleet_cluster, resolved_status
+from tests.support.fleet import GRANT, fleet_cluster, grant, grant_row, resolved_status
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+GRANTED = {"model-cache-grant": [grant(namespace="ml")]}  # a grant that decided nothing yet
 KINDS = sorted(server.COMPOSER_MODULES)
 LONG = "x" * 300
 UNICODE = "модель-🚀-模型"
@@ -82,9 +83,9 @@ def test_hostile_fleet_clusters_never_raise():
             "metadata": {"name": LONG, "labels": {"gpu": UNICODE}}, "status": "broken"},
            {"apiVersion": "fleetcache.dev/v1alpha1", "kind": "FleetCluster", "metadata": {}},
            fleet_cluster(UNICODE)]
-    spec = {"source": {"huggingFace": {"repo": "org/model"}},
+    spec = {"grantRef": {"name": GRANT}, "source": {"huggingFace": {"repo": "org/model"}},
             "placement": {"clusterSelector": {}}}
-    rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": odd}), NOW)
+    rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": odd, **GRANTED}), NOW)
     never_internal_error(rsp)
     assert not [r for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
 
@@ -121,7 +122,7 @@ def test_an_unknown_kind_is_quoted_at_most_200_characters():
 
 def test_a_fatal_result_never_echoes_a_huge_value_whole():
     selector = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": "v" * 100_000}]}
-    spec = {"source": {"huggingFace": {"repo": "org/model"}},
+    spec = {"grantRef": {"name": GRANT}, "source": {"huggingFace": {"repo": "org/model"}},
             "placement": {"clusterSelector": selector}}
     rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": [fleet_cluster("a")]}),
                      NOW)
@@ -207,7 +208,7 @@ def hostile_fleet_request(n: int, *, latched: bool) -> fnv1.RunFunctionRequest:
     """A ModelCache over n clusters where every observed and required value is hostile:
     5,000-digit numbers, 10 kB messages and reasons, unknown phases, 10 kB label values;
     its status.resolved matches the spec (`latched`: hydrations are composed) or not."""
-    spec = {"source": {"huggingFace": {"repo": "org/model"}},
+    spec = {"grantRef": {"name": GRANT}, "source": {"huggingFace": {"repo": "org/model"}},
             "placement": {"clusterSelector": {"matchExpressions": [
                 {"key": "gpu", "operator": "In", "values": ["h100"]}]}},
             "rollout": {"maxConcurrent": n}}
@@ -218,7 +219,10 @@ def hostile_fleet_request(n: int, *, latched: bool) -> fnv1.RunFunctionRequest:
         cluster["metadata"]["labels"]["note"] = "n" * 10_000
         cluster["spec"]["cache"] = {"capacity": "9" * 5000}
         fleet.append(cluster)
-    req = request("ModelCache", "h", spec, {"fleet-clusters": fleet})
+    admitting = grant(grant_row({"metadata": {"name": "h"}, "spec": spec}, manifest=""),
+                      namespace="ml")  # the latched status.resolved names no manifest
+    req = request("ModelCache", "h", spec, {"fleet-clusters": fleet,
+                                            "model-cache-grant": [admitting]})
     resource.update(req.observed.composite, {"status": {"resolved": {
         "commit": "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9", "bytes": "9" * 5000,
         "files": "Infinity", "sourceDigest": digest}}})
@@ -272,9 +276,10 @@ def test_a_fleet_cluster_with_malformed_cache_or_agent_fields_reads_the_defaults
 def test_a_fleet_cluster_without_a_valid_name_is_never_targeted():
     unnamed = fleet_cluster("gpu-1")
     unnamed["metadata"]["name"] = ["gpu-1"]
-    spec = {"source": {"huggingFace": {"repo": "org/model"}},
+    spec = {"grantRef": {"name": GRANT}, "source": {"huggingFace": {"repo": "org/model"}},
             "placement": {"clusterSelector": {}}}
-    rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": [unnamed]}), NOW)
+    rsp = server.run(request("ModelCache", "h", spec, {"fleet-clusters": [unnamed], **GRANTED}),
+                     NOW)
     never_internal_error(rsp)
     status = resource.struct_to_dict(rsp.desired.composite.resource)["status"]
     assert status["desiredClusters"] == 0

@@ -26,7 +26,8 @@ QUANTITY_FIELDS = ("size", "capacity", "bandwidth", "sharedMemorySize")
 
 
 def cache_spec(**fields) -> dict:
-    spec = {"source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}},
+    spec = {"grantRef": {"name": "team-a"},
+            "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}},
             "placement": {"clusterNames": ["gpu-east-1"]}}
     spec.update(fields)
     return spec
@@ -142,7 +143,8 @@ def test_a_list_item_is_named_by_its_index():
 
 
 def test_a_missing_required_field_is_named():
-    assert error_of(model_cache.ModelCache, {"placement": {"clusterNames": ["a"]}}) == \
+    assert error_of(model_cache.ModelCache, {"grantRef": {"name": "team-a"},
+                                             "placement": {"clusterNames": ["a"]}}) == \
         "spec.source is required"
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from fleetcache.functions import kit, model_cache, model_cache_hydration
 from tests.support import builders
 from tests.support.deployments import NO_CACHE, cache_required, cache_row, deployment, replica_xr
-from tests.support.fleet import (GIB, fleet_cluster, model_cache_xr, observed_hydration,
-                                 with_resolved)
+from tests.support.fleet import (GIB, fleet_cluster, grant, grant_admitting, model_cache_xr,
+                                 observed_hydration, with_resolved)
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,14 @@ def _hydrating() -> Case:
                     builders.hydration_request(observed=observed))
 
 
+def _granted(xr: dict, **required: list[dict]) -> dict:
+    """What a ModelCache requires, with the grant that admitted it (or `required`'s own)."""
+    return {"fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)], **required}
+
+
 def _three_phase_cache() -> Case:
     xr = with_resolved(model_cache_xr())
-    desired = model_cache.compose(kit.Request(composite=xr,
-                                              required={"fleet-clusters": FLEET})).desired
+    desired = model_cache.compose(kit.Request(composite=xr, required=_granted(xr))).desired
     observed = {
         "hydration-gpu-east-1": observed_hydration(desired["hydration-gpu-east-1"][0], "Ready",
                                                    done=3 * GIB),
@@ -50,7 +54,7 @@ def _three_phase_cache() -> Case:
         "hydration-gpu-west-1": observed_hydration(desired["hydration-gpu-west-1"][0], "Failed",
                                                    reason="DigestMismatch", message="bad bytes"),
     }
-    return Case("model-cache-three-phases", xr, observed, {"fleet-clusters": FLEET})
+    return Case("model-cache-three-phases", xr, observed, _granted(xr))
 
 
 def _retained_cache() -> Case:
@@ -61,8 +65,7 @@ def _retained_cache() -> Case:
                                                  "afterRemoval": "30m"}))
     xr["status"]["retained"] = [{"cluster": "gpu-west-1", "since": "2026-12-01T10:00:00Z",
                                  "until": "2026-12-01T11:30:00Z", "reason": "Mounted"}]
-    desired = model_cache.compose(kit.Request(composite=xr,
-                                              required={"fleet-clusters": FLEET})).desired
+    desired = model_cache.compose(kit.Request(composite=xr, required=_granted(xr))).desired
     observed = {}
     for key, (hydration, _) in desired.items():
         observed[key] = observed_hydration(hydration, "Ready", done=3 * GIB)
@@ -71,7 +74,7 @@ def _retained_cache() -> Case:
                                        lastUsedTime="2026-12-01T11:00:00Z")
     fleet = FLEET[:2] + [fleet_cluster("gpu-west-1", labels={"gpu": "a10"})]
     return Case("model-cache-retains-a-departed-cluster", xr, observed,
-                {"fleet-clusters": fleet})
+                _granted(xr, **{"fleet-clusters": fleet}))
 
 
 def _fleet_cluster_deciding_capacity() -> Case:
@@ -137,20 +140,24 @@ def _grant_deciding_three_caches() -> Case:
 
 CASES: list[Case] = [
     Case("model-cache-asks-for-fleet-clusters", model_cache_xr()),
-    Case("model-cache-resolving", model_cache_xr(), required={"fleet-clusters": FLEET}),
+    Case("model-cache-resolving", model_cache_xr(), required=_granted(model_cache_xr())),
+    Case("model-cache-grant-not-found", model_cache_xr(),
+         required={"fleet-clusters": FLEET, "model-cache-grant": []}),
     Case("model-cache-token-secret-missing",
          model_cache_xr(source={"huggingFace": {"repo": "org/private",
                                                 "tokenSecretRef": {"name": "hf-token"}}}),
-         required={"fleet-clusters": FLEET, "token-secret": []}),
+         required={"fleet-clusters": FLEET, "model-cache-grant": [grant()],
+                   "token-secret": []}),
     _three_phase_cache(),
     _retained_cache(),
     Case("model-cache-bad-spec-is-fatal", {**model_cache_xr(), "spec": {"placement": 3}}),
     Case("model-cache-named-cluster-not-found",
          with_resolved(model_cache_xr(placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]})),
-         required={"fleet-clusters": FLEET}),
+         required=_granted(with_resolved(
+             model_cache_xr(placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]})))),
     Case("model-cache-malformed-status-resolved",
          {**model_cache_xr(), "status": {"resolved": ["not", "an", "object"]}},
-         required={"fleet-clusters": FLEET}),
+         required=_granted(model_cache_xr())),
     Case("fleet-cluster-from-kubeconfig", builders.fleet_cluster_xr()),
     Case("fleet-cluster-adopts-provider-config",
          builders.fleet_cluster_xr(providerConfigRef={"name": "existing"})),

@@ -43,7 +43,8 @@ def model_cache(*rows: dict, commit: str | None = COMMIT, name: str = CACHE) -> 
                               "bytes": 3 * GIB, "files": 5, "manifestDigest": DIGEST}
     return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"}},
+            "spec": {"grantRef": {"name": "team-a"},
+                     "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"}},
                      "placement": {"clusterNames": [r["name"] for r in rows] or ["x"]}},
             "status": status}
 
