@@ -435,8 +435,9 @@ def admission_of(request: kit.Request, spec: CacheSpec, grant: dict,
                                           "cache yet; nothing new is composed until it does")
     if row.get("admittedDigest") == digest:
         return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on "
-                                   f"{kit.as_int(row.get('clusters'))} clusters "
-                                   f"({kit.human_bytes(max(0, kit.as_int(row.get('bytes'))))})")
+                                   f"{max(0, kit.as_int(row.get('clusters')))} clusters "
+                                   f"({kit.human_bytes(max(0, kit.as_int(row.get('bytes'))))} "
+                                   "each)")
     holds = bool(row.get("admittedDigest")) and any(k.startswith(HYDRATION_PREFIX)
                                                      for k in request.observed)
     kept = "; the copies it admitted before keep serving" if holds else ""

@@ -193,7 +193,8 @@ def test_progressing_says_the_cache_waits_for_or_was_refused_by_its_grant(kind, 
 def test_admitted_says_on_how_many_clusters_and_bytes():
     xr = with_resolved(model_cache_xr())
     admitted = condition(compose(xr, [grant_admitting(xr)]), "Admitted")
-    assert admitted.message == f"ModelCacheGrant {GRANT} admits this cache on 3 clusters (3.0GiB)"
+    assert admitted.message == \
+        f"ModelCacheGrant {GRANT} admits this cache on 3 clusters (3.0GiB each)"
 
 
 def test_a_grant_resolves_before_it_admits_so_the_projection_has_the_size():
