@@ -178,7 +178,22 @@ def expected_problems(control: ControlPlane, token: str) -> list[str]:
                             f"{replica.get('status', {}).get('phase')}, expected {want} Ready")
     if token in all_text(control.xrs.values()):
         problems.append("the token appears in a composite's spec or status")
-    return problems
+    return problems + grant_problems(control)
+
+
+def grant_problems(control: ControlPlane) -> list[str]:
+    """The grant's figures against a hand count: tiny-chat's one content at its resolved
+    size on each of the five clusters holding a hydration of it (the failed one included),
+    used and projected alike, within the budget."""
+    grant = control.xrs.get(("ModelCacheGrant", NAMESPACE, GRANT), {})
+    status = grant.get("status", {})
+    counted = kit.as_int(kit.get_path(tiny_chat(control), "status.resolved.bytes")) * len(CLUSTERS)
+    figures = (status.get("usedBytes"), status.get("projectedBytes"),
+               kit.condition_of(grant, "OverQuota").get("status"))
+    if figures != (counted, counted, "False"):
+        return [f"ModelCacheGrant {GRANT}: used, projected, OverQuota {figures}, expected "
+                f"{(counted, counted, 'False')} by hand"]
+    return []
 
 
 def verify_caches(clusters: dict[str, Cluster], commit: str, out: Echo) -> list[str]:
