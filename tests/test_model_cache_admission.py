@@ -17,7 +17,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
 
 from fleetcache import render
-from fleetcache.functions import kit, model_cache, server
+from fleetcache.functions import kit, model_cache, model_cache_grant, server
 from tests.support.fleet import (DIGEST, GIB, GRANT, admitted_digest, fleet_cluster, grant,
                                  grant_admitting, grant_row, model_cache_xr, observed_hydration,
                                  with_resolved)
@@ -279,6 +279,54 @@ def test_the_admission_digest_is_the_grants_own():
     xr = with_resolved(model_cache_xr())
     assert model_cache.admission.admission_digest(model_cache.as_admitted(
         kit.Request(composite=xr), None)) == admitted_digest(xr)
+
+
+# --- the grant decides, the cache obeys: no spec reaches past the grant ---------------------
+
+
+GRANTED_CLUSTERS = ["gpu-east-1", "gpu-east-2"]
+
+
+def decided_grant(*caches: dict, allow_pinned: bool = False) -> dict:
+    """The grant over the east clusters (100Gi) with the status its own composer publishes
+    after weighing `caches`."""
+    xr = {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+          "metadata": {"name": GRANT, "namespace": "ml"},
+          "spec": {"clusters": {"clusterNames": GRANTED_CLUSTERS}, "quota": {"bytes": "100Gi"},
+                   "allowPinned": allow_pinned}}
+    outcome = model_cache_grant.compose(kit.Request(composite=xr, required={
+        model_cache_grant.MODEL_CACHES_KEY: list(caches),
+        model_cache_grant.HYDRATIONS_KEY: [],
+        model_cache_grant.FLEET_CLUSTERS_KEY: FLEET}))
+    return {**xr, "status": outcome.status}
+
+
+@pytest.mark.parametrize("spec, reason, reached", [
+    ({"placement": {"clusterNames": ["gpu-east-1"]}}, "GrantAdmitted", ["gpu-east-1"]),
+    ({"placement": {"clusterNames": GRANTED_CLUSTERS}}, "GrantAdmitted", GRANTED_CLUSTERS),
+    ({"placement": {"clusterNames": ["gpu-east-1", "gpu-west-1"]}}, "OutsideGrant", []),
+    ({"placement": {"clusterNames": ["gpu-ghost"]}}, "OutsideGrant", []),
+    ({"placement": {"clusterSelector": {}}}, "OutsideGrant", []),
+    ({"placement": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}}}, "OutsideGrant", []),
+    ({"placement": {"clusterSelector": {"matchExpressions": [
+        {"key": "gpu", "operator": "Exists"}]}}}, "OutsideGrant", []),
+    ({"placement": {"clusterNames": ["gpu-east-1"]}, "retention": {"pinned": True}},
+     "PinningNotAllowed", []),
+])
+def test_no_spec_a_tenant_writes_reaches_a_cluster_its_grant_does_not_cover(spec, reason,
+                                                                           reached):
+    xr = with_resolved(model_cache_xr(**spec))
+    outcome = compose(xr, [decided_grant(xr)])
+    assert condition(outcome, "Admitted").reason == reason
+    assert sorted(hydrations(outcome)) == reached
+    assert {r["metadata"]["namespace"] for r, _ in outcome.desired.values()} <= {"ml"}
+
+
+def test_a_grant_of_another_namespace_is_never_asked_for():
+    xr = model_cache_xr()
+    xr["metadata"]["namespace"] = "team-b"
+    outcome = compose(xr, None)
+    assert outcome.requirements["model-cache-grant"].namespace == "team-b"
 
 
 # --- through gRPC ---------------------------------------------------------------------------
