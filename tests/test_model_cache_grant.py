@@ -176,6 +176,28 @@ def test_render_with_old_refuses_a_frozen_field_in_one_line(tmp_path, new, line)
     assert (code, err) == (1, line + "\n")
 
 
+def test_render_answers_every_cache_of_the_grants_namespace_and_no_other(tmp_path):
+    """Through the real pipeline: render answers "no labels, namespace ml" with the caches
+    of ml only, as Crossplane lists them."""
+    ours = model_cache("qwen", size_gib=1, clusters=("gpu-east-1",))
+    theirs = model_cache("llama", size_gib=1, clusters=("gpu-east-1",))
+    theirs["metadata"]["namespace"] = "other"
+    for cache in (ours, theirs):
+        cache["status"]["resolved"]["files"] = 1
+    (tmp_path / "grant.yaml").write_text(yaml.safe_dump(grant_xr(
+        clusters={"clusterSelector": {"matchLabels": {"gpu": "h100"}}})))
+    (tmp_path / "caches.yaml").write_text(yaml.safe_dump_all([ours, theirs]))
+    result = CliRunner().invoke(cli.main, [
+        "render", str(tmp_path / "grant.yaml"),
+        "--composition", str(ROOT / "compositions/modelcachegrants.yaml"),
+        "--required", str(tmp_path / "caches.yaml"),
+        "--required", str(ROOT / "tests/fixtures/render/required")])
+    assert result.exit_code == 0, result.stderr
+    status = next(yaml.safe_load_all(result.stdout))["status"]
+    assert [(r["name"], r["reason"]) for r in status["caches"]] == [("qwen", "Admitted")]
+    assert (status["cachesSummary"], status["usedBytes"]) == ("1/1", 0)
+
+
 # --- requirements ------------------------------------------------------------------------------
 
 
