@@ -207,14 +207,10 @@ class Decision:
         return sum(1 for row in self.rows if row.admitted)
 
 
-def projection(footprints: Iterable[Footprint]) -> int:
-    """Per distinct content, its bytes times the widest cluster count asked of it."""
-    return Ledger({str(i): fp for i, fp in enumerate(footprints)}).total
-
-
 class Ledger:
-    """The footprints holding room, by cache name, and their projection; kept per content,
-    so trying a footprint costs only the caches that share its content."""
+    """The footprints holding room, by cache name, and their projection (per distinct
+    content, its bytes times the widest cluster count asked of it); kept per content, so
+    trying a footprint costs only the caches that share its content."""
 
     def __init__(self, footprints: Mapping[str, Footprint]):
         self.by_name: dict[str, Footprint] = {}

@@ -165,6 +165,14 @@ def test_an_admitted_edit_replaces_the_earlier_footprint():
     assert decision.projected == 90 * GIB
 
 
+def test_content_an_edit_leaves_counts_only_the_clusters_still_asked_of_it():
+    previous = {"a": admitted_before("a@1", "shared", 10, clusters=3),
+                "b": admitted_before("b@1", "shared", 10, clusters=1)}
+    caches = [cache("a", 10, content="own", digest="a@2"),
+              cache("b", 10, content="shared", digest="b@1")]
+    assert admission.decide(grant(), caches, previous).projected == (10 + 10) * GIB
+
+
 def test_an_earlier_caches_edit_never_displaces_a_later_admitted_cache():
     previous = {"a": admitted_before("a@1", "content-a", 30),
                 "b": admitted_before("b@1", "content-b", 60)}
