@@ -11,13 +11,16 @@ from __future__ import annotations
 import copy
 import datetime
 
+import lupa
 import pytest
+import yaml
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
 
 from fleetcache import render
 from fleetcache.functions import kit, model_cache, model_cache_grant, server
+from tests.test_argocd import ARGOCD_CM, lua_value
 from tests.support.fleet import (DIGEST, GIB, GRANT, admitted_digest, fleet_cluster, grant,
                                  grant_admitting, grant_row, model_cache_xr, observed_hydration,
                                  with_resolved)
@@ -246,7 +249,7 @@ def test_a_refused_edit_says_the_copies_admitted_before_keep_serving():
     assert "the copies it admitted before keep serving" in admitted.message
 
 
-def test_a_refused_edit_keeps_the_cache_available_where_it_was_ready():
+def test_a_refused_edit_counts_the_old_copies_ready_and_the_new_cluster_pending():
     _, _, outcome = refused_edit()
     assert outcome.status["readyClusters"] == 2
     assert outcome.status["pendingClusters"] == 1  # gpu-west-1: asked for, never admitted
@@ -327,6 +330,52 @@ def test_a_grant_of_another_namespace_is_never_asked_for():
     xr["metadata"]["namespace"] = "team-b"
     outcome = compose(xr, None)
     assert outcome.requirements["model-cache-grant"].namespace == "team-b"
+
+
+# --- what Argo CD shows ---------------------------------------------------------------------
+
+
+def argocd_health(cache: dict) -> tuple[str, str]:
+    """examples/argocd/argocd-cm.yaml's ModelCache health check, run as Lua."""
+    scripts = yaml.safe_load(ARGOCD_CM.read_text())["data"]
+    lua = lupa.LuaRuntime(unpack_returned_tuples=True)
+    check = lua.eval("function(obj)\n"
+                     f"{scripts['resource.customizations.health.fleetcache.dev_ModelCache']}\nend")
+    result = check(lua_value(lua, cache))
+    return result["status"], result["message"]
+
+
+def as_composed(xr: dict, outcome: kit.Outcome) -> dict:
+    """The cache with the status and conditions the composer returned."""
+    conditions = [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                  for c in outcome.conditions]
+    return {**xr, "status": {**outcome.status, "conditions": conditions}}
+
+
+@pytest.mark.parametrize("grants, health", [
+    ([], "Degraded"),  # GrantNotFound
+    ("over-quota", "Degraded"),
+    ("outside", "Degraded"),
+    ("pinning", "Degraded"),
+    ("none", "Progressing"),  # AwaitingGrant: the grant decides on its next reconcile
+])
+def test_argo_cd_shows_a_refused_or_grantless_cache_degraded_and_a_waiting_one_progressing(
+        grants, health):
+    xr = with_resolved(model_cache_xr())
+    if isinstance(grants, str):
+        row = row_for(xr, grants)
+        grants = [grant(*([row] if row else []))]
+    outcome = compose(xr, grants)
+    status, message = argocd_health(as_composed(xr, outcome))
+    assert (status, message) == (health, condition(outcome, "Admitted").message
+                                 if health == "Degraded" else
+                                 condition(outcome, "Progressing").message)
+
+
+def test_argo_cd_shows_a_refused_edit_degraded_while_its_old_copies_serve():
+    before, _, outcome = refused_edit()
+    assert outcome.status["readyClusters"] == 2
+    assert argocd_health(as_composed(before, outcome))[0] == "Degraded"
 
 
 # --- through gRPC ---------------------------------------------------------------------------
