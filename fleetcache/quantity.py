@@ -57,7 +57,7 @@ def parse(value: Any) -> Decimal:
     digits = number.replace(".", "").lstrip("0")
     if len(digits) > MAX_DIGITS:
         raise QuantityError(f"has more than {MAX_DIGITS} significant digits")
-    if suffix[:1] in ("e", "E"):
+    if suffix not in _SUFFIX:  # an exponent (`1e9`), not the exa suffixes `E` and `Ei`
         exponent = int(suffix[1:])
         if abs(exponent) > MAX_EXPONENT:
             raise QuantityError(f"has an exponent beyond {MAX_EXPONENT}")

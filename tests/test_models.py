@@ -293,6 +293,12 @@ def test_what_the_positive_pattern_accepts_the_bounded_parser_reads_as_positive(
     assert quantity.to_bytes(text) > 0
 
 
+@pytest.mark.parametrize("text, value", [("1Ei", 2**60), ("5E", 5 * 10**18), ("2e3", 2000),
+                                         ("1E3", 1000), ("1.5Ki", 1536)])
+def test_the_exa_suffixes_are_suffixes_and_e_with_digits_an_exponent(text, value):
+    assert quantity.to_bytes(text) == value
+
+
 @pytest.mark.parametrize("text", ["0", "0.0Gi", "-1Gi", "1e3", "100m", "20GB", " 1Gi"])
 def test_the_positive_pattern_refuses_zero_sign_exponent_and_milli(text):
     assert not re.match(kit.POSITIVE_QUANTITY, text)
