@@ -423,17 +423,18 @@ def as_admitted(request: kit.Request, resolved: dict | None) -> dict:
 
 def admission_of(request: kit.Request, spec: CacheSpec, grant: dict,
                  resolved: dict | None) -> Admission:
-    """Admitted when the grant's row for this cache holds it admitted at its digest (an
-    earlier admission the grant latched across a refused edit counts for that spec only).
-    A refused row shows the grant's reason and message; no row, or a row for another
-    digest, waits for the grant's next decision."""
+    """Admitted when the grant's row for this cache says admitted at its digest. A refused
+    row shows the grant's reason and message, also when it still carries this digest (a
+    latch: the grant refused the same spec again, e.g. its selector now matches clusters
+    outside the grant, so what exists keeps serving and nothing new is composed); no row,
+    or an admission at another digest, waits for the grant's next decision."""
     name = kit.clipped(spec.grant, 253)
     row = grant_row(grant, request.name)
     digest = admission.admission_digest(as_admitted(request, resolved))
     if row is None:
         return Admission("AwaitingGrant", f"ModelCacheGrant {name} has not decided on this "
                                           "cache yet; nothing new is composed until it does")
-    if row.get("admittedDigest") == digest:
+    if row.get("admitted") is True and row.get("admittedDigest") == digest:
         return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on "
                                    f"{max(0, kit.as_int(row.get('clusters')))} clusters "
                                    f"({kit.human_bytes(max(0, kit.as_int(row.get('bytes'))))} "

@@ -159,7 +159,7 @@ def row_for(xr: dict, kind: str) -> dict | None:
     ("pinning", "PinningNotAllowed", False),
     ("over-quota", "OverQuota", False),
     ("unresolved", "AwaitingGrant", False),
-    ("refused-latched-this-spec", "GrantAdmitted", True),  # an edit reverted to what it admits
+    ("refused-latched-this-spec", "OverQuota", False),  # refused again: a latch, not admitted
 ])
 def test_fans_out_only_what_the_grant_admitted_at_this_spec_and_content(kind, reason, fans_out):
     xr = with_resolved(model_cache_xr())
@@ -268,6 +268,21 @@ def test_an_unadmitted_spec_lets_retention_decide_nothing_and_keeps_what_it_latc
     assert "hydration-gpu-west-1" in outcome.desired
     assert outcome.status["retained"] == after["status"]["retained"]
     assert outcome.status["retainedClusters"] == 1
+
+
+def test_a_selector_matching_a_cluster_outside_the_grant_again_composes_nothing_there():
+    """The same spec, admitted before; a new FleetCluster now matches its selector, so the
+    grant refuses it at the same digest (a latch): the copies stay, none is added."""
+    xr = with_resolved(model_cache_xr())
+    observed = serving_fleet(xr)
+    fleet = FLEET + [fleet_cluster("gpu-south-1")]
+    latched = grant_row(xr, admitted=False, reason="OutsideGrant", admitted_digest_of=xr,
+                        message="gpu-south-1 is outside the grant's clusters")
+    outcome = model_cache.compose(kit.Request(composite=xr, observed=observed, required={
+        "fleet-clusters": fleet, "model-cache-grant": [grant(latched)]}))
+    assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
+    assert condition(outcome, "Admitted").reason == "OutsideGrant"
+    assert "keep serving" in condition(outcome, "Admitted").message
 
 
 def test_once_the_grant_admits_the_edit_it_rolls_out():
