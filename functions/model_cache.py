@@ -421,8 +421,22 @@ def as_admitted(request: kit.Request, resolved: dict | None) -> dict:
                        "resolved": {"manifestDigest": shown.get("manifestDigest", "")}}}
 
 
-def admission_of(request: kit.Request, spec: CacheSpec, grant: dict,
-                 resolved: dict | None) -> Admission:
+def outside_grant(grant: dict, targets: list[Target], fleet: list[dict]) -> list[str]:
+    """Existing targets outside the grant's spec.clusters now (all of them when those
+    cannot be read): the grant decided over the fleet as it was, and a cluster that has since
+    come to match the placement waits for its next decision instead of being reached at
+    once. A named cluster that does not exist cannot be reached, so it is not counted."""
+    views = (kit.FleetClusterView.of(r) for r in fleet if isinstance(r, dict))
+    try:
+        covered = admission.Placements(views).clusters(kit.get_path(grant, "spec.clusters"),
+                                                        "spec.clusters")
+    except kit.InputError:
+        covered = frozenset()
+    return [t.name for t in targets if t.cluster is not None and t.name not in covered]
+
+
+def admission_of(request: kit.Request, spec: CacheSpec, grant: dict, resolved: dict | None,
+                 targets: list[Target], fleet: list[dict]) -> Admission:
     """Admitted when the grant's row for this cache says admitted at its digest. A refused
     row shows the grant's reason and message, also when it still carries this digest (a
     latch: the grant refused the same spec again, e.g. its selector now matches clusters
@@ -434,6 +448,12 @@ def admission_of(request: kit.Request, spec: CacheSpec, grant: dict,
     if row is None:
         return Admission("AwaitingGrant", f"ModelCacheGrant {name} has not decided on this "
                                           "cache yet; nothing new is composed until it does")
+    outside = outside_grant(grant, targets, fleet)
+    if row.get("admitted") is True and row.get("admittedDigest") == digest and outside:
+        return Admission("AwaitingGrant", f"{named(outside)} came to match spec.placement "
+                                          f"outside ModelCacheGrant {name}'s clusters since it "
+                                          "decided; nothing new is composed until it decides "
+                                          "again")
     if row.get("admitted") is True and row.get("admittedDigest") == digest:
         return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on "
                                    f"{max(0, kit.as_int(row.get('clusters')))} clusters "
@@ -878,7 +898,8 @@ def compose(request: kit.Request) -> kit.Outcome:
         resolution = latched_resolution(request, spec, admitted)
     else:
         resolution = resolve(request, spec, targets, outcome)
-        admitted = admission_of(request, spec, grant, resolution.resolved)
+        admitted = admission_of(request, spec, grant, resolution.resolved, targets,
+                                request.required[FLEET_CLUSTERS_KEY])
     if resolution.resolved and admitted.admitted:
         reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome)
     else:

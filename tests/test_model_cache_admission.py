@@ -285,6 +285,32 @@ def test_a_selector_matching_a_cluster_outside_the_grant_again_composes_nothing_
     assert "keep serving" in condition(outcome, "Admitted").message
 
 
+def test_a_cluster_matching_since_the_grant_admitted_is_not_reached_before_it_decides_again():
+    """Admitted at this digest over the fleet as it was; a FleetCluster outside the grant's
+    clusters has come to match the selector since: nothing is added until the grant
+    decides (it will refuse: OutsideGrant), and the copies stay."""
+    xr = with_resolved(model_cache_xr())
+    observed = serving_fleet(xr)
+    east_only = grant(grant_row(xr))
+    east_only["spec"]["clusters"] = {"clusterNames": [c["metadata"]["name"] for c in FLEET]}
+    fleet = FLEET + [fleet_cluster("gpu-south-1")]
+    outcome = model_cache.compose(kit.Request(composite=xr, observed=observed, required={
+        "fleet-clusters": fleet, "model-cache-grant": [east_only]}))
+    assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
+    admitted = condition(outcome, "Admitted")
+    assert admitted.reason == "AwaitingGrant" and admitted.message.startswith(
+        f"gpu-south-1 came to match spec.placement outside ModelCacheGrant {GRANT}'s clusters")
+
+
+def test_a_grant_whose_clusters_cannot_be_read_admits_nothing_new():
+    xr = with_resolved(model_cache_xr())
+    broken = grant(grant_row(xr))
+    broken["spec"]["clusters"] = {"clusterSelector": {"matchExpressions": "gpu"}}
+    outcome = compose(xr, [broken])
+    assert condition(outcome, "Admitted").reason == "AwaitingGrant"
+    assert hydrations(outcome) == {}
+
+
 def test_once_the_grant_admits_the_edit_it_rolls_out():
     before, observed, _ = refused_edit()
     after = copy.deepcopy(before)
