@@ -14,7 +14,8 @@ from fleetcache.functions import kit
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGOCD_CM = ROOT / "examples" / "argocd" / "argocd-cm.yaml"
-KINDS = ("FleetCluster", "ModelCache", "ModelCacheHydration", "ModelDeployment", "ModelReplica")
+KINDS = ("FleetCluster", "ModelCacheGrant", "ModelCache", "ModelCacheHydration", "ModelDeployment",
+         "ModelReplica")
 
 
 def lua_value(lua: lupa.LuaRuntime, value):
@@ -164,6 +165,29 @@ def test_a_hydration_waiting_for_capacity_is_degraded_with_its_reason(health, de
     waiting = copy.deepcopy(with_phase(demo_rounds, "ModelCacheHydration", "Ready"))
     waiting["status"].update(phase="Pending", reason="CapacityLow", message="needs 3 GiB")
     assert health(waiting) == ("Degraded", "CapacityLow: needs 3 GiB")
+
+
+def test_a_grant_within_its_budget_is_healthy_with_its_figures(health, demo_rounds):
+    grant = last_of(demo_rounds, "ModelCacheGrant", "demo")
+    status, message = health(grant)
+    assert status == "Healthy"
+    assert message.startswith(kit.condition_of(grant, "OverQuota")["message"])
+    assert message.endswith(f"{grant['status']['cachesSummary']} caches admitted")
+
+
+def test_a_grant_that_cannot_count_its_usage_yet_is_progressing(health, demo_rounds):
+    counting = next(g for g in states(demo_rounds, "ModelCacheGrant")
+                    if kit.condition_of(g, "OverQuota").get("status") == "Unknown")
+    assert health(counting) == ("Progressing", kit.condition_of(counting, "OverQuota")["message"])
+
+
+def test_a_grant_over_its_budget_is_degraded_with_the_numbers(health, demo_rounds):
+    grant = copy.deepcopy(last_of(demo_rounds, "ModelCacheGrant", "demo"))
+    grant["status"]["conditions"] = [
+        c for c in grant["status"]["conditions"] if c["type"] != "OverQuota"] + [
+        {"type": "OverQuota", "status": "True", "reason": "OverQuota",
+         "message": "hold 5.0GiB, over the budget of 4.0GiB"}]
+    assert health(grant) == ("Degraded", "hold 5.0GiB, over the budget of 4.0GiB")
 
 
 def test_a_composite_crossplane_cannot_sync_is_degraded_with_crossplanes_message(health,
