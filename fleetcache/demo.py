@@ -15,7 +15,10 @@ provider-kubernetes and the clusters. The story:
 4. every Ready cluster's cache is re-verified and must hold the same bytes;
 5. day two (fleetcache.demo_day_two): a model update in which every shard changes, then
    pruned; one cluster over its high watermark evicts a stale cache and keeps a pinned
-   one; a TTL lapse (the clock skips a day) unpins a cache that is then evicted.
+   one; a TTL lapse (the clock skips a day) unpins a cache that is then evicted; with
+   nothing left to evict, CapacityLow holds a new copy until capacity grows;
+6. a second tenant (fleetcache.demo_tenants): its grant refuses a cache past its budget
+   with the numbers, then admits it once the budget grows.
 
 It exits non-zero unless the fleet converges exactly like that.
 """
@@ -38,7 +41,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache import demo_day_two
+from fleetcache import demo_day_two, demo_tenants
 from fleetcache.simulation import (Clock, Cluster, ControlPlane, Provider, all_text,
                                    function_server, kubectl_table, step)
 from fleetcache.testhub.content import make_model
@@ -65,8 +68,9 @@ class Pace:
     pause: float
 
 
-FULL = Pace(model_bytes=150 * 2**20, deadline=110.0, pause=0.4)
-FAST = Pace(model_bytes=12 * 2**20, deadline=90.0, pause=0.1)
+# Deadlines bound the whole story (act one, day two, the second tenant) on a loaded machine.
+FULL = Pace(model_bytes=150 * 2**20, deadline=300.0, pause=0.4)
+FAST = Pace(model_bytes=12 * 2**20, deadline=180.0, pause=0.1)
 
 
 # --- what the platform team and the tenant apply --------------------------------------------
@@ -281,6 +285,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
                 problems = demo_day_two.play(
                     stage, lambda revision: model_cache(hub.endpoint, revision), hub.endpoint)
                 if not problems:
+                    problems = demo_tenants.play(stage, hub.endpoint)
+                if not problems:
                     commit = kit.get_path(tiny_chat(control), "status.resolved.commit", "")
                     out("\nEvery Ready cluster re-verifies the updated cache:")
                     problems = verify_caches(clusters, commit, out)
@@ -293,7 +299,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             f"their caches; {BROKEN_MIRROR_CLUSTER} failed with DigestMismatch and its replica "
             "serves from the source; the token never appeared in any status; a full-weight "
             "update fit and freed the old commit; a stale cache was evicted, a pinned one "
-            "kept, a lapsed one evicted and reported Lapsed")
+            "kept, a lapsed one evicted and reported Lapsed, CapacityLow held a new copy until "
+            "capacity grew; team-b's grant refused a cache past its budget, then admitted it")
         return 0
     out(f"\ndemo FAILED after {elapsed:.0f}s" + ("" if converged else " (did not converge)"))
     for problem in problems:

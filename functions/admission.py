@@ -272,7 +272,7 @@ def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previou
                 continue
             reason, message = "OverQuota", over_quota_message(grant, cache, needed,
                                                               ledger.total)
-        if before.digest:
+        if before.digest and before.footprint is not None:  # it fanned out: copies exist
             message += f"; the spec admitted earlier ({before.digest}) keeps serving"
         rows[cache.name] = Row(cache, False, reason, kit.with_remedy(message, reason),
                                before.digest, before.footprint if before.digest else None)

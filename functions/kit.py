@@ -287,7 +287,7 @@ def remedy(reason: str) -> str:
 def with_remedy(message: str, reason: str) -> str:
     """A status message that says what happened and then what to do."""
     fix = remedy(reason)
-    if not fix or fix in message:
+    if not fix or fix.rstrip(".") in message:  # said already (perhaps before a final period)
         return message
     return f"{message.rstrip('.')}. {fix}" if message else fix
 

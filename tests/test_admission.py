@@ -197,6 +197,19 @@ def test_a_cache_never_admitted_has_no_admitted_digest_when_refused():
     assert "admittedDigest" not in row.as_status()
 
 
+def test_a_cache_admitted_before_it_resolved_does_not_claim_copies_keep_serving_when_refused():
+    previous = {"a": Previous(True, "a@0", None)}  # admitted unresolved: nothing fanned out
+    row = admission.decide(grant(5), [cache("a", 10)], previous).rows[0]
+    assert (row.admitted, row.reason) == (False, "OverQuota")
+    assert "keeps serving" not in row.message
+
+
+def test_a_refusal_states_its_remedy_once():
+    row = admission.decide(grant(5), [cache("a", 10)], {}).rows[0]
+    assert row.message.count(kit.remedy("OverQuota").rstrip(".")) == 1
+    assert kit.with_remedy(row.message.rstrip("."), "OverQuota") == row.message.rstrip(".")
+
+
 # --- determinism -------------------------------------------------------------------------------
 
 
