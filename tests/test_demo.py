@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleetcache import demo, demo_day_two
+from fleetcache import demo, demo_day_two, demo_tenants
 from tests.support import xrd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,6 +90,26 @@ def test_a_lapsed_cache_loses_its_pin_is_evicted_and_its_model_cache_says_lapsed
     assert rows["weekly-chat"][:2] == ["Evicted", "Evicted"] and rows["pinned-chat"][0] == "Ready"
     assert "ModelCache weekly-chat: Lapsed=True" in demo_output
     assert "ModelCache stale-chat: Lapsed=False" in demo_output
+
+
+def test_with_nothing_removable_capacity_low_holds_a_new_copy_until_capacity_grows(demo_output):
+    act = demo_output[demo_output.index("day two, act 4"):]
+    assert "CapacityLow=True" in act and "late-chat: Pending/CapacityLow: this copy needs" in act
+    rows = crowded_table(demo_output, "day two, act 4")
+    assert rows["late-chat"][0] == "Ready" and rows["pinned-chat"][0] == "Ready"
+    assert rows["stale-chat"][0] == "Evicted"  # more room does not re-warm an evicted copy
+
+
+def test_a_second_tenant_is_refused_past_its_budget_with_the_numbers_then_admitted(demo_output):
+    act = demo_output[demo_output.index(f"tenant {demo_tenants.TENANT}"):]
+    refusal = next(line for line in act.splitlines() if "OverQuota" in line)
+    assert "would make the projection" in refusal and "over the budget of" in refusal
+    assert f"{demo_tenants.CACHE} is Ready on gpu-east-2 and gpu-east-3" in act
+
+
+def test_every_manifest_of_the_second_tenant_is_valid_against_its_xrd():
+    xrd.assert_valid(demo_tenants.grant(2**20))
+    xrd.assert_valid(demo_tenants.cache("http://127.0.0.1:1"))
 
 
 def test_the_grant_admits_the_demo_cache_and_shows_its_figures(demo_output):
