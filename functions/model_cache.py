@@ -454,6 +454,13 @@ def admission_of(request: kit.Request, spec: CacheSpec, grant: dict, resolved: d
                                           f"outside ModelCacheGrant {name}'s clusters since it "
                                           "decided; nothing new is composed until it decides "
                                           "again")
+    counted = max(0, kit.as_int(row.get("clusters")))
+    if row.get("admitted") is True and row.get("admittedDigest") == digest \
+            and len(targets) > counted:
+        return Admission("AwaitingGrant", f"spec.placement matches {len(targets)} clusters, "
+                                          f"more than the {counted} ModelCacheGrant {name} "
+                                          "counted when it decided; nothing new is composed "
+                                          "until it decides again")
     if row.get("admitted") is True and row.get("admittedDigest") == digest:
         return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on "
                                    f"{max(0, kit.as_int(row.get('clusters')))} clusters "

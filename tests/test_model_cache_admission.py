@@ -195,9 +195,19 @@ def test_progressing_says_the_cache_waits_for_or_was_refused_by_its_grant(kind, 
 
 def test_admitted_says_on_how_many_clusters_and_bytes():
     xr = with_resolved(model_cache_xr())
-    admitted = condition(compose(xr, [grant_admitting(xr)]), "Admitted")
+    admitted = condition(compose(xr, [grant_admitting(xr, clusters=3)]), "Admitted")
     assert admitted.message == \
         f"ModelCacheGrant {GRANT} admits this cache on 3 clusters (3.0GiB each)"
+
+
+def test_a_placement_that_grew_past_what_the_grant_counted_waits_for_its_next_decision():
+    """A cluster inside the grant that came to match the selector after the grant decided
+    is not reached before the grant has counted it against the budget."""
+    xr = with_resolved(model_cache_xr())
+    outcome = compose(xr, [grant_admitting(xr, clusters=2)])
+    admitted = condition(outcome, "Admitted")
+    assert admitted.reason == "AwaitingGrant" and "more than the 2" in admitted.message
+    assert not [k for k in outcome.desired if k.startswith("hydration-")]
 
 
 def test_a_grant_resolves_before_it_admits_so_the_projection_has_the_size():

@@ -69,13 +69,17 @@ def grant_row(xr: dict, *, admitted: bool = True, reason: str = "Admitted", mess
     return row
 
 
-def grant_admitting(xr: dict, manifest: str | None = None) -> dict:
-    """A grant that admitted `xr` with the content `manifest`: by default the content its
-    status.resolved latched, else DIGEST (what its resolve record says)."""
+ANY_FLEET = 10_000  # more clusters than any test's fleet
+
+
+def grant_admitting(xr: dict, manifest: str | None = None, clusters: int = ANY_FLEET) -> dict:
+    """A grant that admitted `xr` with the content `manifest` (by default the content its
+    status.resolved latched, else DIGEST, what its resolve record says) on `clusters`
+    clusters: by default as many as any test's placement matches."""
     if manifest is None:
         latched = kit.get_path(xr, "status.resolved")
         manifest = (latched.get("manifestDigest") or "") if isinstance(latched, dict) else DIGEST
-    return grant(grant_row(xr, manifest=manifest))
+    return grant(grant_row(xr, manifest=manifest, clusters=clusters))
 
 
 def resolved_status(xr: dict, *, commit: str = COMMIT, size: int = 3 * GIB) -> dict:
