@@ -10,9 +10,9 @@ import pytest
 from fleetcache import exitcodes
 from fleetcache.functions import kit, model_cache
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
-from tests.support.fleet import (COMMIT, GIB, fleet_cluster, grant_admitting, model_cache_xr,
-                                 observed_hydration, observed_object, resolved_status,
-                                 with_resolved)
+from tests.support.fleet import (COMMIT, GIB, condition, fleet_cluster, grant_admitting,
+                                 hydrations, model_cache_xr, observed_hydration, observed_object,
+                                 resolved_status, with_resolved)
 
 FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
 
@@ -27,15 +27,6 @@ def compose(xr: dict, fleet: list[dict] | None = None, observed: dict | None = N
         required["token-secret"] = secrets
     return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
                                            required=required))
-
-
-def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
-    return next(c for c in outcome.conditions if c.type == type_)
-
-
-def hydrations(outcome: kit.Outcome) -> dict[str, dict]:
-    return {r["spec"]["clusterName"]: r for r, _ in outcome.desired.values()
-            if r["kind"] == "ModelCacheHydration"}
 
 
 def clusters(outcome: kit.Outcome) -> dict[str, dict]:

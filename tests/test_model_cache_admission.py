@@ -21,9 +21,9 @@ from google.protobuf import json_format
 from fleetcache import render
 from fleetcache.functions import kit, model_cache, model_cache_grant, server
 from tests.test_argocd import ARGOCD_CM, lua_value
-from tests.support.fleet import (DIGEST, GIB, GRANT, admitted_digest, fleet_cluster, grant,
-                                 grant_admitting, grant_row, model_cache_xr, observed_hydration,
-                                 with_resolved)
+from tests.support.fleet import (DIGEST, GIB, GRANT, admitted_digest, condition, fleet_cluster,
+                                 grant, grant_admitting, grant_row, hydrations, model_cache_xr,
+                                 observed_hydration, with_resolved)
 
 FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
 EAST = {"clusterNames": ["gpu-east-1", "gpu-east-2"]}
@@ -36,15 +36,6 @@ def compose(xr: dict, grants: list[dict] | None, observed: dict | None = None) -
         required["model-cache-grant"] = grants
     return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
                                            required=required))
-
-
-def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
-    return next(c for c in outcome.conditions if c.type == type_)
-
-
-def hydrations(outcome: kit.Outcome) -> dict[str, dict]:
-    return {r["spec"]["clusterName"]: r for r, _ in outcome.desired.values()
-            if r["kind"] == "ModelCacheHydration"}
 
 
 def serving_fleet(xr: dict) -> dict:

@@ -6,6 +6,7 @@ import json
 
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.progress import FETCH_FIELDS, ConfigMapSink, Progress, configmap_data, write_termination
+from tests.support.sinks import ListSink
 
 from .conftest import fetch_args, run_agent
 from .test_resolve import RecordingCoreApi
@@ -17,17 +18,6 @@ class Clock:
 
     def __call__(self):
         return self.now
-
-
-class ListSink:
-    def __init__(self):
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-    def close(self):
-        pass
 
 
 def started(clock=None):

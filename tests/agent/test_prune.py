@@ -17,6 +17,7 @@ from fleetcache.agent.progress import PRUNE_FIELDS, Progress
 from fleetcache.agent.prune import KILL_AFTER_ENV
 from fleetcache.agent.prune import prune as run_prune
 from fleetcache.testhub import PatternContent
+from tests.support.sinks import ListSink
 
 from .conftest import AGENT, REPO, fetch_args, published_files_verify, repo_dir, run_agent, snapshot_dir
 from .test_resolve import RecordingCoreApi
@@ -198,21 +199,10 @@ def test_a_signal_while_waiting_for_the_lock_ends_the_prune_interrupted(hub, two
     assert (record["phase"], record["reason"]) == ("Failed", "Interrupted")
 
 
-class RecordingSink:
-    def __init__(self):
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-    def close(self):
-        pass
-
-
 def test_the_record_goes_from_pruning_to_pruned_with_the_pruned_commits_and_freed_bytes(hub, two_commits,
                                                                                         tmp_path):
     old, new = two_commits
-    sink = RecordingSink()
+    sink = ListSink()
     run_prune(tmp_path / "d", REPO, frozenset({new}), Progress([sink], PRUNE_FIELDS), wait=False)
     assert [r["phase"] for r in sink.records] == ["Pruning", "Pruned"]
     assert sink.records[-1]["prunedCommits"] == [old] and sink.records[-1]["freedBytes"] > 0

@@ -118,3 +118,16 @@ def observed_hydration(desired: dict, phase: str, *, done: int = 0, total: int =
                      "progress": {"bytesDone": done, "bytesTotal": total},
                      "reason": reason, "message": message}
     return out
+
+
+# --- reading a composed ModelCache --------------------------------------------------------
+
+
+def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+    return next(c for c in outcome.conditions if c.type == type_)
+
+
+def hydrations(outcome: kit.Outcome) -> dict[str, dict]:
+    """The composed ModelCacheHydrations by cluster."""
+    return {r["spec"]["clusterName"]: r for r, _ in outcome.desired.values()
+            if r["kind"] == "ModelCacheHydration"}
