@@ -432,6 +432,15 @@ def format_time(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.timezone.utc).strftime(TIME_FORMAT)
 
 
+DURATION_UNITS = {"h": datetime.timedelta(hours=1), "m": datetime.timedelta(minutes=1)}
+
+
+def duration(value: str) -> datetime.timedelta:
+    """A spec duration the XRD's pattern already checked: whole hours (`168h`) or
+    minutes (`30m`)."""
+    return int(value[:-1]) * DURATION_UNITS[value[-1]]
+
+
 def hour_of(moment: datetime.datetime) -> str:
     """`moment` truncated to the hour: use is tracked at hour granularity, so a status
     changes at most once an hour for a decision that cannot tell minutes apart."""

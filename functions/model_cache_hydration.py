@@ -76,7 +76,7 @@ class HydrationSpec:
     concurrency: int
     bandwidth: str
     pinned: bool  # spec.retention.pinned: kept against eviction until it lapses
-    ttl_hours: int | None  # spec.retention.ttlAfterLastUse in hours; None: never lapses
+    ttl: datetime.timedelta | None  # spec.retention.ttlAfterLastUse; None: never lapses
     removal: dict | None  # spec.removal {since, until}: the cluster left the placement
 
     @property
@@ -116,7 +116,7 @@ def read_spec(request: kit.Request) -> HydrationSpec:
         concurrency=agent.get("concurrency", api.Agent().concurrency),
         bandwidth=bandwidth,
         pinned=retention.get("pinned", False),
-        ttl_hours=int(ttl[:-1]) if ttl else None,
+        ttl=kit.duration(ttl) if ttl else None,
         removal={k: v.isoformat() for k, v in removal.items()} if removal else None,
     )
 
@@ -361,8 +361,8 @@ def use_of(request: kit.Request, spec: HydrationSpec, ready_time: str | None) ->
     else:
         since = max((t for t in (kit.parse_time(last_used), kit.parse_time(ready_time))
                      if t is not None), default=None)
-        lapsed = placed == 0 and spec.ttl_hours is not None and since is not None \
-            and request.now >= since + datetime.timedelta(hours=spec.ttl_hours)
+        lapsed = placed == 0 and spec.ttl is not None and since is not None \
+            and request.now >= since + spec.ttl
     return Use(mounted_by=mounted, placed=placed, last_used=last_used, lapsed=lapsed,
                pinned=spec.pinned and not lapsed)
 
@@ -414,7 +414,7 @@ def gate_of(request: kit.Request, spec: HydrationSpec, cluster: ClusterLookup, s
             f"what it holds until {spec.removal['until']}", "LeftPlacement")), hold=True)
     if use.lapsed:
         return Gate(Phase("Pending", "Lapsed", (
-            f"no replica used this copy {where} for {spec.ttl_hours}h "
+            f"no replica used this copy {where} for {spec.ttl // datetime.timedelta(hours=1)}h "
             "(spec.retention.ttlAfterLastUse), so it lapsed and fetches nothing new: place a "
             f"replica of {spec.cache} on {spec.cluster} to warm it again")), hold=True)
     started = capacity.started(kit.reason_or_empty(request.status.get("phase")),

@@ -16,7 +16,6 @@ from typing import Any
 
 from fleetcache.functions import kit
 
-UNITS = {"h": datetime.timedelta(hours=1), "m": datetime.timedelta(minutes=1)}
 
 # Why a cluster that left the placement still keeps its copy (status.retained[].reason).
 MOUNTED, PINNED, AFTER_REMOVAL, STATUS_UNKNOWN = "Mounted", "Pinned", "AfterRemoval", \
@@ -37,7 +36,7 @@ class Retention:
         after = retention.get("afterRemoval", "1h")
         return cls(pinned=retention.get("pinned") is True,
                    ttl_after_last_use=retention.get("ttlAfterLastUse"),
-                   after_removal=int(after[:-1]) * UNITS[after[-1]])
+                   after_removal=kit.duration(after))
 
     def for_hydration(self) -> dict:
         """The hydration's spec.retention: what its composer needs to pin and lapse a copy."""
