@@ -98,6 +98,14 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         "them and downloads the corrupt ones again: re-run the hydration (delete its Job). "
         "If it recurs, check the storage behind the volume.",
     ),
+    ExitCode(
+        22,
+        "NodeCacheNotDedicated",
+        True,
+        "The node cache path is not the root of its own filesystem, so warming it would fill "
+        "the node's root disk (DiskPressure evictions). Mount a dedicated disk at the "
+        "FleetCluster's spec.nodeCache.path on every pool node, or remove the node's opt-in label.",
+    ),
 )
 
 BY_CODE: dict[int, ExitCode] = {row.code: row for row in EXIT_CODES}
