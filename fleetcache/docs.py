@@ -233,6 +233,8 @@ EXIT_WHERE = {
                      "select no file",
     "CacheCorrupted": "`fleetcache-agent verify` (its exit code and last line); the next "
                       "hydration fetch repairs the files instead of failing",
+    "NodeCacheNotDedicated": "the hydration's `status.nodeTier.firstFailure` (node, reason, "
+                             "message) and that node's record in the `<cache>-node-status` ConfigMap",
 }
 
 
