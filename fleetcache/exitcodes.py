@@ -99,6 +99,16 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         "If it recurs, check the storage behind the volume.",
     ),
     ExitCode(
+        20,
+        "MirrorIncomplete",
+        True,
+        "The fleet mirror has no complete, verified copy of this content (its manifest or a "
+        "blob is missing, or a blob does not match the resolved digest) and "
+        "spec.distribution.mirror.onMissing is Fail. Let the publishing cluster finish "
+        "(status.mirror.published), or set onMissing: Origin to fetch what is missing from the "
+        "source and re-publish it.",
+    ),
+    ExitCode(
         22,
         "NodeCacheNotDedicated",
         True,
