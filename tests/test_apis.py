@@ -276,6 +276,7 @@ def test_model_cache_columns_show_ready_size_commit_progress_lapsed():
         "COMMIT": (".status.commitShort", "string"),
         "PROGRESS": (".status.progressPercent", "integer"),
         "LAPSED": (".status.lapsedClusters", "integer"),
+        "NODES": (".status.nodeTier.summary", "string"),
     }
 
 
@@ -286,6 +287,7 @@ def test_model_cache_hydration_columns_show_cluster_phase_progress_reason_usage(
         "PROGRESS": (".status.progress.percent", "integer"),
         "REASON": (".status.reason", "string"),
         "USED": (".status.usedHuman", "string"),
+        "NODES": (".status.nodeTier.summary", "string"),
     }
 
 
@@ -345,7 +347,8 @@ def test_model_cache_spec_has_the_designed_fields():
     assert keys_of(spec["placement"]) == {"clusterSelector", "clusterNames"}
     assert keys_of(spec["placement"]["properties"]["clusterSelector"]) == \
         {"matchLabels", "matchExpressions"}
-    assert keys_of(spec["storage"]) == {"size", "storageClassName", "accessMode"}
+    assert keys_of(spec["storage"]) == {"size", "storageClassName", "accessMode", "tier"}
+    assert spec["storage"]["properties"]["tier"]["enum"] == ["Volume", "Node"]
     assert keys_of(spec["rollout"]) == {"maxConcurrent"}
     assert keys_of(spec["job"]) == {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"}
     assert keys_of(spec["agent"]) == {"concurrency", "bandwidth"}
@@ -358,10 +361,12 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         "resolved", "desiredClusters", "readyClusters", "hydratingClusters", "failedClusters",
         "pendingClusters", "summary", "progressPercent", "sizeHuman", "commitShort", "clusters",
         "clustersOmitted", "everyCluster", "lapsedClusters", "evictedClusters",
-        "retainedClusters", "mountedReplicas", "retained"}
+        "retainedClusters", "mountedReplicas", "retained", "nodeTier"}
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest",
          "compared"}
+    assert keys_of(status["nodeTier"]) == {"desiredNodes", "readyNodes", "downloadingNodes",
+                                           "failedNodes", "readyClusters", "summary"}
     assert keys_of(status["clusters"]["items"]) == \
         {"name", "phase", "bytesDone", "bytesTotal", "reason", "message", "servingCommit",
          "lapsed"}
@@ -393,7 +398,7 @@ def test_model_cache_grant_status_has_every_field_the_composer_writes():
 def test_model_cache_hydration_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheHydration")
     assert set(spec) == {"clusterName", "modelCacheName", "source", "commit", "manifestDigest",
-                         "bytes", "storage", "job", "agent", "retention", "removal"}
+                         "bytes", "storage", "tier", "job", "agent", "retention", "removal"}
 
 
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():
@@ -402,7 +407,13 @@ def test_model_cache_hydration_status_has_every_field_the_composer_writes():
                            "servingRepo", "servingCommit", "servingManifestDigest",
                            "storedCommits", "prunedCommits", "usedBytes", "capacityBytes",
                            "usedHuman", "mountedBy", "placedReplicas", "lastUsedTime",
-                           "readyTime", "pinned", "lapsed"}
+                           "readyTime", "pinned", "lapsed", "nodeTier"}
+    assert keys_of(status["nodeTier"]) == {
+        "phase", "commit", "claimName", "labelKey", "desiredNodes", "readyNodes",
+        "downloadingNodes", "failedNodes", "pendingNodes", "minFreeBytes", "firstFailure",
+        "reason", "message", "summary"}
+    assert status["nodeTier"]["properties"]["phase"]["enum"] == \
+        ["Pending", "Warming", "Ready", "Degraded", "Failed", "Evicted"]
     assert keys_of(status["progress"]) == \
         {"bytesDone", "bytesTotal", "filesDone", "filesTotal", "percent"}
     assert keys_of(status["resolved"]) == {"commit", "manifestDigest", "bytes"}
@@ -421,8 +432,10 @@ def test_hydration_carries_the_same_shape_as_its_model_cache(field):
 def test_hydration_storage_matches_model_cache_storage_but_requires_size():
     cache = spec_props("ModelCache")["storage"]
     hydration_storage = spec_props("ModelCacheHydration")["storage"]
-    assert keys_of(hydration_storage) == keys_of(cache)
+    assert keys_of(hydration_storage) == keys_of(cache) - {"tier"}  # spec.tier on a hydration
     assert hydration_storage["required"] == ["size"]
+    tier = {k: v for k, v in spec_props("ModelCacheHydration")["tier"].items() if k != "description"}
+    assert tier == {k: v for k, v in cache["properties"]["tier"].items() if k != "description"}
 
 
 # --- defaults -------------------------------------------------------------------------------

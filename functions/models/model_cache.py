@@ -318,6 +318,58 @@ class ModelCache(BaseModel):
     ] = None
 
 
+class NodeTier(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    desired_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='desiredNodes',
+            description='Eligible pool nodes (opted in, not control plane) over the target clusters.',
+            ge=0,
+        ),
+    ] = None
+    ready_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='readyNodes',
+            description='Nodes holding the verified commit whose warmer pod is Ready.',
+            ge=0,
+        ),
+    ] = None
+    downloading_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='downloadingNodes',
+            description="Nodes waiting for a copy slot or copying from their cluster's volume.",
+            ge=0,
+        ),
+    ] = None
+    failed_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='failedNodes',
+            description="Nodes whose copy failed (see the hydrations' status.nodeTier.firstFailure).",
+            ge=0,
+        ),
+    ] = None
+    ready_clusters: Annotated[
+        StrictInt | None,
+        Field(
+            alias='readyClusters',
+            description='Target clusters whose node tier is Ready (every eligible node warm).',
+            ge=0,
+        ),
+    ] = None
+    summary: Annotated[
+        str | None,
+        Field(
+            description='readyNodes out of desiredNodes, e.g. "3/4" (the NODES column).'
+        ),
+    ] = None
+
+
 class Placement(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -640,6 +692,13 @@ class Status(BaseModel):
             max_length=100,
         ),
     ] = None
+    node_tier: Annotated[
+        NodeTier | None,
+        Field(
+            alias='nodeTier',
+            description="Tier Node only (absent for Volume): each target hydration's status.nodeTier summed; the per-node detail stays on the hydrations.",
+        ),
+    ] = None
     summary: Annotated[
         str | None,
         Field(
@@ -729,6 +788,12 @@ class Storage(BaseModel):
             description="Access mode of the cache volume; overrides the FleetCluster's spec.cache.accessMode.",
         ),
     ] = None
+    tier: Annotated[
+        Literal['Volume', 'Node'] | None,
+        Field(
+            description="Volume keeps the model on each cluster's volume. Node also copies it from that verified volume onto the local disk of every opted-in pool node of clusters whose FleetCluster sets spec.nodeCache (the volume stays: it is the in-cluster source and the in-pod fallback); elsewhere the cache stays Volume."
+        ),
+    ] = 'Volume'
 
 
 class TokenSecretRef(BaseModel):

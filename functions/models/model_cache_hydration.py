@@ -49,6 +49,22 @@ class AllowPattern(RootModel[str]):
     ]
 
 
+class FirstFailure(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    node: Annotated[str | None, Field(description="The node's name.")] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description="The warmer's reason, e.g. NodeCacheNotDedicated, InsufficientCapacity, DigestMismatch."
+        ),
+    ] = None
+    message: Annotated[
+        str | None, Field(description="The warmer's message (at most 120 characters).")
+    ] = None
+
+
 class HuggingFace(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -152,6 +168,102 @@ class ModelCacheHydration(BaseModel):
     kind: str | None = None
     metadata: Annotated[
         dict[str, Any] | None, Field(description='Kubernetes object metadata.')
+    ] = None
+
+
+class NodeTier(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    phase: Annotated[
+        Literal['Pending', 'Warming', 'Ready', 'Degraded', 'Failed', 'Evicted'] | None,
+        Field(
+            description='Pending (not configured, waiting for the volume, for room or for eligible nodes: see reason), Warming, Ready (every eligible node holds the commit), Degraded (some nodes failed), Failed (every node failed) or Evicted (the FleetCluster evicted this cache from its nodes; the volume stays).'
+        ),
+    ] = None
+    commit: Annotated[
+        str | None,
+        Field(description='The commit the nodes are warmed with (spec.commit).'),
+    ] = None
+    claim_name: Annotated[
+        str | None,
+        Field(
+            alias='claimName',
+            description="The node PVC on the cluster (bound to the pool's hostPath PV); replicas mount it read-only.",
+        ),
+    ] = None
+    label_key: Annotated[
+        str | None,
+        Field(
+            alias='labelKey',
+            description='The node label a warm node carries for this cache (value the commit); replicas are placed on it.',
+        ),
+    ] = None
+    desired_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='desiredNodes',
+            description="Eligible pool nodes (the warmer DaemonSet's desiredNumberScheduled).",
+            ge=0,
+        ),
+    ] = None
+    ready_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='readyNodes',
+            description="Nodes whose record says Ready on the commit, at most the DaemonSet's numberReady.",
+            ge=0,
+        ),
+    ] = None
+    downloading_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='downloadingNodes',
+            description='Nodes waiting for a copy slot or copying.',
+            ge=0,
+        ),
+    ] = None
+    failed_nodes: Annotated[
+        StrictInt | None,
+        Field(alias='failedNodes', description='Nodes whose copy failed.', ge=0),
+    ] = None
+    pending_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='pendingNodes',
+            description='Eligible nodes without a record yet.',
+            ge=0,
+        ),
+    ] = None
+    min_free_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='minFreeBytes',
+            description='The least free space any node reported on its cache filesystem; absent until reported.',
+            ge=0,
+        ),
+    ] = None
+    first_failure: Annotated[
+        FirstFailure | None,
+        Field(
+            alias='firstFailure',
+            description='The failed node with the smallest name, and why.',
+        ),
+    ] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description='Why the node tier is in its phase, e.g. NodeTierNotConfigured, NoEligibleNodes.'
+        ),
+    ] = None
+    message: Annotated[
+        str | None, Field(description='What happened and the remedy.')
+    ] = None
+    summary: Annotated[
+        str | None,
+        Field(
+            description='readyNodes out of desiredNodes, e.g. "3/4" (the NODES column).'
+        ),
     ] = None
 
 
@@ -313,6 +425,12 @@ class Spec(BaseModel):
         Field(description='Resolved bytes of the selected files.', ge=0),
     ] = None
     storage: Annotated[Storage, Field(description='The cache volume on this cluster.')]
+    tier: Annotated[
+        Literal['Volume', 'Node'] | None,
+        Field(
+            description="The ModelCache's spec.storage.tier. Node also warms every opted-in pool node of the cluster (FleetCluster spec.nodeCache) from the verified volume, once the volume is Ready; see status.nodeTier."
+        ),
+    ] = 'Volume'
     job: Annotated[
         Job | None,
         Field(
@@ -479,6 +597,13 @@ class Status(BaseModel):
         StrictBool | None,
         Field(
             description='No replica has used this copy for spec.retention.ttlAfterLastUse: it is unpinned and evicted first. Latched until a replica of this cache is placed on this cluster again.'
+        ),
+    ] = None
+    node_tier: Annotated[
+        NodeTier | None,
+        Field(
+            alias='nodeTier',
+            description="Tier Node only (absent for Volume): the copies on the cluster's pool nodes, from the warmer DaemonSet's observed status and the per-node records its pods write. Independent of phase, which stays the volume's.",
         ),
     ] = None
     conditions: Annotated[
