@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import re
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,10 +26,18 @@ from .errors import AgentError, Interrupted, from_os_error
 from .fetch import fetch as run_fetch
 from .hub import Bandwidth, HubClient, RetryPolicy, read_timeout_from_env
 from .layout import LAYOUTS, open_layout
+from .node_agent import FileLabels, NodeLabels
+from .node_agent import label as run_label
+from .node_agent import prepare as run_prepare
+from .node_plan import valid_commit
+from .node_warm import STATUS_INTERVAL_ENV, KeyedSink, NodeRecorder, Warm, copy_ready
+from .node_warm import run as run_node_warm
 from .plan import compared_record, parse_listing, resolved_record, select
 from .progress import (FETCH_FIELDS, PRUNE_FIELDS, RESOLVE_FIELDS, VERIFY_FIELDS, ConfigMapSink, FileSink, Progress,
                        incluster_core_api, parse_configmap_ref, write_termination)
 from .prune import prune as run_prune
+from .select import select as run_select
+from .slots import DirSlots, LeaseSlots, incluster_coordination_api
 from .usage import volume_usage
 from .verify import verify as run_verify
 
@@ -320,6 +330,152 @@ def prune(dest, repo, keep, wait, progress_file, progress_configmap, termination
     click.echo(json.dumps(run_prune(dest_path, repo, frozenset(keep), progress, wait), sort_keys=True))
 
 
+# -- node tier (design/node-tier.md; agent/node_warm.py, node_agent.py, slots.py, select.py) ------------
+
+_DIGEST64 = re.compile(r"[0-9a-f]{64}")
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def _node_commit(commit: str) -> str:
+    if not valid_commit(commit):
+        raise _bad("--commit", f"{commit!r} is not a 40-hex commit (or s3- and 40 hex)")
+    return commit
+
+
+def _node_digest(digest: str | None, required: bool = True) -> str | None:
+    if (digest is not None or required) and not _DIGEST64.fullmatch(digest or ""):
+        raise _bad("--manifest-digest", f"{digest!r} is not a 64-hex sha256")
+    return digest
+
+
+def _seconds_flag(flag: str, value: str | None) -> float | None:
+    try:
+        seconds = None if value is None else float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds is not None and seconds <= 0:
+        raise _bad(flag, f"{value!r} is not a positive number of seconds")
+    return seconds
+
+
+def _loop_interval() -> float:
+    try:
+        return float(os.environ.get("FLEETCACHE_NODE_AGENT_INTERVAL", "30"))
+    except ValueError:
+        return 30.0
+
+
+@main_group.command("node-warm")
+@click.option("--source", required=True, help="the cluster volume's root (where fetch wrote hub/)")
+@click.option("--dest", required=True, help="this node's copy: <nodeCache.path>/<ns>/<cache>")
+@click.option("--repo", required=True)
+@click.option("--commit", required=True)
+@click.option("--manifest-digest", required=True)
+@click.option("--node", required=True, help="the node's name: the key of its status record")
+@click.option("--status-configmap", help="NAMESPACE/NAME: merge-patch the record into key <node>")
+@click.option("--status-file", help='JSON {"<node>": record}, the simulation stand-in')
+@click.option("--slots-namespace", help="take a warm slot from Leases node-warm-slot-* there")
+@click.option("--slots-dir", help="take a warm slot by flock on slot-<i> files there")
+@click.option("--holder", help="slot holder identity (default <node>:<dest>)")
+@click.option("--ready-file", help="touched while the copy is Ready")
+@click.option("--attempt-timeout", help="seconds one copy attempt may take")
+@click.option("--retries", default="3", show_default=True)
+@click.option("--once", is_flag=True, help="exit when Ready (0) or failed (its exit code)")
+@click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
+def node_warm(source, dest, repo, commit, manifest_digest, node, status_configmap, status_file, slots_namespace,
+              slots_dir, holder, ready_file, attempt_timeout, retries, once, termination_log) -> None:
+    """Copy REPO@COMMIT from the cluster volume to this node, every byte hashed; node-ready.json last."""
+    _context["termination"] = Path(termination_log)
+    sinks = []
+    if status_file and status_configmap:
+        raise _bad("--status-file", "give --status-configmap or --status-file, not both")
+    if status_file:
+        sinks.append(KeyedSink(FileSink(Path(status_file)), node))
+    recorder = NodeRecorder(sinks, commit, float(os.environ.get(STATUS_INTERVAL_ENV, "30")))
+    _context["progress"] = recorder
+    if status_configmap:
+        namespace, name = parse_configmap_ref(status_configmap)
+        sinks.append(KeyedSink(ConfigMapSink(namespace, name, api_factory=_context["configmap_api"]), node))
+    check_repo(repo)
+    _node_commit(commit)
+    _node_digest(manifest_digest)
+    if not _NODE_NAME.fullmatch(node):
+        raise _bad("--node", f"{node!r} is not a node name")
+    if slots_namespace and slots_dir:
+        raise _bad("--slots-dir", "give --slots-namespace or --slots-dir, not both")
+    if not retries.isdigit() or int(retries) > 100:
+        raise _bad("--retries", f"{retries!r} is not a whole number from 0 to 100")
+    holder = holder or f"{node}:{dest}"
+    slots = DirSlots(Path(slots_dir), holder) if slots_dir else \
+        LeaseSlots(_context["coordination_api"](), slots_namespace, holder) if slots_namespace else None
+    warm = Warm(Path(source), check_dest(dest), repo, commit, manifest_digest, recorder, slots,
+                Path(ready_file) if ready_file else None, _seconds_flag("--attempt-timeout", attempt_timeout))
+    click.echo(json.dumps(run_node_warm(warm, once, int(retries)), sort_keys=True))
+
+
+@main_group.command("node-ready")
+@click.option("--dest", required=True)
+@click.option("--commit", required=True)
+@click.option("--manifest-digest")
+def node_ready(dest, commit, manifest_digest) -> int:
+    """Exit 0 iff the node copy of COMMIT (and digest) is published: the warmer's readiness probe."""
+    ready = copy_ready(Path(dest), _node_commit(commit), _node_digest(manifest_digest, required=False))
+    return 0 if ready else 1
+
+
+@main_group.command("node-prepare")
+@click.option("--root", required=True, help="nodeCache.path as mounted in the prepare container")
+@click.option("--keep-file", required=True, help="keep.json from the fleetcache-node-dirs ConfigMap")
+@click.option("--once", is_flag=True)
+def node_prepare(root, keep_file, once) -> None:
+    """Create placed caches' directories (uid 65532, node-check.json); delete expired ones. CHOWN only."""
+    while True:
+        click.echo(json.dumps(run_prepare(Path(root), Path(keep_file)), sort_keys=True))
+        if once:
+            return
+        time.sleep(_loop_interval())
+
+
+@main_group.command("node-label")
+@click.option("--root", required=True)
+@click.option("--node", required=True, help="this node's name (the only Node it patches)")
+@click.option("--keep-file", required=True)
+@click.option("--labels-file", help="a JSON {key: value} file instead of the Node (simulation)")
+@click.option("--once", is_flag=True)
+def node_label(root, node, keep_file, labels_file, once) -> None:
+    """Label this node node-cache.fleetcache.dev/<k>=<commit> for each ready placed cache; remove the rest."""
+    labels = FileLabels(Path(labels_file)) if labels_file else NodeLabels(_context["node_api"](), node)
+    while True:
+        try:
+            click.echo(json.dumps(run_label(Path(root), Path(keep_file), labels), sort_keys=True))
+        except Exception as err:  # noqa: BLE001 - an API outage: the next pass retries
+            if once:
+                raise
+            log.warning("could not label node %s (%s %s); retrying", node, type(err).__name__,
+                        getattr(err, "status", "") or "")
+        if once:
+            return
+        time.sleep(_loop_interval())
+
+
+@main_group.command("select")
+@click.option("--node", "node_root", required=True, help="the node PVC's mount (read-only)")
+@click.option("--volume", required=True, help="the cluster PVC's mount (read-only)")
+@click.option("--repo", required=True)
+@click.option("--commit", required=True)
+@click.option("--manifest-digest", required=True)
+@click.option("--link", required=True, help="the symlink to write, e.g. /var/run/fleetcache/cache")
+@click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
+def select_command(node_root, volume, repo, commit, manifest_digest, link, termination_log) -> None:
+    """Point LINK at the node copy's hub/ if published for COMMIT and digest, else at the volume's."""
+    _context["termination"] = Path(termination_log)
+    record = run_select(Path(node_root), Path(volume), check_repo(repo), _node_commit(commit),
+                        _node_digest(manifest_digest), Path(link))
+    log.info("delivery %s (%s)", record["delivery"], record["reason"])
+    write_termination(Path(termination_log), record)
+    click.echo(json.dumps(record, sort_keys=True))
+
+
 def _report(reason: str, message: str, code: int) -> int:
     """The end of every failure: a final Failed record to every sink and the termination message.
 
@@ -366,10 +522,14 @@ def _on_signal(signum: int, frame) -> None:
         raise Interrupted(signum)
 
 
-def main(argv: list[str] | None = None, configmap_api=None) -> int:
-    """Entry point; `configmap_api` lets tests inject a CoreV1Api stand-in."""
+def main(argv: list[str] | None = None, configmap_api=None, coordination_api=None,
+         node_api=None) -> int:
+    """Entry point; tests inject stand-ins: `configmap_api` and `node_api` (CoreV1Api factories),
+    `coordination_api` (a CoordinationV1Api factory, for the warm slots)."""
     _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None, token=None, interrupted=None,
-                    configmap_api=configmap_api or incluster_core_api)
+                    configmap_api=configmap_api or incluster_core_api,
+                    coordination_api=coordination_api or incluster_coordination_api,
+                    node_api=node_api or incluster_core_api)
     _setup_logging(None)
     code = 0
     args = sys.argv[1:] if argv is None else argv
@@ -379,7 +539,8 @@ def main(argv: list[str] | None = None, configmap_api=None) -> int:
         if on_main else {}
     try:
         try:
-            main_group.main(args=args, prog_name="fleetcache-agent", standalone_mode=False)
+            result = main_group.main(args=args, prog_name="fleetcache-agent", standalone_mode=False)
+            code = result if isinstance(result, int) else 0  # node-ready answers with its exit code
         finally:  # from here on a signal no longer interrupts: the failure being reported wins
             _context["interrupted"] = _context["interrupted"] or signal.SIGTERM
     except Interrupted as sig:
