@@ -90,6 +90,11 @@ WHERE = {
     "SwitchToCacheNever": PLACEMENT,
     "PreviousCommitWhileHydrating": PLACEMENT,
     "PreviousCommitHydrationFailed": PLACEMENT,
+    "NodeReady": PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    "NodeTierWarming": PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    "NodeTierUnavailable": PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    "NodeDeliveryNever": PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    "SwitchToNodeNever": PLACEMENT + "; ModelReplica `status.deliveryReason`",
     "Scheduled": "ModelDeployment `ReplicasScheduled` condition",
     "ReplicasNotReady": "ModelDeployment `ReplicasReady` condition",
     "Available": "ModelDeployment `ReplicasReady` condition; ModelReplica `status.reason`",
@@ -99,6 +104,7 @@ WHERE = {
     "NotProgressing": REPLICA + "; `kubectl describe deployment` on the cluster",
     "DeploymentNotFound": REPLICA,
     "EngineChanging": REPLICA,
+    "NodeRequireReverted": "ModelReplica `status.deliveryReason` and `status.nodeCache.revertedAt`",
     # ModelCacheGrant admission (functions/admission.py) and accounting
     "Admitted": "ModelCacheGrant `status.caches[].reason`",
     "OutsideGrant": "ModelCacheGrant `status.caches[].reason`; the API server's refusal of a "

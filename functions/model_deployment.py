@@ -15,7 +15,9 @@ Lifecycle, top to bottom:
    scaling down removes the highest index first;
 3. decide delivery per replica by the table of DESIGN.md §3 and spec.delivery, except that
    a cluster whose cache is not Ready on the resolved commit but still holds a verified
-   earlier one (its servingCommit) keeps serving that one from the cache;
+   earlier one (its servingCommit) keeps serving that one from the cache, and that on a
+   cluster holding the cache on tier Node, Node delivery (the node's own copy) is tried
+   before the volume (functions/node_delivery.py);
 4. compose one ModelReplica per placed replica, carrying only what is its own (index,
    cluster, delivery, model, cache mount) and the digest of the engine: the replica reads
    the shared spec.engine from this ModelDeployment, so 1,000 replicas of a large engine
@@ -30,9 +32,10 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fleetcache.functions import kit, model_cache
+from fleetcache.functions import kit, model_cache, node_delivery
 from fleetcache.functions.models import model_deployment as api
 from fleetcache.functions.model_replica import Engine, hf_snapshot_path, with_remedy
+from fleetcache.functions.node_delivery import NodePolicy, NodeTier
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 MODEL_CACHE_KEY = "model-cache"
@@ -59,6 +62,20 @@ REASONS: dict[str, kit.Reason] = {r.name: r for r in (
     kit.Reason("PreviousCommitHydrationFailed", "The new commit failed to hydrate on the "
                "cluster, which keeps serving its previous commit from the cache: fix the cause "
                "on the ModelCacheHydration (kubectl get modelcachehydrations)."),
+    kit.Reason("NodeReady", "None: the replica reads its node's own copy; placed on (or "
+               "preferring) nodes that hold the commit, it reads the cluster volume on a node "
+               "without it."),
+    kit.Reason("NodeTierWarming", "None while the cluster's nodes copy the model from its "
+               "volume (kubectl get modelcachehydrations: NODES); the replica reads the "
+               "cluster volume meanwhile and rolls once onto the node copy."),
+    kit.Reason("NodeTierUnavailable", "The cache's node tier does not serve on this cluster "
+               "(the hydration's status.nodeTier says why: no spec.nodeCache on the "
+               "FleetCluster, no opted-in pool node, failed or evicted); the replica reads the "
+               "cluster volume. Fix the cause named in the message."),
+    kit.Reason("NodeDeliveryNever", "None: spec.delivery.node.policy: Never keeps replicas on "
+               "the cluster volume; set Prefer or Require to read the node copy."),
+    kit.Reason("SwitchToNodeNever", "None: spec.delivery.switchToCache: Never keeps a running "
+               "replica on the cluster volume; set OnReady to roll it once onto the node copy."),
     kit.Reason("Scheduled", "None: every desired replica has a cluster."),
     kit.Reason("ReplicasNotReady", "None while replicas start; if it lasts, the message "
                "counts those waiting, failed and unscheduled: look at their ModelReplicas "
@@ -77,6 +94,7 @@ class Policy:
     while_hydrating: str
     on_hydration_failure: str
     switch_to_cache: str
+    node: NodePolicy
 
 
 @dataclass(frozen=True)
@@ -109,7 +127,7 @@ def read_spec(spec: Any) -> DeploymentSpec:
         cluster_names=tuple(sorted(set(names))) if names is not None else None,
         cluster_selector=selector,
         policy=Policy(delivery["whileHydrating"], delivery["onHydrationFailure"],
-                      delivery["switchToCache"]),
+                      delivery["switchToCache"], NodePolicy.of(delivery["node"])),
         engine=Engine.of(spec["engine"]),
         max_per_cluster=spec.get("maxReplicasPerCluster"),
     )
@@ -133,10 +151,12 @@ class Model:
     cache_name: str | None = None
     cache_found: bool = False
     targets: Mapping[str, model_cache.ClusterReport] = field(default_factory=dict)
+    manifest_digest: str = ""
+    node_tiers: Mapping[str, NodeTier] = field(default_factory=dict)  # clusters on tier Node
 
-    def cache_mount(self, commit: str) -> dict:
-        """A Cache replica's spec.cache: the cache's PVC and one commit's snapshot inside it."""
-        mount = kit.CACHE_MOUNT_PATH
+    def cache_mount(self, commit: str, mount: str = kit.CACHE_MOUNT_PATH) -> dict:
+        """A Cache replica's spec.cache: the cache's PVC and one commit's snapshot inside it
+        (a Node replica's fallback: the same PVC at its own mount path)."""
         return {"modelCacheName": self.cache_name,
                 "volumeName": kit.cache_volume_name(self.cache_name or ""), "mountPath": mount,
                 "snapshotPath": hf_snapshot_path(mount, self.repo, commit), "commit": commit}
@@ -219,12 +239,17 @@ def read_model(spec: DeploymentSpec, request: kit.Request, outcome: kit.Outcome)
     repo = _text(resolved, "repo") or _text(hf, "repo")
     hydrated = hydrations_by_cluster(spec.cache_name, request.required.get(HYDRATIONS_KEY) or [],
                                      resolved)
-    targets = {}
+    targets, node_tiers = {}, {}
     for target in cache_targets(cache, request.required.get(FLEET_CLUSTERS_KEY) or [], hydrated):
         targets[target.name] = model_cache.report_of(
             target, hydrated.get(target.name), kit.as_int(resolved.get("bytes")), resolved, repo)
+        tier = NodeTier.of(hydrated.get(target.name))
+        if tier is not None:
+            node_tiers[target.name] = tier
+    digest = _text(resolved, "manifestDigest")
     return Model(repo, _text(resolved, "revision") or _text(hf, "revision") or "main",
-                 _text(resolved, "commit"), spec.cache_name, True, targets)
+                 _text(resolved, "commit"), spec.cache_name, True, targets,
+                 digest if node_delivery.DIGEST_SHAPE.match(digest) else "", node_tiers)
 
 
 @dataclass(frozen=True)
@@ -234,6 +259,14 @@ class Previous:
     cluster: str
     delivery: str
     ready: bool
+    node: Mapping = field(default_factory=dict)  # spec.nodeCache of a Node replica
+
+    @property
+    def reverted_at(self) -> str:
+        """When a Require placement reverted to Prefer: the replica latches it in its status,
+        this deployment carries it in the replica's spec from then on."""
+        moment = kit.parse_time(self.node.get("revertedAt"))
+        return kit.format_time(moment) if moment else ""
 
 
 def previous_replicas(request: kit.Request) -> dict[int, Previous]:
@@ -244,8 +277,11 @@ def previous_replicas(request: kit.Request) -> dict[int, Previous]:
         index, cluster = kit.get_path(observed, "spec.replica"), kit.get_path(
             observed, "spec.clusterName")
         if isinstance(index, int) and not isinstance(index, bool) and isinstance(cluster, str):
+            node = {**kit.mapping_at(observed, "spec.nodeCache")}
+            if not node.get("revertedAt"):
+                node["revertedAt"] = kit.get_path(observed, "status.nodeCache.revertedAt")
             found[index] = Previous(cluster, str(kit.get_path(observed, "spec.delivery") or ""),
-                                    kit.is_true(observed, "Ready"))
+                                    kit.is_true(observed, "Ready"), node)
     return found
 
 
@@ -268,16 +304,17 @@ def candidate_clusters(spec: DeploymentSpec, fleet: list[dict]) -> tuple[list[st
 
 
 def cache_tier(model: Model, cluster: str) -> int:
-    """0: the cache is Ready there; 1: it still serves a previous commit; 2: a cache target
-    not yet Ready; 3: the rest, failed targets included."""
+    """0: a node there holds the commit; 1: the cache is Ready there; 2: it still serves a
+    previous commit; 3: a cache target not yet Ready; 4: the rest, failed targets included."""
     row = model.targets.get(cluster)
     if row is None:
-        return 3
+        return 4
     if row.phase == "Ready" and model.commit:
-        return 0
+        tier = model.node_tiers.get(cluster)
+        return 0 if tier is not None and tier.serves(model.commit) else 1
     if row.serving_commit:
-        return 1
-    return 3 if row.phase == "Failed" else 2
+        return 2
+    return 4 if row.phase == "Failed" else 3
 
 
 def place(spec: DeploymentSpec, candidates: list[str], model: Model,
@@ -313,9 +350,18 @@ def place(spec: DeploymentSpec, candidates: list[str], model: Model,
 
 @dataclass(frozen=True)
 class Delivery:
-    delivery: str  # Cache | Source | Wait | Fail
+    delivery: str  # Node | Cache | Source | Wait | Fail
     reason: str
     commit: str  # the commit the replica loads ("" for Wait/Fail, or before a resolve)
+    detail: str = ""  # what the reason means here (ModelReplica spec.deliveryReason)
+    node: Mapping = field(default_factory=dict)  # a Node replica's spec.nodeCache
+
+    @property
+    def delivery_reason(self) -> str:
+        """The replica's spec.deliveryReason: said where the node tier was weighed (the
+        volume tier's replicas keep the spec they had; placements[].reason says why)."""
+        return kit.clipped(f"{self.reason}: {self.detail}", kit.MESSAGE_LIMIT) \
+            if self.detail else ""
 
 
 def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
@@ -336,10 +382,16 @@ def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) 
     # to an older snapshot (a downgrade and a second roll); it follows the table.
     running_source = before is not None and before.cluster == cluster \
         and before.delivery == "Source"
+    tier = model.node_tiers.get(cluster)
     if row.phase == "Ready" and model.commit:
         if policy.switch_to_cache == "Never" and running_source:
             return Delivery("Source", "SwitchToCacheNever", model.commit)
+        if tier is not None and model.manifest_digest:
+            return node_or_volume(model, tier, policy, cluster, before)
         return Delivery("Cache", "CacheReady", model.commit)
+    kept = kept_on_node(row, tier, before, cluster)
+    if kept is not None:
+        return kept
     if row.serving_commit and not running_source:
         reason = "PreviousCommitHydrationFailed" if row.phase == "Failed" \
             else "PreviousCommitWhileHydrating"
@@ -353,6 +405,42 @@ def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) 
     return Delivery("Source", "Hydrating", model.commit)
 
 
+def node_or_volume(model: Model, tier: NodeTier, policy: Policy, cluster: str,
+                   before: Previous | None) -> Delivery:
+    """On a cluster holding the cache on tier Node with its volume Ready: the node copy when
+    a node holds the commit (spec.delivery.node), else the volume, saying why."""
+    here = before.delivery if before is not None and before.cluster == cluster else ""
+    choice = node_delivery.choose(tier, model.commit, policy.node, policy.switch_to_cache, here)
+    if choice.delivery == "Cache":
+        return Delivery("Cache", choice.reason, model.commit, choice.detail)
+    reverted = before.reverted_at if here == "Node" else ""
+    return Delivery("Node", choice.reason, model.commit, choice.detail,
+                    node_delivery.node_cache_spec(tier, model.commit, model.manifest_digest,
+                                                  policy.node, reverted))
+
+
+def kept_on_node(row: model_cache.ClusterReport, tier: NodeTier | None,
+                 before: Previous | None, cluster: str) -> Delivery | None:
+    """A Node replica whose cluster hydrates a new commit on its volume (or failed to) keeps
+    its node copy of the commit it serves, unchanged (no roll), while the node PVC is still
+    there; its pod falls back to the volume, which keeps that commit, on a node without it."""
+    if tier is None or not tier.mountable or before is None or before.cluster != cluster \
+            or before.delivery != "Node" or not row.serving_commit \
+            or before.node.get("commit") != row.serving_commit:
+        return None
+    kept = {k: before.node[k] for k in ("claimName", "labelKey", "commit", "manifestDigest",
+                                        "policy", "requireTimeout", "revertedAt")
+            if isinstance(before.node.get(k), str) and before.node[k]}
+    if kept.get("claimName") != tier.claim_name \
+            or not node_delivery.DIGEST_SHAPE.match(kept.get("manifestDigest", "")):
+        return None
+    reason = "PreviousCommitHydrationFailed" if row.phase == "Failed" \
+        else "PreviousCommitWhileHydrating"
+    return Delivery("Node", reason, row.serving_commit,
+                    f"the node copy (else the cluster volume) serves {row.serving_commit[:12]} "
+                    "until the new commit is Ready on the cluster", kept)
+
+
 # --- 4. compose ---------------------------------------------------------------------------
 
 
@@ -364,6 +452,8 @@ class Placement:
     reason: str
     ready: bool
     commit: str = ""
+    delivery_reason: str = ""  # the replica's spec.deliveryReason
+    node: Mapping = field(default_factory=dict)  # the replica's spec.nodeCache on Node
 
     @property
     def previous_commit(self) -> bool:
@@ -389,13 +479,19 @@ def model_replica(request: kit.Request, engine_digest: str, model: Model,
         "clusterName": cluster,
         "delivery": placement.delivery,
     }
-    if placement.delivery in ("Cache", "Source"):
+    if placement.delivery in ("Node", "Cache", "Source"):
         replica_spec["model"] = {
             "repo": model.repo, "revision": model.revision,
-            "commit": placement.commit if placement.delivery == "Cache" else model.commit}
+            "commit": model.commit if placement.delivery == "Source" else placement.commit}
         replica_spec["engineDigest"] = engine_digest
     if placement.delivery == "Cache":
         replica_spec["cache"] = model.cache_mount(placement.commit)
+    if placement.delivery == "Node":
+        replica_spec["cache"] = model.cache_mount(placement.commit,
+                                                  node_delivery.VOLUME_MOUNT_PATH)
+        replica_spec["nodeCache"] = dict(placement.node)
+    if placement.delivery_reason:
+        replica_spec["deliveryReason"] = placement.delivery_reason
     if placement.delivery in ("Wait", "Fail"):
         replica_spec["hydration"] = model.waiting_on(request.namespace, cluster)
     return {
@@ -428,7 +524,7 @@ def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
         chosen = decide(model, cluster, spec.policy, before)
         ready = before is not None and before.cluster == cluster and before.ready
         placement = Placement(index, cluster, chosen.delivery, chosen.reason, ready,
-                              chosen.commit)
+                              chosen.commit, chosen.delivery_reason, chosen.node)
         outcome.compose(replica_key(index), model_replica(request, engine_digest, model,
                                                           placement))
         placements.append(placement)
@@ -437,12 +533,12 @@ def compose_replicas(request: kit.Request, spec: DeploymentSpec, model: Model,
 
 # --- 5. report ----------------------------------------------------------------------------
 
-ATTENTION = {"": 0, "Fail": 1, "Wait": 2, "Source": 3, "Cache": 4}  # "": unscheduled
+ATTENTION = {"": 0, "Fail": 1, "Wait": 2, "Source": 3, "Cache": 4, "Node": 5}  # "": unscheduled
 
 
 def listed(placements: list[Placement]) -> list[Placement]:
     """Every placement up to LISTED_PLACEMENTS; past that the ones that most need attention
-    (not ready first, then unscheduled, Fail, Wait, Source, Cache), listed by index."""
+    (not ready first, then unscheduled, Fail, Wait, Source, Cache, Node), listed by index."""
     if len(placements) <= LISTED_PLACEMENTS:
         return placements
     chosen = sorted(placements, key=lambda p: (p.ready, ATTENTION[p.delivery], p.index))
@@ -468,6 +564,8 @@ def report(request: kit.Request, spec: DeploymentSpec, model: Model, candidates:
         "summary": f"{ready}/{desired}",
         "placements": [p.as_status() for p in listed(placements)],
     }
+    if model.node_tiers:  # the cache is on tier Node on some cluster
+        outcome.status["replicas"]["node"] = count("Node")
     if model.repo:
         outcome.status["model"] = model.as_status()
 

@@ -8,9 +8,11 @@ Lifecycle, top to bottom:
 2. Wait and Fail compose nothing on the cluster: the replica reports Waiting (with the
    hydration's progress, or the missing ModelCache) or Failed (with the hydration's reason
    and remedy);
-3. Cache and Source compose, through provider-kubernetes Objects on that cluster, the
+3. Node, Cache and Source compose, through provider-kubernetes Objects on that cluster, the
    namespace (create only, never deleted), a one-pod Deployment of the engine carrying
-   the environment contract of DESIGN.md §3, and a Service;
+   the environment contract of DESIGN.md §3, and a Service; a Node pod mounts the node copy
+   and the cluster volume, links one of them in an init container and is placed on warm
+   nodes (functions/node_delivery.py), Require reverting to Prefer once after its timeout;
 4. report: the replica is ready when its Deployment is available (a CEL readiness query
    on the Object).
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from fleetcache.agent.layout import HUB_DIR, repo_folder
-from fleetcache.functions import kit
+from fleetcache.functions import kit, node_delivery
 from fleetcache.functions.models import model_deployment as deployment_api
 from fleetcache.functions.models import model_replica as api
 
@@ -81,6 +83,10 @@ REASONS: dict[str, kit.Reason] = {r.name: r for r in (
     kit.Reason("DeploymentNotFound", "A ModelReplica runs only for its ModelDeployment: "
                "recreate the ModelDeployment named in spec.deploymentName, or delete the "
                "replica."),
+    kit.Reason("NodeRequireReverted", "None: the replica was not available requireTimeout "
+               "after its Node delivery started under spec.delivery.node.policy: Require, so "
+               "it is placed by preference from now on (compute first). Warm more nodes of "
+               "the pool, or raise requireTimeout, to keep Require."),
     kit.Reason("EngineChanging", "None: the ModelDeployment's spec.engine changed and the "
                "replica rolls once the ModelDeployment has recomposed it; if it lasts, look "
                "for an error on the ModelDeployment."),
@@ -184,6 +190,9 @@ def hf_snapshot_path(mount_path: str, repo: str, commit: str) -> str:
     return f"{hf_hub_cache(mount_path)}/{repo_folder(repo)}/snapshots/{commit}"
 
 
+RUNNING = ("Node", "Cache", "Source")  # the deliveries that run the engine
+
+
 @dataclass(frozen=True)
 class ReplicaSpec:
     name: str
@@ -198,11 +207,23 @@ class ReplicaSpec:
     cache: CacheMount | None
     hydration: dict
     engine_digest: str
+    node: node_delivery.NodeMount | None = None
+    delivery_reason: str = ""
 
     @property
     def model(self) -> str:
-        """FLEETCACHE_MODEL: the snapshot directory on Cache, org/repo on Source."""
+        """FLEETCACHE_MODEL: on Node the snapshot through the link the select step wrote, on
+        Cache the snapshot directory, org/repo on Source."""
+        if self.node:
+            return node_delivery.snapshot_link(self.repo, self.node.commit)
         return self.cache.snapshot_path if self.cache else self.repo
+
+    @property
+    def hub_cache(self) -> str:
+        """HF_HUB_CACHE: the link on Node, the volume's hub/ on Cache."""
+        if self.node:
+            return node_delivery.LINK_PATH
+        return hf_hub_cache(self.cache.mount_path) if self.cache else ""
 
     @property
     def model_revision(self) -> str:
@@ -216,6 +237,9 @@ def read_spec(request: kit.Request) -> ReplicaSpec:
     """The spec read through the ModelReplica model; the ModelDeployment writes it."""
     spec = kit.read_spec(api.ModelReplica, request.composite.get("spec"))
     delivery = spec["delivery"]
+    if delivery == "Node" and spec["cache"]["mountPath"] != node_delivery.VOLUME_MOUNT_PATH:
+        raise kit.InputError(f"spec.cache.mountPath must be {node_delivery.VOLUME_MOUNT_PATH} "
+                             "on Node (the select step links the volume there)")
     model = spec.get("model", {})
     return ReplicaSpec(
         name=request.name,
@@ -227,9 +251,11 @@ def read_spec(request: kit.Request) -> ReplicaSpec:
         repo=model.get("repo", ""),
         revision=model.get("revision") or "main",
         commit=model.get("commit", ""),
-        cache=CacheMount.of(spec.get("cache")) if delivery == "Cache" else None,
+        cache=CacheMount.of(spec.get("cache")) if delivery in ("Cache", "Node") else None,
         hydration=spec.get("hydration", {}),
-        engine_digest=spec.get("engineDigest", "") if delivery in ("Cache", "Source") else "",
+        engine_digest=spec.get("engineDigest", "") if delivery in RUNNING else "",
+        node=node_delivery.NodeMount.of(spec["nodeCache"]) if delivery == "Node" else None,
+        delivery_reason=spec.get("deliveryReason", ""),
     )
 
 
@@ -277,7 +303,7 @@ def engine_env(spec: ReplicaSpec, engine: Engine) -> list[dict]:
            {"name": "FLEETCACHE_MODEL_REVISION", "value": spec.model_revision},
            {"name": "FLEETCACHE_DELIVERY", "value": spec.delivery.lower()}]
     if spec.cache:
-        env += [{"name": "HF_HUB_CACHE", "value": hf_hub_cache(spec.cache.mount_path)},
+        env += [{"name": "HF_HUB_CACHE", "value": spec.hub_cache},
                 {"name": "HF_HUB_OFFLINE", "value": "1"}]
     user_names = {e["name"] for e in engine.env}
     env += [{"name": n, "value": v} for n, v in WRITABLE_ENV if n not in user_names]
@@ -286,7 +312,8 @@ def engine_env(spec: ReplicaSpec, engine: Engine) -> list[dict]:
 
 def pod_volumes(spec: ReplicaSpec, engine: Engine) -> tuple[list[dict], list[dict]]:
     """(volumes, mounts): writable emptyDirs for /tmp and $HOME, memory-backed /dev/shm,
-    and on Cache the model cache PVC, read-only at both the pod and the container."""
+    and on Cache the model cache PVC, read-only at both the pod and the container (on Node
+    the node PVC and the cluster PVC, both read-only, and the link's emptyDir)."""
     shm: dict[str, Any] = {"medium": "Memory"}
     if engine.shared_memory_size:
         shm["sizeLimit"] = engine.shared_memory_size
@@ -294,6 +321,9 @@ def pod_volumes(spec: ReplicaSpec, engine: Engine) -> tuple[list[dict], list[dic
                {"name": "dshm", "emptyDir": shm}]
     mounts = [{"name": "tmp", "mountPath": "/tmp"}, {"name": "home", "mountPath": ENGINE_HOME},
               {"name": "dshm", "mountPath": "/dev/shm"}]
+    if spec.node and spec.cache:
+        node_volumes, node_mounts = node_delivery.pod_volumes(spec.node, spec.cache.volume)
+        return volumes + node_volumes, mounts + node_mounts
     if spec.cache:
         volumes.append({"name": "model-cache", "persistentVolumeClaim": {
             "claimName": spec.cache.volume, "readOnly": True}})
@@ -302,7 +332,17 @@ def pod_volumes(spec: ReplicaSpec, engine: Engine) -> tuple[list[dict], list[dic
     return volumes, mounts
 
 
-def deployment_manifest(spec: ReplicaSpec, engine: Engine, name: str) -> dict:
+@dataclass(frozen=True)
+class NodePod:
+    """What a Node pod adds: the select step's image (the cluster's agent image, as its
+    Jobs use it) and how it is placed now."""
+
+    agent_image: str
+    placement: node_delivery.Placement
+
+
+def deployment_manifest(spec: ReplicaSpec, engine: Engine, name: str,
+                        node_pod: NodePod | None = None) -> dict:
     """A one-pod Deployment of the engine under Pod Security `restricted`."""
     labels = labels_of(spec)
     volumes, mounts = pod_volumes(spec, engine)
@@ -324,6 +364,26 @@ def deployment_manifest(spec: ReplicaSpec, engine: Engine, name: str) -> dict:
     if engine.resources:
         container["resources"] = dict(engine.resources)
     pod_labels = {**labels, LABEL_DELIVERY: spec.delivery.lower()}
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": ENGINE_UID,
+            "runAsGroup": ENGINE_UID,
+            "fsGroup": ENGINE_UID,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if spec.node and node_pod:
+        pod_spec["initContainers"] = [node_delivery.select_container(
+            spec.node, spec.repo, node_pod.agent_image)]
+        placed = node_delivery.affinity(spec.node, node_pod.placement.placement)
+        if placed:
+            pod_spec["affinity"] = placed
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -335,23 +395,7 @@ def deployment_manifest(spec: ReplicaSpec, engine: Engine, name: str) -> dict:
                          "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "progressDeadlineSeconds": 3600,
             "revisionHistoryLimit": 2,
-            "template": {
-                "metadata": {"labels": pod_labels},
-                "spec": {
-                    "automountServiceAccountToken": False,
-                    "enableServiceLinks": False,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": ENGINE_UID,
-                        "runAsGroup": ENGINE_UID,
-                        "fsGroup": ENGINE_UID,
-                        "fsGroupChangePolicy": "OnRootMismatch",
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "containers": [container],
-                    "volumes": volumes,
-                },
-            },
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
         },
     }
 
@@ -377,7 +421,7 @@ def remote_name(replica: str) -> str:
 
 
 def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: kit.FleetClusterView,
-                   outcome: kit.Outcome) -> None:
+                   outcome: kit.Outcome, node_pod: NodePod | None = None) -> None:
     name = remote_name(spec.name)
 
     def remote(what: str, manifest: dict, **kwargs: Any) -> None:
@@ -387,7 +431,7 @@ def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: kit.FleetClusterV
 
     remote("namespace", kit.namespace_manifest(spec.namespace),
            management_policies=kit.CREATE_ONLY)
-    remote("deployment", deployment_manifest(spec, engine, name),
+    remote("deployment", deployment_manifest(spec, engine, name, node_pod),
            readiness_query=AVAILABLE_QUERY)
     remote("service", service_manifest(spec, engine, name))
 
@@ -477,7 +521,19 @@ def running_phase(request: kit.Request, spec: ReplicaSpec, outcome: kit.Outcome)
             f"ModelDeployment {spec.deployment}'s spec.engine is not the one it composed this "
             f"replica with (engineDigest {spec.engine_digest}); waiting for it to recompose "
             "the replica", "EngineChanging"))
-    compose_engine(spec, engine, view, outcome)
+    node_pod = None
+    if spec.node:
+        placement = node_delivery.placement_of(
+            spec.node, request.status.get("nodeCache"),
+            kit.is_true(request.observed.get("deployment"), "Ready"), request.now)
+        node_pod = NodePod(view.agent_image, placement)
+        outcome.status["nodeCache"] = placement.as_status()
+        if placement.reverted:
+            outcome.status["deliveryReason"] = with_remedy(
+                f"NodeRequireReverted: not available {spec.node.require_timeout} after its "
+                f"Node delivery started ({placement.started_at}); placed by preference on "
+                f"warm nodes since {placement.reverted_at}", "NodeRequireReverted")
+    compose_engine(spec, engine, view, outcome, node_pod)
     return engine_phase(request, spec.cluster, name)
 
 
@@ -503,9 +559,11 @@ def cache_usage(spec: ReplicaSpec) -> dict:
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
     spec = read_spec(request)
-    if spec.cache is not None and spec.delivery == "Cache":
+    if spec.cache is not None:  # Cache and Node read the cluster volume
         outcome.compose(CACHE_USAGE_KEY, cache_usage(spec), ready=True)
     outcome.status = {"clusterName": spec.cluster, "delivery": spec.delivery}
+    if spec.delivery_reason:
+        outcome.status["deliveryReason"] = spec.delivery_reason
     if spec.delivery == "Wait":
         current = waiting_phase(spec)
     elif spec.delivery == "Fail":

@@ -75,6 +75,13 @@ class Delivery(BaseModel):
             description='When the cache becomes Ready under a running Source replica: OnReady rolls the replica once onto the cache; Never keeps it on the source.',
         ),
     ] = 'OnReady'
+    node: Annotated[
+        Node | None,
+        Field(
+            description="Delivery from the GPU node's own disk (Node), tried first on a cluster where the ModelCache is on storage tier Node, its cluster volume is Ready and at least one node holds the verified commit. Inside the pod an init container links the node copy, else the cluster volume (Node, then Volume, then Source). switchToCache governs the roll from the volume to the node copy.",
+            validate_default=True,
+        ),
+    ] = {}
 
 
 class Engine(BaseModel):
@@ -318,6 +325,27 @@ class ModelDeployment(BaseModel):
     ] = None
 
 
+class Node(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    policy: Annotated[
+        Literal['Prefer', 'Require', 'Never'] | None,
+        Field(
+            description='Prefer places the replica preferably on a node holding the commit (warmth only scores: GPUs decide); Require places it only on such a node, and reverts to Prefer once (one roll, never back) when the replica is not available requireTimeout after its Node delivery started; Never keeps every replica on the cluster volume.'
+        ),
+    ] = 'Prefer'
+    require_timeout: Annotated[
+        str | None,
+        Field(
+            alias='requireTimeout',
+            description='Under policy Require, how long a replica may stay unavailable on warm nodes before it reverts to Prefer, e.g. 15m or 1h.',
+            max_length=8,
+            pattern='^[0-9]{1,6}[hm]$',
+        ),
+    ] = '15m'
+
+
 class Placement(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -352,13 +380,13 @@ class Placement1(BaseModel):
         Field(description='The FleetCluster it runs on; empty when unscheduled.'),
     ] = None
     delivery: Annotated[
-        Literal['', 'Cache', 'Source', 'Wait', 'Fail'] | None,
-        Field(description='Cache, Source, Wait or Fail; empty when unscheduled.'),
+        Literal['', 'Node', 'Cache', 'Source', 'Wait', 'Fail'] | None,
+        Field(description='Node, Cache, Source, Wait or Fail; empty when unscheduled.'),
     ] = None
     reason: Annotated[
         str | None,
         Field(
-            description='Why: CacheReady, PreviousCommitWhileHydrating (Cache on the commit the cluster still serves while the resolved one hydrates), PreviousCommitHydrationFailed (the same after the resolved commit failed there), Hydrating, HydrationFailed, NotACacheTarget, SwitchToCacheNever, ModelCacheNotFound, NoModelCache, or for unscheduled replicas NoClusters or MaxReplicasPerCluster.'
+            description='Why: NodeReady (a node holds the commit), NodeTierWarming, NodeTierUnavailable, NodeDeliveryNever or SwitchToNodeNever (the cluster volume instead of the node copy), CacheReady, PreviousCommitWhileHydrating (Cache on the commit the cluster still serves while the resolved one hydrates), PreviousCommitHydrationFailed (the same after the resolved commit failed there), Hydrating, HydrationFailed, NotACacheTarget, SwitchToCacheNever, ModelCacheNotFound, NoModelCache, or for unscheduled replicas NoClusters or MaxReplicasPerCluster.'
         ),
     ] = None
     commit: Annotated[
@@ -384,7 +412,10 @@ class Replicas(BaseModel):
     ] = None
     cache: Annotated[
         StrictInt | None,
-        Field(description='Scheduled replicas that mount the warm cache.', ge=0),
+        Field(
+            description="Scheduled replicas that mount the warm cache's cluster volume (Cache delivery).",
+            ge=0,
+        ),
     ] = None
     source: Annotated[
         StrictInt | None,
@@ -401,6 +432,13 @@ class Replicas(BaseModel):
         StrictInt | None,
         Field(
             description='Scheduled replicas failed because the cache failed (onHydrationFailure Fail).',
+            ge=0,
+        ),
+    ] = None
+    node: Annotated[
+        StrictInt | None,
+        Field(
+            description='Scheduled replicas that read the node copy (Node delivery); set when the cache is on storage tier Node on some cluster.',
             ge=0,
         ),
     ] = None

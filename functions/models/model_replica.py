@@ -129,6 +129,96 @@ class ModelReplica(BaseModel):
     ] = None
 
 
+class NodeCache(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    claim_name: Annotated[
+        str,
+        Field(
+            alias='claimName',
+            description='The node PVC (<cache>-node-<poolHash>), mounted read-only at /var/cache/fleetcache-node.',
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    label_key: Annotated[
+        str | None,
+        Field(
+            alias='labelKey',
+            description='The node label node-cache.fleetcache.dev/<k> whose value is the commit a node holds; empty when the cluster sets no warm labels (placement is then anywhere in the pool).',
+            max_length=317,
+        ),
+    ] = None
+    commit: Annotated[
+        str,
+        Field(
+            description='The commit the node copy must hold (the label value, --commit of the select step).',
+            max_length=63,
+            min_length=1,
+        ),
+    ]
+    manifest_digest: Annotated[
+        str,
+        Field(
+            alias='manifestDigest',
+            description="The commit's manifest digest the select step checks the node copy against.",
+            max_length=64,
+            min_length=1,
+        ),
+    ]
+    policy: Annotated[
+        Literal['Prefer', 'Require'],
+        Field(
+            description='Prefer or Require (spec.delivery.node.policy of the ModelDeployment).'
+        ),
+    ]
+    require_timeout: Annotated[
+        str | None,
+        Field(
+            alias='requireTimeout',
+            description='Under Require, how long the replica may be unavailable before it reverts to Prefer.',
+            max_length=8,
+            pattern='^[0-9]{1,6}[hm]$',
+        ),
+    ] = '15m'
+    reverted_at: Annotated[
+        str | None,
+        Field(
+            alias='revertedAt',
+            description='When the replica reverted from Require to Prefer (RFC 3339); latched: the replica stays on Prefer while it is Node on this cluster.',
+            max_length=64,
+        ),
+    ] = None
+
+
+class NodeCache1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    commit: Annotated[
+        str | None, Field(description='The commit the Node delivery started with.')
+    ] = None
+    placement: Annotated[
+        str | None, Field(description='Prefer or Require, as the pod is placed now.')
+    ] = None
+    started_at: Annotated[
+        str | None,
+        Field(
+            alias='startedAt',
+            description='When the Node delivery of this commit started (requireTimeout counts from here).',
+        ),
+    ] = None
+    reverted_at: Annotated[
+        str | None,
+        Field(
+            alias='revertedAt',
+            description='When a Require placement reverted to Prefer; empty when it did not.',
+        ),
+    ] = None
+
+
 class Spec(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -168,11 +258,26 @@ class Spec(BaseModel):
         ),
     ]
     delivery: Annotated[
-        Literal['Cache', 'Source', 'Wait', 'Fail'],
+        Literal['Node', 'Cache', 'Source', 'Wait', 'Fail'],
         Field(
-            description="Cache mounts the warm cache; Source loads from the source; Wait runs nothing until the cache is Ready; Fail runs nothing and reports the hydration's failure."
+            description="Node reads the node's own copy (else, inside the pod, the cluster volume); Cache mounts the warm cache's cluster volume; Source loads from the source; Wait runs nothing until the cache is Ready; Fail runs nothing and reports the hydration's failure."
         ),
     ]
+    delivery_reason: Annotated[
+        str | None,
+        Field(
+            alias='deliveryReason',
+            description='Why the ModelDeployment chose this delivery, e.g. "NodeTierWarming: 2/5 nodes warm on 4f1c2b0d9e8a; using the cluster volume" (status.deliveryReason).',
+            max_length=1024,
+        ),
+    ] = None
+    node_cache: Annotated[
+        NodeCache | None,
+        Field(
+            alias='nodeCache',
+            description='The node copy on the cluster (Node only): the node PVC, the node label that says which commit a node holds, and how the replica is placed on warm nodes.',
+        ),
+    ] = None
     model: Annotated[Model | None, Field(description='The model to serve.')] = None
     cache: Annotated[
         Cache | None, Field(description='The warm cache on the cluster (Cache only).')
@@ -205,7 +310,24 @@ class Status(BaseModel):
         str | None, Field(alias='clusterName', description='The cluster it runs on.')
     ] = None
     delivery: Annotated[
-        str | None, Field(description='The delivery it was composed with.')
+        str | None,
+        Field(
+            description='The delivery it was composed with (Node, Cache, Source, Wait or Fail).'
+        ),
+    ] = None
+    delivery_reason: Annotated[
+        str | None,
+        Field(
+            alias='deliveryReason',
+            description='Why it got that delivery (spec.deliveryReason), or why a Require placement reverted to Prefer.',
+        ),
+    ] = None
+    node_cache: Annotated[
+        NodeCache1 | None,
+        Field(
+            alias='nodeCache',
+            description="The Node delivery's placement as composed, latched across composes.",
+        ),
     ] = None
     reason: Annotated[
         str | None,
