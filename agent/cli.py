@@ -24,18 +24,22 @@ import click
 
 from .errors import AgentError, Interrupted, from_os_error
 from .fetch import fetch as run_fetch
-from .hub import Bandwidth, HubClient, RetryPolicy, read_timeout_from_env
+from .hub import Bandwidth, HubClient, Retryable, RetryPolicy, read_timeout_from_env
 from .layout import LAYOUTS, open_layout
+from .mirror import FAIL, ORIGIN, PUBLISHER, READER, MirrorConfig, MirrorSource
 from .node_agent import FileLabels, NodeLabels
 from .node_agent import label as run_label
 from .node_agent import prepare as run_prepare
 from .node_plan import valid_commit
 from .node_warm import STATUS_INTERVAL_ENV, KeyedSink, NodeRecorder, Warm, copy_ready
 from .node_warm import run as run_node_warm
-from .plan import compared_record, parse_listing, resolved_record, select
+from .plan import Listing, compared_record, manifest_digest, parse_listing, resolved_record, select
 from .progress import (FETCH_FIELDS, PRUNE_FIELDS, RESOLVE_FIELDS, VERIFY_FIELDS, ConfigMapSink, FileSink, Progress,
                        incluster_core_api, parse_configmap_ref, write_termination)
 from .prune import prune as run_prune
+from .s3 import S3Client, S3Location
+from .sources import (HubSource, S3Source, manifest_commit, manifest_entries, parse_manifest, pinned_listing,
+                      read_manifest_file, resolve_s3)
 from .select import select as run_select
 from .slots import DirSlots, LeaseSlots, incluster_coordination_api
 from .usage import volume_usage
@@ -46,13 +50,15 @@ log = logging.getLogger("fleetcache.agent")
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+_S3_COMMIT = re.compile(r"s3-[0-9a-f]{40}")  # an S3 source's commit id (design/sources.md)
+_S3_REPO = re.compile(r"s3/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[\w.=+-]+)*")
 _REPO = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
 _QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 _SUFFIX = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 # Where a failure is reported; set as soon as the flags that name the sinks are parsed.
-_context: dict = {"termination": Path(DEFAULT_TERMINATION_LOG), "progress": None, "token": None,
+_context: dict = {"termination": Path(DEFAULT_TERMINATION_LOG), "progress": None, "token": None, "secrets": (),
                   "interrupted": None}
 
 
@@ -69,7 +75,8 @@ def parse_quantity(value: str) -> float:
 
 
 def check_repo(repo: str) -> str:
-    if not _REPO.fullmatch(repo) or ".." in repo:
+    """ORG/NAME on the Hub, or `s3/<bucket>/<prefix>`, the name an S3 source's files are kept under."""
+    if not (_REPO.fullmatch(repo) or _S3_REPO.fullmatch(repo)) or ".." in repo:
         raise _bad("--repo", f"{repo!r} is not ORG/NAME")
     return repo
 
@@ -126,6 +133,14 @@ class _Redact(logging.Filter):
         return True
 
 
+def _hide(secrets: tuple[str, ...]) -> None:
+    """Credentials read from files (S3 keys) are scrubbed from every log line and failure record."""
+    _context["secrets"] = (*_context["secrets"], *secrets)
+    for handler in log.handlers:
+        for secret in secrets:
+            handler.addFilter(_Redact(secret))
+
+
 def _setup_logging(token: str | None) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -167,6 +182,12 @@ def _usage_error(argv: list[str], err: click.UsageError) -> AgentError:
     return AgentError("InvalidConfiguration", err.format_message())
 
 
+def _need_repo(repo: str | None) -> str:
+    if repo is None:
+        raise _bad("--repo", "missing: give ORG/NAME (or --s3-bucket for an S3 source)")
+    return repo
+
+
 def _client(endpoint: str, token: str | None, progress: Progress, concurrency: int = 8) -> HubClient:
     policy = dataclasses.replace(RetryPolicy.from_env(), report=progress.note)
     return HubClient(check_endpoint(endpoint), token, policy, pool_size=concurrency,
@@ -191,7 +212,7 @@ def _listing(client: HubClient, repo: str, revision: str, allow, ignore):
 
 _common = [
     click.option("--endpoint", default=DEFAULT_ENDPOINT, show_default=True),
-    click.option("--repo", required=True),
+    click.option("--repo", help="ORG/NAME on the Hub (not with --s3-bucket)"),
     click.option("--revision", default="main", show_default=True),
     click.option("--token-file"),
     click.option("--allow", multiple=True, help="glob, repeatable (huggingface_hub allow_patterns)"),
@@ -199,6 +220,24 @@ _common = [
     click.option("--progress-file"),
     click.option("--progress-configmap", help="NAMESPACE/NAME"),
     click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True),
+]
+
+
+_s3 = [
+    click.option("--s3-bucket", help="the source is this S3 bucket instead of the Hub"),
+    click.option("--s3-prefix", default="", help="the folder in the bucket (no leading /)"),
+    click.option("--s3-region", default="us-east-1", show_default=True),
+    click.option("--s3-endpoint", help="an S3-compatible endpoint URL"),
+    click.option("--credentials-dir", help="a mounted Secret with files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+]
+_mirror = [
+    click.option("--mirror-bucket", help="the fleet mirror's S3 bucket"),
+    click.option("--mirror-prefix", default="fleetcache", show_default=True),
+    click.option("--mirror-region", default="us-east-1", show_default=True),
+    click.option("--mirror-endpoint"),
+    click.option("--mirror-credentials-dir"),
+    click.option("--mirror-role", help="publisher | reader"),
+    click.option("--mirror-on-missing", default=ORIGIN, show_default=True, help="origin | fail"),
 ]
 
 
@@ -230,17 +269,62 @@ def _compared(client: HubClient, repo: str, commit: str, allow, ignore, entries)
     return compared_record(commit, entries, other)
 
 
+def _s3_client(flag: str, location: S3Location, progress: Progress, concurrency: int = 8) -> S3Client:
+    if location.endpoint:
+        check_endpoint(location.endpoint)
+    if not location.bucket:
+        raise _bad(flag, "is empty")
+    policy = dataclasses.replace(RetryPolicy.from_env(), report=progress.note)
+    try:
+        client = S3Client(location, policy, pool_size=concurrency, timeout=read_timeout_from_env())
+    except AgentError as err:
+        if err.reason != "InvalidConfiguration":
+            raise
+        raise _bad(flag, err.what) from None
+    _hide(client.secrets)
+    return client
+
+
+def _no_hub_repo(repo: str | None) -> None:
+    if repo is not None:
+        raise _bad("--repo", "not with --s3-bucket: an S3 source is named by its bucket and prefix")
+
+
+def _resolve_s3(progress: Progress, location: S3Location, allow, ignore, compare) -> dict:
+    """List and pin the prefix (contract §C, §D): the record carries the manifest every cluster fetches."""
+    progress.phase("Resolving", repo=location.repo)
+    client = _s3_client("--s3-bucket", location, progress)
+    manifest = resolve_s3(client, list(allow) if allow else None, list(ignore) if ignore else None, 8,
+                          progress.note)
+    if not manifest:
+        raise AgentError("InvalidSource", f"{_patterns(allow, ignore)} select none of the objects under "
+                                          f"{location.describe()}")
+    entries = manifest_entries(manifest)
+    listing = Listing(location.repo, None, manifest_commit(manifest), entries)
+    # An S3 prefix has no history to compare with: a compared commit is reported missing.
+    return {**resolved_record(listing, entries), "manifest": manifest,
+            "compared": [compared_record(c, entries, None) for c in sorted(set(compare))]}
+
+
 @main_group.command()
 @_with(_common)
 @click.option("--compare", "compare", multiple=True,
               help="a served commit (40 hex) to report what the resolved commit shares with, repeatable")
+@_with(_s3)
 def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
-            termination_log, compare) -> None:
-    """List REPO at REVISION and print {repo, revision, commit, files, bytes, manifestDigest}."""
+            termination_log, compare, s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir) -> None:
+    """List REPO at REVISION (or an S3 prefix) and print {repo, revision, commit, files, bytes, manifestDigest}."""
     _context["termination"] = Path(termination_log)
     progress = _progress(RESOLVE_FIELDS, progress_file, progress_configmap)
+    if s3_bucket is not None:
+        _no_hub_repo(repo)
+        location = S3Location(s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir)
+        record = _resolve_s3(progress, location, allow, ignore, compare)
+        progress.phase("Resolved", **record)
+        click.echo(json.dumps(record, sort_keys=True))
+        return
     token = read_token(token_file)
-    progress.phase("Resolving", repo=check_repo(repo), revision=check_revision(revision))
+    progress.phase("Resolving", repo=check_repo(_need_repo(repo)), revision=check_revision(revision))
     if len(compare) > MAX_COMPARE:
         raise _bad("--compare", f"given {len(compare)} times; at most {MAX_COMPARE}")
     for commit in compare:
@@ -263,13 +347,30 @@ def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, 
 @click.option("--wait", is_flag=True, help="wait for another writer instead of exiting 16")
 @click.option("--ref", "refs", multiple=True,
               help="after success, name the commit fetched (hub/models--ORG--NAME/refs/REF), repeatable")
+@_with(_s3)
+@click.option("--commit", help="S3: the resolved commit (s3- and 40 hex)")
+@click.option("--manifest-digest", "pinned_digest", help="S3: the resolved manifest digest")
+@click.option("--manifest-file", help="S3: the resolved manifest (JSON list)")
+@click.option("--manifest-configmap", help="S3: NAMESPACE/NAME of a ConfigMap with key manifest.json")
+@_with(_mirror)
 def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
-          termination_log, dest, concurrency, bandwidth, layout_name, wait, refs) -> None:
-    """Download REPO at REVISION into DEST, verifying every byte while it streams."""
+          termination_log, dest, concurrency, bandwidth, layout_name, wait, refs, s3_bucket, s3_prefix, s3_region,
+          s3_endpoint, credentials_dir, commit, pinned_digest, manifest_file, manifest_configmap, mirror_bucket,
+          mirror_prefix, mirror_region, mirror_endpoint, mirror_credentials_dir, mirror_role,
+          mirror_on_missing) -> None:
+    """Download REPO at REVISION (or an S3 source's pinned manifest) into DEST, verifying every byte while it
+    streams; with --mirror-bucket, through the fleet mirror (publisher or reader)."""
     _context["termination"] = Path(termination_log)
     progress = _progress(FETCH_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
-    check_repo(repo)
+    if s3_bucket is None:
+        check_repo(_need_repo(repo))
+        for flag, value in (("--commit", commit), ("--manifest-digest", pinned_digest),
+                            ("--manifest-file", manifest_file), ("--manifest-configmap", manifest_configmap)):
+            if value is not None:
+                raise _bad(flag, "only with --s3-bucket (a Hub fetch pins --revision)")
+    else:
+        _no_hub_repo(repo)
     check_revision(revision)
     for ref in refs:
         if _COMMIT.fullmatch(check_revision(ref, "--ref")):
@@ -281,13 +382,76 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     if layout_name not in LAYOUTS:
         raise _bad("--layout", f"{layout_name!r} is not one of {', '.join(sorted(LAYOUTS))}")
     limit = Bandwidth(parse_quantity(bandwidth)) if bandwidth else None
+    mirror = _mirror_config(mirror_bucket, mirror_prefix, mirror_region, mirror_endpoint, mirror_credentials_dir,
+                            mirror_role, mirror_on_missing, progress, int(concurrency))
     progress.phase("Resolving")
-    client = _client(endpoint, token, progress, int(concurrency))
-    listing, entries = _listing(client, repo, revision, allow, ignore)
+    if s3_bucket is None:
+        client = _client(endpoint, token, progress, int(concurrency))
+        listing, entries = _listing(client, repo, revision, allow, ignore)
+        source = HubSource(client, repo, listing.commit)
+    else:
+        location = S3Location(s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir)
+        client = _s3_client("--s3-bucket", location, progress, int(concurrency))
+        manifest = _pinned_manifest(commit, pinned_digest, manifest_file, manifest_configmap, client.policy)
+        repo = location.repo
+        listing, entries = pinned_listing(repo, manifest, commit, pinned_digest)
+        source = S3Source(client, manifest)
+    if mirror is not None:
+        source = MirrorSource(source, mirror, repo, listing.commit, manifest_digest(entries), entries,
+                              int(concurrency), progress.note)
     layout = open_layout(layout_name, dest_path, repo)
-    record = run_fetch(client, layout, listing, entries, progress, int(concurrency), limit,
+    record = run_fetch(source, layout, listing, entries, progress, int(concurrency), limit,
                        client.policy, wait, tuple(refs))
     click.echo(json.dumps(record, sort_keys=True))
+
+
+def _pinned_manifest(commit, digest, manifest_file, manifest_configmap, policy: RetryPolicy) -> list[dict]:
+    """The manifest resolve latched (contract §D), from the mounted file or the ConfigMap."""
+    if commit is None or not _S3_COMMIT.fullmatch(commit):
+        raise _bad("--commit", f"{commit!r} is not an S3 commit (s3- and 40 hex); pass the resolved commit")
+    if digest is None or not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise _bad("--manifest-digest", f"{digest!r} is not a 64-hex sha256")
+    if (manifest_file is None) == (manifest_configmap is None):
+        raise _bad("--manifest-file", "give exactly one of --manifest-file and --manifest-configmap")
+    if manifest_file is not None:
+        return read_manifest_file(manifest_file)
+    namespace, name = parse_configmap_ref(manifest_configmap)
+
+    def read():
+        try:
+            data = _context["configmap_api"]().read_namespaced_config_map(name, namespace).data or {}
+        except Exception as err:  # noqa: BLE001 - the API server's failures are retried, a 404 is a wrong flag
+            if getattr(err, "status", None) == 404:
+                raise _bad("--manifest-configmap", f"{manifest_configmap} does not exist") from None
+            raise Retryable(AgentError("SourceUnreachable", f"reading ConfigMap {manifest_configmap}: "
+                                                            f"{type(err).__name__}")) from None
+        if "manifest.json" not in data:
+            raise _bad("--manifest-configmap", f"{manifest_configmap} has no key manifest.json")
+        try:
+            return parse_manifest(json.loads(data["manifest.json"]))
+        except ValueError:
+            raise _bad("--manifest-configmap", "manifest.json is not JSON") from None
+
+    return policy.run(read, f"reading ConfigMap {manifest_configmap}")
+
+
+def _mirror_config(bucket, prefix, region, endpoint, credentials_dir, role, on_missing, progress: Progress,
+                   concurrency: int) -> MirrorConfig | None:
+    if bucket is None:
+        for flag, value in (("--mirror-role", role), ("--mirror-endpoint", endpoint),
+                            ("--mirror-credentials-dir", credentials_dir)):
+            if value is not None:
+                raise _bad(flag, "only with --mirror-bucket")
+        return None
+    if role not in (PUBLISHER, READER):
+        raise _bad("--mirror-role", f"{role!r} is not publisher or reader")
+    if on_missing not in (ORIGIN, FAIL):
+        raise _bad("--mirror-on-missing", f"{on_missing!r} is not origin or fail")
+    if prefix.startswith("/") or ".." in prefix.split("/"):
+        raise _bad("--mirror-prefix", f"{prefix!r} must be a relative key prefix")
+    client = _s3_client("--mirror-bucket", S3Location(bucket, prefix, region, endpoint, credentials_dir), progress,
+                        concurrency)
+    return MirrorConfig(client, prefix, role, on_missing)
 
 
 @main_group.command()
@@ -321,8 +485,8 @@ def prune(dest, repo, keep, wait, progress_file, progress_configmap, termination
     if not keep:
         raise _bad("--keep", "not given: a prune must keep at least one commit (the one the volume serves)")
     for commit in keep:
-        if not _COMMIT.fullmatch(commit):
-            raise _bad("--keep", f"{commit!r} is not a 40-hex commit")
+        if not (_COMMIT.fullmatch(commit) or _S3_COMMIT.fullmatch(commit)):
+            raise _bad("--keep", f"{commit!r} is not a 40-hex commit (or an S3 source's s3- commit)")
     dest_path = check_dest(dest)
     if not dest_path.is_dir():
         raise _bad("--dest", f"{dest!r} does not exist: pass the cache volume's mount path")
@@ -480,8 +644,9 @@ def _report(reason: str, message: str, code: int) -> int:
     """The end of every failure: a final Failed record to every sink and the termination message.
 
     The message is scrubbed of the token too, in case a server ever echoed it back."""
-    if _context["token"]:
-        message = message.replace(_context["token"], "[redacted]")
+    for secret in (_context["token"], *_context["secrets"]):
+        if secret:
+            message = message.replace(secret, "[redacted]")
     progress: Progress | None = _context["progress"]
     record = progress.fail(reason, message) if progress else {"phase": "Failed", "reason": reason,
                                                                "message": message}
@@ -526,7 +691,7 @@ def main(argv: list[str] | None = None, configmap_api=None, coordination_api=Non
          node_api=None) -> int:
     """Entry point; tests inject stand-ins: `configmap_api` and `node_api` (CoreV1Api factories),
     `coordination_api` (a CoordinationV1Api factory, for the warm slots)."""
-    _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None, token=None, interrupted=None,
+    _context.update(termination=Path(DEFAULT_TERMINATION_LOG), progress=None, token=None, secrets=(), interrupted=None,
                     configmap_api=configmap_api or incluster_core_api,
                     coordination_api=coordination_api or incluster_coordination_api,
                     node_api=node_api or incluster_core_api)

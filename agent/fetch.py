@@ -25,13 +25,14 @@ from pathlib import Path
 import urllib3
 
 from .errors import AgentError, from_os_error
-from .hub import Bandwidth, HubClient, RetryPolicy, Retryable, describe, redact_url
+from .hub import Bandwidth, RetryPolicy, Retryable, describe, redact_url
 from .layout import Layout
 from .lock import DestinationLock
 from .plan import (STATE_DIR, Entry, FetchPlan, FileTask, Listing, manifest_digest, merge_spans, new_hasher,
                    plan_fetch, split_spans)
 from .progress import Progress
 from .prune import empty_trash
+from .sources import Source
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -146,9 +147,9 @@ class Assembly:
 class Fetcher:
     """Worker threads taking ranged parts from one queue; the first permanent failure stops them all."""
 
-    def __init__(self, client: HubClient, layout: Layout, listing: Listing, progress: Progress, concurrency: int,
+    def __init__(self, source: Source, layout: Layout, listing: Listing, progress: Progress, concurrency: int,
                  bandwidth: Bandwidth | None, policy: RetryPolicy):
-        self.client, self.layout, self.listing = client, layout, listing
+        self.source, self.layout, self.listing = source, layout, listing
         self.progress, self.concurrency, self.bandwidth, self.policy = progress, concurrency, bandwidth, policy
         self.jobs: queue.Queue = queue.Queue()
         self.abort = threading.Event()
@@ -186,7 +187,7 @@ class Fetcher:
         and several files hash in parallel on several cores."""
         queues = []
         for task in tasks:
-            url = self.client.file_url(self.listing.repo, self.listing.commit, task.entry.path)
+            url = self.source.url(task.entry)
             asm = Assembly(task, self.layout, url, attempt)
             queues.append([(asm, span) for span in task.parts] or [(asm, None)])
         for round_ in itertools.zip_longest(*queues):
@@ -250,7 +251,7 @@ class Fetcher:
 
         def attempt() -> None:
             try:
-                resp = self.client.open_range(asm.url, position, end, size)
+                resp = self.source.open_range(asm.url, position, end, size)
             except Retryable:
                 asm.url = asm.start_url  # ask the hub again: a signed CDN URL may have expired
                 raise
@@ -312,6 +313,7 @@ class Fetcher:
         asm.close()
         self.layout.discard_partial(entry)
         self.progress.update(bytes_delta=-entry.size * len(task.entries))
+        self.source.mismatch(entry)  # a mirror's corrupt blob: the retry comes from the origin
         if asm.attempt > MISMATCH_RETRIES:
             raise AgentError("DigestMismatch", f"{entry.path} did not match its {entry.algo} digest after "
                                                f"{asm.attempt} attempts")
@@ -326,10 +328,11 @@ def check_space(dest: Path, needed: int) -> None:
                                                  f"{free} are free")
 
 
-def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[Entry, ...], progress: Progress,
+def fetch(source: Source, layout: Layout, listing: Listing, entries: tuple[Entry, ...], progress: Progress,
           concurrency: int, bandwidth: Bandwidth | None, policy: RetryPolicy, wait: bool,
           refs: tuple[str, ...] = ()) -> dict:
-    """Lock, sweep, plan from what is on disk, check space, download, publish; manifest and refs last."""
+    """Lock, sweep, plan from what is on disk, check space, download, publish; manifest and refs last,
+    then the source's own completion (a mirror publisher uploads the verified blobs and its manifest)."""
     digest = manifest_digest(entries)
     layout.dest.mkdir(parents=True, exist_ok=True)
     with DestinationLock(layout.dest / STATE_DIR) as lock:
@@ -342,8 +345,9 @@ def fetch(client: HubClient, layout: Layout, listing: Listing, entries: tuple[En
         check_space(layout.dest, plan.bytes_missing)
         progress.phase("Hydrating", commit=listing.commit, manifestDigest=digest, bytesTotal=plan.bytes_total,
                        bytesDone=plan.bytes_present, filesTotal=plan.files_total, filesDone=plan.files_present)
-        Fetcher(client, layout, listing, progress, concurrency, bandwidth, policy).run(plan)
+        Fetcher(source, layout, listing, progress, concurrency, bandwidth, policy).run(plan)
         progress.phase("Verifying")
         layout.finish(listing, entries, digest, refs)
-    progress.phase("Ready", bytesDone=plan.bytes_total, filesDone=plan.files_total)
+        extra = source.complete(layout, entries, digest)  # a mirror publisher uploads before Ready
+    progress.phase("Ready", bytesDone=plan.bytes_total, filesDone=plan.files_total, **extra)
     return dict(progress.record)

@@ -1,0 +1,197 @@
+"""The fleet mirror: one cluster publishes verified blobs to an S3 bucket, the others read them from there.
+
+Keys (content-addressed, so any number of caches and commits share a bucket safely):
+
+    <prefix>/blobs/sha256/<hex>           an LFS or S3 file, by its sha256
+    <prefix>/blobs/sha1/<hex>             a Hub git file, by its git blob sha1
+    <prefix>/manifests/<manifestDigest>.json   written LAST by the publisher: present = complete
+
+Nothing in the mirror is trusted: every byte a reader takes is verified by the engine against the
+manifest digest latched at resolve, exactly as bytes from the origin are. So the mirror needs no
+integrity of its own; the manifest object only says "the publisher finished", so that readers do
+not start on a half-published mirror.
+
+- Publisher: fetches from the origin (the engine), then uploads each verified blob the mirror
+  lacks (a single PUT carries ChecksumSHA256, so S3 itself rejects bytes that differ), then the
+  manifest. Killed before the manifest, it leaves blobs no reader starts from.
+- Reader: with no manifest, `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
+  `origin` fetches everything from the origin (publishing nothing: that is the publisher's job).
+  With the manifest, each file comes from the mirror; a blob missing (404) or corrupt (digest
+  mismatch) falls back to the origin for that file and, once verified, is re-published; with
+  `fail` it exits MirrorIncomplete naming the file.
+
+The record gains `bytesFrom` (Mirror when a reader took at least as many bytes from the mirror
+as from the origin, else Origin), `originBytes` and `mirrorBytes` (bytes received this run).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .errors import AgentError
+from .plan import SHA256, Entry
+from .s3 import S3Client
+
+log = logging.getLogger("fleetcache.agent")
+
+PUBLISHER, READER = "publisher", "reader"
+ORIGIN, FAIL = "origin", "fail"
+MIRROR_LOCATOR = "fleetcache-mirror:"
+
+
+def blob_key(prefix: str, entry: Entry) -> str:
+    kind = "sha256" if entry.algo == SHA256 else "sha1"
+    return "/".join(p for p in (prefix.strip("/"), "blobs", kind, entry.digest) if p)
+
+
+def manifest_key(prefix: str, digest: str) -> str:
+    return "/".join(p for p in (prefix.strip("/"), "manifests", f"{digest}.json") if p)
+
+
+def manifest_body(repo: str, commit: str, digest: str, entries: tuple[Entry, ...]) -> bytes:
+    files = [{"path": e.path, "size": e.size, "digest": e.digest, "algo": e.algo} for e in entries]
+    return json.dumps({"repo": repo, "commit": commit, "manifestDigest": digest, "files": files},
+                      sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    client: S3Client
+    prefix: str
+    role: str  # publisher | reader
+    on_missing: str  # origin | fail
+
+
+class _Counter:
+    def __init__(self):
+        self.value = 0
+        self.lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.value += n
+
+
+class _Counted:
+    """A response whose received bytes are added to one counter (origin or mirror)."""
+
+    def __init__(self, resp, counter: _Counter):
+        self.resp, self.counter = resp, counter
+        self.final_url = resp.final_url
+
+    def read1(self, n: int) -> bytes:
+        chunk = self.resp.read1(n)
+        self.counter.add(len(chunk))
+        return chunk
+
+    def release_conn(self) -> None:
+        self.resp.release_conn()
+
+    def close(self) -> None:
+        self.resp.close()
+
+
+class MirrorSource:
+    """A Source that reads from the mirror (reader) or the origin (publisher, fallback), and publishes."""
+
+    def __init__(self, origin, config: MirrorConfig, repo: str, commit: str, digest: str,
+                 entries: tuple[Entry, ...], concurrency: int, report=None):
+        self.origin, self.config = origin, config
+        self.repo, self.commit, self.digest = repo, commit, digest
+        self.by_path = {e.path: e for e in entries}
+        self.concurrency = concurrency
+        self.report = report
+        self.origin_bytes, self.mirror_bytes = _Counter(), _Counter()
+        self.fallen: set[str] = set()  # paths a reader takes from the origin instead
+        self.fallen_lock = threading.Lock()
+        self.complete_mirror = config.role == READER and self._mirror_complete()
+
+    def _mirror_complete(self) -> bool:
+        """A reader's first question: has a publisher finished this manifest digest?"""
+        key = manifest_key(self.config.prefix, self.digest)
+        body = self.config.client.get_small(key)
+        try:
+            complete = body is not None and json.loads(body).get("manifestDigest") == self.digest
+        except (ValueError, AttributeError):
+            complete = False
+        where = f"{self.config.client.location.describe()}{key}"
+        if complete:
+            log.info("mirror %s is complete; reading from it", where)
+            return True
+        if self.config.on_missing == FAIL:
+            raise AgentError("MirrorIncomplete", f"no published manifest {where} (the publisher has not finished)")
+        log.warning("mirror has no published manifest %s; fetching from the origin", where)
+        return False
+
+    def _fall_back(self, entry: Entry, why: str) -> None:
+        where = f"{self.config.client.location.describe()}{blob_key(self.config.prefix, entry)}"
+        if self.config.on_missing == FAIL:
+            raise AgentError("MirrorIncomplete", f"{entry.path}: {why} ({where})")
+        with self.fallen_lock:
+            if entry.path in self.fallen:
+                return
+            self.fallen.add(entry.path)
+        log.warning("%s: %s (%s); fetching it from the origin and re-publishing it", entry.path, why, where)
+
+    # -- Source ---------------------------------------------------------------------------------
+    def url(self, entry: Entry) -> str:
+        if self.complete_mirror and entry.path not in self.fallen:
+            return MIRROR_LOCATOR + entry.path
+        return self.origin.url(entry)
+
+    def open_range(self, url: str, start: int, end: int, size: int):
+        if not url.startswith(MIRROR_LOCATOR):
+            return _Counted(self.origin.open_range(url, start, end, size), self.origin_bytes)
+        entry = self.by_path[url[len(MIRROR_LOCATOR):]]
+        if entry.path not in self.fallen:
+            try:
+                resp = self.config.client.open_range(blob_key(self.config.prefix, entry), None, None, start, end, size)
+                resp.final_url = url
+                return _Counted(resp, self.mirror_bytes)
+            except AgentError as err:
+                if err.reason not in ("SourceNotFound", "DigestMismatch"):
+                    raise
+                self._fall_back(entry, "missing in the mirror" if err.reason == "SourceNotFound"
+                                else "a different size in the mirror")
+        return _Counted(self.origin.open_range(self.origin.url(entry), start, end, size), self.origin_bytes)
+
+    def mismatch(self, entry: Entry) -> None:
+        """Bytes from the mirror failed the digest: the mirror's blob is corrupt, so the origin
+        serves that file (re-published after); origin bytes that fail are the engine's retries."""
+        if self.complete_mirror and entry.path not in self.fallen:
+            self._fall_back(entry, "corrupt in the mirror (digest mismatch)")
+        self.origin.mismatch(entry)
+
+    def complete(self, layout, entries: tuple[Entry, ...], digest: str) -> dict:
+        if self.config.role == PUBLISHER:
+            self._publish(layout, entries, check_present=True)
+            self.config.client.put_bytes(manifest_key(self.config.prefix, digest),
+                                         manifest_body(self.repo, self.commit, digest, entries))
+            log.info("published %s to the mirror", manifest_key(self.config.prefix, digest))
+        elif self.complete_mirror and self.fallen:
+            self._publish(layout, tuple(e for e in entries if e.path in self.fallen), check_present=False)
+        origin, mirror = self.origin_bytes.value, self.mirror_bytes.value
+        from_mirror = self.complete_mirror and mirror >= origin
+        return {"bytesFrom": "Mirror" if from_mirror else "Origin", "originBytes": origin, "mirrorBytes": mirror}
+
+    def _publish(self, layout, entries: tuple[Entry, ...], check_present: bool) -> None:
+        """Upload verified blobs from the volume, once per content key; a publisher skips the ones
+        the mirror already holds at the right size (a rerun after a crash, another cache's blob)."""
+        unique = list({blob_key(self.config.prefix, e): e for e in entries}.items())
+        if self.report:
+            self.report(f"publishing {len(unique)} blobs ({sum(e.size for _, e in unique)} bytes) to the mirror "
+                        f"{self.config.client.location.describe()}")
+
+        def put(item: tuple[str, Entry]) -> None:
+            key, entry = item
+            if check_present and self.config.client.head_size(key) == entry.size:
+                return
+            sha256 = entry.digest if entry.algo == SHA256 else None
+            self.config.client.put_file(key, layout.blob_path(entry), sha256)
+
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            list(pool.map(put, unique))
