@@ -32,6 +32,7 @@ AGENT_WHERE = ("`kubectl get modelcachehydrations` (REASON), the hydration's `st
                "during resolve the ModelCache `Resolved` condition")
 PLACEMENT = "ModelDeployment `status.placements[].reason`"
 REPLICA = "ModelReplica `status.reason` and `status.message` (`kubectl describe modelreplica`)"
+NODE_TIER = "ModelCacheHydration `status.nodeTier.reason` (NODES column: ready/desired nodes)"
 WHERE = {
     "ClusterNotReady": "ModelCache `status.clusters[].reason`, ModelCacheHydration and "
                        "ModelReplica `status.reason`; `kubectl describe fleetcluster`",
@@ -114,6 +115,15 @@ WHERE = {
     "OverQuota": "ModelCacheGrant `status.caches[].reason` and `OverQuota` condition (OVERQUOTA)",
     "WithinQuota": "ModelCacheGrant `OverQuota` condition (False)",
     "UsageUnknown": "ModelCacheGrant `OverQuota` condition (Unknown)",
+    # The node tier (functions/node_tier.py, node_rollup.py)
+    "NodeTierNotConfigured": NODE_TIER,
+    "NodeCacheModeUnsupported": NODE_TIER,
+    "NoEligibleNodes": NODE_TIER,
+    "AwaitingVolumeTier": NODE_TIER,
+    "NodesWarming": NODE_TIER,
+    "NodesWarm": NODE_TIER,
+    "NodeTierDegraded": "ModelCache `Degraded` condition; ModelCacheHydration "
+                        "`status.nodeTier.reason`",
 }
 
 # What to do for the reasons of composers that say no remedy in their code (their states

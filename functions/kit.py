@@ -273,6 +273,30 @@ REASONS: dict[str, Reason] = {
         Reason("AwaitingGrant", "None: the ModelCacheGrant decides on this spec (and its "
                "resolved size) at its next reconcile; if it lasts, check that "
                "compose-model-cache-grant runs (kubectl describe modelcachegrant)."),
+        # The node tier (functions/node_tier.py): status.nodeTier of a hydration, and the
+        # ModelCache's Degraded condition.
+        Reason("NodeTierNotConfigured", "None if intended: the cache stays on the cluster's "
+               "volume there. For node copies, the platform team sets spec.nodeCache on the "
+               "FleetCluster (nodeSelector, path, capacityPerNode; design/node-tier.md)."),
+        Reason("NodeCacheModeUnsupported", "Node caches from a storage class "
+               "(spec.nodeCache.storageClassName) are reserved and not built: remove it from "
+               "the FleetCluster and set spec.nodeCache.path to a dedicated filesystem mounted "
+               "on every pool node."),
+        Reason("NoEligibleNodes", "Label the GPU nodes that should hold copies with the "
+               "FleetCluster's spec.nodeCache.optInLabel (default fleetcache.dev/node-cache="
+               "enabled), and check that they match spec.nodeCache.nodeSelector "
+               "(control-plane nodes never do); give spec.nodeCache.tolerations for their "
+               "taints."),
+        Reason("NodeTierDegraded", "See the named clusters' ModelCacheHydration "
+               "status.nodeTier.firstFailure (kubectl get modelcachehydrations: NODES) and the "
+               "warmer pod on that node (kubectl logs ds/<cache>-node-warmer); replicas there "
+               "keep reading the cluster volume meanwhile."),
+        Reason("AwaitingVolumeTier", "None: nodes copy from the cluster's verified volume, "
+               "so they start once the hydration's phase is Ready on this commit; see its "
+               "reason if that lasts."),
+        Reason("NodesWarming", "None: the pool nodes copy from the cluster's volume, at most "
+               "spec.nodeCache.maxConcurrentNodes at once per cluster; raise it to go faster."),
+        Reason("NodesWarm", "None: every eligible pool node holds the verified commit."),
     )
 }
 for _row in exitcodes.EXIT_CODES:

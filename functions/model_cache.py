@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcache.functions import admission, kit, retention
+from fleetcache.functions import admission, kit, node_rollup, retention
 from fleetcache.functions.models.model_cache import ModelCache
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -545,6 +545,7 @@ def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: st
             "manifestDigest": resolved["manifestDigest"],
             "bytes": resolved["bytes"],
             "storage": storage,
+            "tier": spec.storage.get("tier", "Volume"),
             "job": job_spec(kit.JobPolicy.of(spec.job)),
             **({"agent": dict(spec.agent)} if spec.agent else {}),
             "retention": spec.retention.for_hydration(),
@@ -925,4 +926,7 @@ def compose(request: kit.Request) -> kit.Outcome:
                                           if k.startswith(HYDRATION_PREFIX)
                                           and k in outcome.desired])
     report(request, spec, resolution, admitted, reports, kept, mounted, outcome)
+    node_rollup.apply(spec.storage.get("tier", "Volume"),
+                      {t.name: request.observed.get(hydration_key(t.name)) for t in targets},
+                      outcome)
     return outcome

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fleetcache.functions import capacity, kit
+from fleetcache.functions import capacity, kit, node_tier
 from fleetcache.functions.models import model_cache_hydration as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
@@ -78,6 +78,7 @@ class HydrationSpec:
     pinned: bool  # spec.retention.pinned: kept against eviction until it lapses
     ttl: datetime.timedelta | None  # spec.retention.ttlAfterLastUse; None: never lapses
     removal: dict | None  # spec.removal {since, until}: the cluster left the placement
+    tier: str = "Volume"  # spec.tier: Node also warms the pool nodes (functions/node_tier.py)
 
     @property
     def token_ref(self) -> dict | None:
@@ -118,6 +119,7 @@ def read_spec(request: kit.Request) -> HydrationSpec:
         pinned=retention.get("pinned", False),
         ttl=kit.duration(ttl) if ttl else None,
         removal={k: v.isoformat() for k, v in removal.items()} if removal else None,
+        tier=spec["tier"],
     )
 
 
@@ -802,4 +804,23 @@ def compose(request: kit.Request) -> kit.Outcome:
     elif not gate.evicted:
         compose_remote(request, spec, cluster.view, names, seen, phase, pruning, outcome)
     report(request, spec, names, seen, phase, pruning, use, ready_time, outcome)
+    if spec.tier == node_tier.NODE_TIER:
+        outcome.status["nodeTier"] = node_tier_status(request, spec, names, cluster, phase,
+                                                      gate, outcome)
     return outcome
+
+
+def node_tier_status(request: kit.Request, spec: HydrationSpec, names: Names,
+                     cluster: ClusterLookup, phase: Phase, gate: Gate,
+                     outcome: kit.Outcome) -> dict:
+    """Tier Node: the pool nodes are warmed from this volume once it is Ready."""
+    fetched = request.required.get(FLEET_CLUSTER_KEY) or [None]
+    held = cluster.view is None or bool(cluster.reason) or gate.hold or gate.evicted
+    volume = node_tier.VolumeTier(
+        phase.phase, cluster.reason or phase.reason, composing=not held,
+        problem=kit.with_remedy(cluster.message, cluster.reason) if cluster.reason else "")
+    hydration = node_tier.Hydration(
+        request.namespace, request.name, spec.cache, spec.cluster,
+        node_tier.repo_of(spec.source), spec.commit, spec.manifest_digest, labels_for(spec))
+    return node_tier.run(request, hydration, fetched[0], cluster.view, names.volume, volume,
+                         outcome)

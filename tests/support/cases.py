@@ -6,6 +6,7 @@ every transport the same.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from fleetcache.functions import kit, model_cache, model_cache_hydration
@@ -36,6 +37,32 @@ def _hydrating() -> Case:
     observed = builders.observe(model_cache_hydration.compose(first))
     return _case_of("hydration-prerequisites-observed",
                     builders.hydration_request(observed=observed))
+
+
+def _node_tier_warming() -> Case:
+    """A tier-Node hydration whose volume is Ready on a cluster with spec.nodeCache: the
+    node objects composed, the warmer DaemonSet reporting 3 nodes, whose records say one
+    Ready, one copying and one failed."""
+    cluster = fleet_cluster("gpu-east-1")
+    cluster["spec"]["nodeCache"] = {"nodeSelector": {"matchLabels": {"gpu": "h100"}},
+                                    "path": "/mnt/nvme0", "capacityPerNode": "2Ti"}
+    cluster["status"]["nodeCache"] = {"admitted": ["ml/qwen"], "evicted": [], "waiting": []}
+    xr = builders.with_status(builders.hydration_xr(tier="Node"), phase="Ready", resolved={
+        "commit": builders.COMMIT, "manifestDigest": builders.DIGEST},
+        readyTime="2026-12-01T00:00:00Z")  # latched: a process answers at its own clock
+    first = kit.Request(composite=xr, required={"fleet-cluster": [cluster]})
+
+    def record(phase: str, reason: str | None = None) -> str:
+        return json.dumps({"phase": phase, "commit": builders.COMMIT, "bytesDone": GIB,
+                           "bytesTotal": 3 * GIB, "freeBytes": 900 * GIB, "reason": reason,
+                           "message": None})
+
+    observed = builders.observe(model_cache_hydration.compose(first), states={
+        "volume": builders.pvc("Bound"),
+        "node-warmer": {"desiredNumberScheduled": 3, "numberReady": 1}},
+        data={"node-status": {"gpu-a": record("Ready"), "gpu-b": record("Copying"),
+                              "gpu-c": record("Failed", "NodeCacheNotDedicated")}})
+    return Case("hydration-node-tier-warming", xr, observed, {"fleet-cluster": [cluster]})
 
 
 def _granted(xr: dict, **required: list[dict]) -> dict:
@@ -165,6 +192,7 @@ CASES: list[Case] = [
     _grant_deciding_three_caches(),
     _case_of("hydration-first-call", builders.hydration_request()),
     _hydrating(),
+    _node_tier_warming(),
     Case("model-deployment-cache-ready-hydrating-absent",
          deployment(replicas=3, maxReplicasPerCluster=1),
          required={"fleet-clusters": FLEET,
