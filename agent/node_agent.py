@@ -76,6 +76,11 @@ def _is_plain_dir(path: Path) -> bool:
         return False
 
 
+def cache_dir(root: Path, ns: str, cache: str) -> Path | None:
+    """`<root>/<ns>/<cache>` when both levels are real directories (no symlink on the way), else None."""
+    return root / ns / cache if _is_plain_dir(root / ns) and _is_plain_dir(root / ns / cache) else None
+
+
 def present_dirs(root: Path) -> dict[str, set[str]]:
     """`<ns>/<cache>` directories under root; symlinks and non-DNS names are never the agent's."""
     present: dict[str, set[str]] = {}
@@ -136,7 +141,7 @@ def prepare(root: Path, keep_file: Path, now: datetime | None = None) -> dict:
         except OSError as err:
             log.warning("left %s in place (%s)", ns, type(err).__name__)
     for ns, cache in plan.create:
-        if (root / ns).is_symlink() or (root / ns / cache).is_symlink():
+        if (root / ns).is_symlink() or (root / ns / cache).is_symlink() or (root / ns).is_file():
             log.warning("refusing %s/%s: a symlink on the way", ns, cache)
             continue
         (root / ns).mkdir(mode=0o755, exist_ok=True)
@@ -145,8 +150,8 @@ def prepare(root: Path, keep_file: Path, now: datetime | None = None) -> dict:
         fsync_dir(root / ns)
         log.info("created %s/%s", ns, cache)
     for (ns, cache), row in sorted(kept.items()):  # every placed cache's check is kept current
-        if row.since is None and _is_plain_dir(root / ns / cache):
-            write_check(root / ns / cache, root, chown)
+        if row.since is None and (directory := cache_dir(root, ns, cache)):
+            write_check(directory, root, chown)
     return {"created": [f"{ns}/{c}" for ns, c in plan.create], "deleted": [f"{ns}/{c}" for ns, c in plan.delete]}
 
 
@@ -157,8 +162,8 @@ def ready_caches(root: Path, kept: dict[tuple[str, str], Kept]) -> dict[tuple[st
     snapshot directory present (the label attracts replicas; `select` still checks on the node)."""
     ready = {}
     for (ns, cache), row in kept.items():
-        directory = root / ns / cache
-        if row.since is not None or not _is_plain_dir(directory):
+        directory = cache_dir(root, ns, cache)
+        if row.since is not None or directory is None:
             continue
         marker = read_json(directory / STATE_DIR / READY_FILE)
         commit = marker.get("commit") if isinstance(marker, dict) else None
