@@ -1,0 +1,163 @@
+"""The fleet mirror: one publisher reads the origin, every reader reads the mirror and verifies it, and a
+mirror that is incomplete or corrupt is never trusted (origin = the test hub or an S3 bucket; mirror = an
+S3 bucket on the moto server of tests/support/s3.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Fault, S3Server
+
+from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
+from .test_s3_source import BUCKET, ENV, FILES, SIZE, fetch as s3_fetch, resolve as s3_resolve, stock
+
+MIRROR = "fleet-mirror"
+SHARD = "model-00001-of-00002.safetensors"
+
+
+@pytest.fixture
+def s3():
+    with S3Server() as server:
+        server.make_bucket(MIRROR)
+        yield server
+
+
+def mirror_flags(s3: S3Server, tmp_path, role: str, *extra: str) -> list[str]:
+    return ["--mirror-bucket", MIRROR, "--mirror-endpoint", s3.endpoint, "--mirror-credentials-dir",
+            str(s3.credentials_dir(tmp_path / "mirror-creds")), "--mirror-role", role, *extra]
+
+
+def through_mirror(hub, s3, tmp_path, name: str, role: str, *extra: str):
+    """A Hub fetch into tmp_path/<name> through the mirror; the result and its final record."""
+    progress = tmp_path / f"{name}.json"
+    result = run_agent(*fetch_args(hub, tmp_path / name, "--progress-file", str(progress)),
+                       *mirror_flags(s3, tmp_path, role, *extra), env=ENV)
+    return result, json.loads(progress.read_text())
+
+
+def hub_files(hub, commit):
+    return hub.repos[REPO].commits[commit]
+
+
+def model_size(hub, commit) -> int:
+    return sum(f.content.size for f in hub_files(hub, commit).values())
+
+
+def blob_key(f) -> str:
+    return f"fleetcache/blobs/sha256/{f.sha256}" if f.lfs else f"fleetcache/blobs/sha1/{f.blob_id}"
+
+
+def assert_identical(hub, tmp_path, name: str, commit: str) -> None:
+    for path, data in expected_bytes(hub).items():
+        assert (snapshot_dir(tmp_path / name, commit) / path).read_bytes() == data
+
+
+def test_the_publisher_fetches_from_the_origin_then_publishes_each_blob_and_the_manifest_last(hub, tiny, s3,
+                                                                                                tmp_path):
+    result, record = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
+    assert result.code == 0, result.stderr
+    files = hub_files(hub, tiny)
+    assert s3.keys(MIRROR) == sorted({blob_key(f) for f in files.values()}
+                                     | {f"fleetcache/manifests/{record['manifestDigest']}.json"})
+    data = expected_bytes(hub)
+    assert all(s3.get(MIRROR, blob_key(f)) == data[path] for path, f in files.items())
+    assert (record["bytesFrom"], record["originBytes"], record["mirrorBytes"]) == ("Origin", model_size(hub, tiny), 0)
+
+
+def test_four_readers_after_the_publisher_read_the_origin_once(hub, tiny, s3, tmp_path):
+    size = model_size(hub, tiny)
+    publisher, published = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
+    assert publisher.code == 0, publisher.stderr
+    for i in range(4):
+        result, record = through_mirror(hub, s3, tmp_path, f"reader-{i}", "reader")
+        assert result.code == 0, result.stderr
+        assert (record["bytesFrom"], record["originBytes"], record["mirrorBytes"]) == ("Mirror", 0, size)
+        assert record["manifestDigest"] == published["manifestDigest"]
+        assert_identical(hub, tmp_path, f"reader-{i}", tiny)
+        assert ACCESS_KEY not in result.stderr and SECRET_KEY not in result.stderr
+    assert hub.bytes_sent() <= 1.05 * size  # listings included: five clusters, the origin's bytes once
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_a_damaged_mirror_blob_comes_from_the_origin_for_that_file_and_is_republished(hub, tiny, s3, tmp_path,
+                                                                                      damage):
+    assert through_mirror(hub, s3, tmp_path, "publisher", "publisher")[0].code == 0
+    shard = hub_files(hub, tiny)[SHARD]
+    good = s3.get(MIRROR, blob_key(shard))
+    if damage == "corrupt":
+        s3.put(MIRROR, blob_key(shard), bytes([good[0] ^ 0xFF]) + good[1:])
+    else:
+        s3.delete(MIRROR, blob_key(shard))
+    hub.reset_records()
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader")
+    assert result.code == 0, result.stderr
+    assert f"{SHARD}: {damage} in the mirror" in result.stderr
+    assert record["originBytes"] == shard.content.size and record["bytesFrom"] == "Mirror"
+    assert hub.bytes_sent("cdn") == shard.content.size
+    assert_identical(hub, tmp_path, "reader", tiny)
+    assert s3.get(MIRROR, blob_key(shard)) == good  # re-published
+
+
+def test_with_on_missing_fail_a_corrupt_mirror_blob_exits_mirror_incomplete_naming_the_file(hub, tiny, s3,
+                                                                                           tmp_path):
+    assert through_mirror(hub, s3, tmp_path, "publisher", "publisher")[0].code == 0
+    shard = hub_files(hub, tiny)[SHARD]
+    s3.put(MIRROR, blob_key(shard), bytes(shard.content.size))
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", "--mirror-on-missing", "fail")
+    assert result.code == 20 and record["reason"] == "MirrorIncomplete" and SHARD in record["message"]
+    assert not any(p.endswith(SHARD) for p in published_files_verify(tmp_path / "reader", hub))
+
+
+def test_a_publisher_that_dies_before_the_manifest_leaves_nothing_a_reader_accepts(hub, tiny, s3, tmp_path):
+    s3.inject(S3Fault("status", bucket=MIRROR, key="fleetcache/manifests/*", method="PUT", status=500,
+                      code="InternalError", times=None))
+    publisher, _ = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
+    assert publisher.code == 17
+    assert s3.keys(MIRROR, "fleetcache/blobs/") and not s3.keys(MIRROR, "fleetcache/manifests/")
+    hub.reset_records()
+    strict, record = through_mirror(hub, s3, tmp_path, "strict", "reader", "--mirror-on-missing", "fail")
+    assert strict.code == 20 and record["reason"] == "MirrorIncomplete" and "manifest" in record["message"]
+    assert hub.bytes_sent("cdn") == 0
+    lenient, record = through_mirror(hub, s3, tmp_path, "lenient", "reader")
+    assert lenient.code == 0, lenient.stderr
+    assert (record["bytesFrom"], record["mirrorBytes"]) == ("Origin", 0)
+    assert_identical(hub, tmp_path, "lenient", tiny)
+
+
+def test_a_publisher_rerun_uploads_what_the_mirror_lacks_and_then_the_manifest(hub, tiny, s3, tmp_path):
+    first, record = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
+    assert first.code == 0
+    shard = hub_files(hub, tiny)[SHARD]
+    s3.delete(MIRROR, blob_key(shard))
+    s3.delete(MIRROR, f"fleetcache/manifests/{record['manifestDigest']}.json")
+    hub.reset_records()
+    again, record = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
+    assert again.code == 0 and record["originBytes"] == 0 and hub.bytes_sent("cdn") == 0
+    assert s3.get(MIRROR, blob_key(shard)) == expected_bytes(hub)[SHARD]
+    assert s3.keys(MIRROR, "fleetcache/manifests/") == [f"fleetcache/manifests/{record['manifestDigest']}.json"]
+
+
+def test_an_s3_origin_through_the_mirror_is_read_once(s3, tmp_path):
+    stock(s3)
+    resolved = s3_resolve(s3, tmp_path).json
+    s3.reset_counts()
+    roles = ["publisher", "reader", "reader"]
+    for i, role in enumerate(roles):
+        result, record, _ = s3_fetch(s3, tmp_path, resolved, *mirror_flags(s3, tmp_path, role),
+                                     dest=tmp_path / f"cluster-{i}")
+        assert result.code == 0, result.stderr
+        assert record["bytesFrom"] == ("Origin" if role == "publisher" else "Mirror")
+        assert (record["originBytes"], record["mirrorBytes"]) == ((SIZE, 0) if role == "publisher" else (0, SIZE))
+    assert s3.bytes_served(BUCKET) == SIZE
+    assert 2 * SIZE < s3.bytes_served(MIRROR) < 2 * SIZE + 4096  # the blobs, and each reader's manifest
+    for i in range(len(roles)):
+        root = tmp_path / f"cluster-{i}" / "hub" / "models--s3--models--tiny" / "snapshots" / resolved["commit"]
+        assert all((root / p).read_bytes() == d for p, d in FILES.items())
+
+
+def test_mirror_flags_without_a_role_are_refused(hub, tiny, s3, tmp_path):
+    result = run_agent(*fetch_args(hub, tmp_path / "d"), "--mirror-bucket", MIRROR, "--mirror-endpoint",
+                       s3.endpoint, env=ENV)
+    assert result.code == 15 and "--mirror-role" in result.stderr
