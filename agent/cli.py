@@ -31,7 +31,7 @@ from .node_agent import FileLabels, NodeLabels
 from .node_agent import label as run_label
 from .node_agent import prepare as run_prepare
 from .node_plan import valid_commit
-from .node_warm import STATUS_INTERVAL_ENV, KeyedSink, NodeRecorder, Warm, copy_ready
+from .node_warm import STATUS_INTERVAL_ENV, KeyedSink, NodeRecorder, StatusFileSink, Warm, copy_ready
 from .node_warm import run as run_node_warm
 from .plan import Listing, compared_record, manifest_digest, parse_listing, resolved_record, select
 from .progress import (FETCH_FIELDS, PRUNE_FIELDS, RESOLVE_FIELDS, VERIFY_FIELDS, ConfigMapSink, FileSink, Progress,
@@ -554,7 +554,7 @@ def node_warm(source, dest, repo, commit, manifest_digest, node, status_configma
     if status_file and status_configmap:
         raise _bad("--status-file", "give --status-configmap or --status-file, not both")
     if status_file:
-        sinks.append(KeyedSink(FileSink(Path(status_file)), node))
+        sinks.append(StatusFileSink(Path(status_file), node))
     recorder = NodeRecorder(sinks, commit, float(os.environ.get(STATUS_INTERVAL_ENV, "30")))
     _context["progress"] = recorder
     if status_configmap:

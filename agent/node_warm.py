@@ -26,6 +26,7 @@ every 30 s while copying, so write load follows the slot count, not the node cou
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -92,7 +93,7 @@ def copy_ready(dest: Path, commit: str, digest: str | None) -> bool:
 
 class KeyedSink:
     """Puts the record under one key: the node's key of the status ConfigMap (one merge-patched key
-    per node, never the others') or of the status file ({"<node>": record})."""
+    per node, never the others')."""
 
     def __init__(self, sink, key: str):
         self.sink, self.key = sink, key
@@ -102,6 +103,25 @@ class KeyedSink:
 
     def close(self) -> None:
         self.sink.close()
+
+
+class StatusFileSink:
+    """The status ConfigMap's stand-in: a JSON file of {"<node>": record} shared by every warmer of a
+    cache, so each merges its own key under an flock, as a merge patch would, never the others'."""
+
+    def __init__(self, path: Path, key: str):
+        self.path, self.key = path, key
+
+    def emit(self, record: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            current = read_json(self.path)
+            merged = {**(current if isinstance(current, dict) else {}), self.key: record}
+            write_atomic(self.path, (json.dumps(merged, sort_keys=True) + "\n").encode(), durable=False)
+
+    def close(self) -> None:
+        pass
 
 
 class NodeRecorder:
@@ -236,7 +256,8 @@ class Warm:
                 raise AgentError("InsufficientCapacity", problem)
             self.recorder.phase("Waiting", bytesDone=plan.bytes_present, bytesTotal=plan.bytes_total,
                                 freeBytes=free, message="waiting for a warm slot" if self.slots else None)
-            holding = take(self.slots, self._waiting, _seconds(SLOT_POLL_ENV, 2.0)) if self.slots else None
+            holding = take(self.slots, self._waiting, _seconds(SLOT_POLL_ENV, 2.0)) \
+                if self.slots and plan.tasks else None  # only reading the volume needs a slot
             try:
                 self.recorder.phase("Copying", freeBytes=free_bytes(self.dest))
                 self._copy(source, node, plan, holding.lost if holding else threading.Event())

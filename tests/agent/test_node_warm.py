@@ -406,3 +406,12 @@ def test_node_ready_is_false_once_the_snapshot_is_gone(tmp_path):
 def test_bad_flags_exit_15_naming_the_flag(tmp_path):
     result = warm_cmd(tmp_path / "vol", tmp_path / "node", "not-a-digest", "--once")
     assert result.code == 15 and "--manifest-digest" in result.stderr
+
+
+def test_warmers_of_several_nodes_share_the_status_file_each_under_its_own_key(tmp_path):
+    digest = make_volume(tmp_path / "vol", model_files())
+    for node in ("node-a", "node-b"):
+        assert warm_cmd(tmp_path / "vol", tmp_path / node, digest, "--status-file", str(tmp_path / "st.json"),
+                        "--once", node=node).code == 0
+    records = json.loads((tmp_path / "st.json").read_text())
+    assert sorted(records) == ["node-a", "node-b"] and {r["phase"] for r in records.values()} == {"Ready"}
