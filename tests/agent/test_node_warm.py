@@ -415,3 +415,23 @@ def test_warmers_of_several_nodes_share_the_status_file_each_under_its_own_key(t
                         "--once", node=node).code == 0
     records = json.loads((tmp_path / "st.json").read_text())
     assert sorted(records) == ["node-a", "node-b"] and {r["phase"] for r in records.values()} == {"Ready"}
+
+
+def test_a_volume_written_by_fetch_warms_a_node_the_hub_never_hears_from(hub, tiny, tmp_path):
+    from huggingface_hub import snapshot_download
+
+    from .conftest import REPO as HUB_REPO
+    from .conftest import expected_bytes, fetch_args
+
+    fetched = run_agent(*fetch_args(hub, tmp_path / "vol"))
+    assert fetched.code == 0, fetched.stderr
+    hub.reset_records()
+    result = run_agent("node-warm", "--source", str(tmp_path / "vol"), "--dest", str(tmp_path / "node"), "--repo",
+                       HUB_REPO, "--commit", tiny, "--manifest-digest", fetched.json["manifestDigest"], "--node",
+                       "node-a", "--once")
+    assert result.code == 0, result.stderr
+    assert hub.requests() == []
+    folder = Path(snapshot_download(HUB_REPO, revision="main", cache_dir=str(tmp_path / "node/hub"),
+                                    local_files_only=True))
+    assert folder == tmp_path / "node/hub/models--acme--tiny/snapshots" / tiny
+    assert {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == expected_bytes(hub)
