@@ -821,6 +821,6 @@ def node_tier_status(request: kit.Request, spec: HydrationSpec, names: Names,
         problem=kit.with_remedy(cluster.message, cluster.reason) if cluster.reason else "")
     hydration = node_tier.Hydration(
         request.namespace, request.name, spec.cache, spec.cluster,
-        node_tier.repo_of(spec.source), spec.commit, spec.manifest_digest, labels_for(spec))
+        node_tier.repo_of(kit.get_path(request.spec, "source")), spec.commit, spec.manifest_digest, labels_for(spec))
     return node_tier.run(request, hydration, fetched[0], cluster.view, names.volume, volume,
                          outcome)

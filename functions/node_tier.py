@@ -201,14 +201,17 @@ class Decision:
         return cls(True, listed("admitted"), listed("evicted"))
 
 
-def repo_of(source: Mapping) -> str:
+def repo_of(source: Any) -> str:
     """The repository whose HF-cache folder the volume holds (contract §C: an S3 source's
-    folder is named after s3/<bucket>/<prefix>)."""
-    hf = source.get("huggingFace")
+    folder is named after s3/<bucket>/<prefix>); "" for an existing volume, which is served
+    in place in its own layout."""
+    source = source if isinstance(source, Mapping) else {}
+    hf, s3 = source.get("huggingFace"), source.get("s3")
     if isinstance(hf, Mapping):
         return str(hf.get("repo", ""))
-    s3 = source.get("s3") if isinstance(source.get("s3"), Mapping) else {}
-    return "/".join(p for p in ("s3", str(s3.get("bucket", "")), str(s3.get("prefix", ""))) if p)
+    if isinstance(s3, Mapping):
+        return "/".join(str(p) for p in ("s3", s3.get("bucket", ""), s3.get("prefix", "")) if p)
+    return ""
 
 
 # --- names --------------------------------------------------------------------------------
@@ -409,6 +412,11 @@ def blocked(request: kit.Request, h: Hydration, cluster: kit.FleetClusterView | 
         return Verdict("Pending", "NodeTierNotConfigured", kit.with_remedy(
             f"FleetCluster {h.cluster}'s {node_cache.problem}: this cache stays on the "
             "cluster's volume there", "NodeTierNotConfigured"))
+    if not h.repo:
+        return Verdict("Pending", "InvalidSpec", kit.with_remedy(
+            "spec.source.volume: an existing volume is served in place, in its own layout, so "
+            "there is no fleetcache volume to warm nodes from; set spec.storage.tier: Volume "
+            "on the ModelCache", "InvalidSpec"))
     if not h.manifest_digest:
         return Verdict("Pending", "InvalidSpec", kit.with_remedy(
             "spec.manifestDigest is empty: every node copy is verified against it (the "

@@ -501,3 +501,23 @@ def test_a_failed_volume_tier_keeps_its_degraded_reason_and_names_the_nodes_too(
     degraded = condition(outcome, "Degraded")
     assert degraded.reason == "HydrationFailed"
     assert "node copies failed on gpu-east-1" in degraded.message
+
+
+@pytest.mark.parametrize("source, repo", [
+    ({"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}}, "Qwen/Qwen3-0.6B"),
+    ({"s3": {"bucket": "models", "prefix": "qwen/v1"}}, "s3/models/qwen/v1"),
+    ({"s3": {"bucket": "models", "prefix": ""}}, "s3/models"),
+    ({"volume": {"claimName": "weights"}}, ""),
+])
+def test_the_warmer_copies_the_repository_folder_the_volume_holds(source, repo):
+    assert node_tier.repo_of(source) == repo
+
+
+def test_an_existing_volume_source_has_no_node_tier_and_says_which_field():
+    h = node_tier.Hydration(NAMESPACE, "qwen-x", CACHE, CLUSTER, "", COMMIT, DIGEST, {})
+    volume = node_tier.VolumeTier("Ready", "Hydrated", composing=True)
+    outcome = kit.Outcome()
+    tier = node_tier.run(hydration_request(node_xr()), h, node_cluster(),
+                         kit.FleetClusterView.of(node_cluster()), "qwen-cache", volume, outcome)
+    assert (tier["reason"], outcome.desired) == ("InvalidSpec", {})
+    assert tier["message"].startswith("spec.source.volume:")
