@@ -5,12 +5,15 @@ S3 bucket on the moto server of tests/support/s3.py)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 
 import pytest
 
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Fault, S3Server
 
-from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
+from .conftest import AGENT, REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
 from .test_s3_source import BUCKET, ENV, FILES, SIZE, fetch as s3_fetch, resolve as s3_resolve, stock
 
 MIRROR = "fleet-mirror"
@@ -124,6 +127,21 @@ def test_a_publisher_that_dies_before_the_manifest_leaves_nothing_a_reader_accep
     assert lenient.code == 0, lenient.stderr
     assert (record["bytesFrom"], record["mirrorBytes"]) == ("Origin", 0)
     assert_identical(hub, tmp_path, "lenient", tiny)
+
+
+def test_a_publisher_killed_while_publishing_leaves_nothing_a_reader_accepts(hub, tiny, s3, tmp_path):
+    held = s3.inject(S3Fault("hang", bucket=MIRROR, key="fleetcache/manifests/*", method="PUT", seconds=60))
+    publisher = subprocess.Popen([AGENT, *fetch_args(hub, tmp_path / "publisher"),
+                                  *mirror_flags(s3, tmp_path, "publisher")],
+                                 env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while held.times and time.monotonic() < deadline:  # until the manifest's PUT is in flight
+        time.sleep(0.05)
+    publisher.kill()
+    assert publisher.wait() == -9 and held.times == 0
+    assert s3.keys(MIRROR, "fleetcache/blobs/") and not s3.keys(MIRROR, "fleetcache/manifests/")
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", "--mirror-on-missing", "fail")
+    assert result.code == 20 and record["reason"] == "MirrorIncomplete"
 
 
 def test_a_publisher_rerun_uploads_what_the_mirror_lacks_and_then_the_manifest(hub, tiny, s3, tmp_path):

@@ -221,6 +221,19 @@ def test_fetch_reads_the_manifest_from_a_configmap(s3, tmp_path):
     assert (snapshot(tmp_path, resolved) / SHARD).read_bytes() == FILES[SHARD]
 
 
+def test_verify_and_prune_accept_the_s3_repo_name_and_commit(s3, tmp_path):
+    stock(s3)
+    resolved = resolve(s3, tmp_path).json
+    assert fetch(s3, tmp_path, resolved)[0].code == 0
+    verified = run_agent("verify", "--dest", str(tmp_path / "dest"), "--repo", resolved["repo"])
+    assert verified.code == 0, verified.stderr
+    assert (verified.json["commit"], verified.json["manifestDigest"]) == (resolved["commit"],
+                                                                         resolved["manifestDigest"])
+    pruned = run_agent("prune", "--dest", str(tmp_path / "dest"), "--repo", resolved["repo"],
+                       "--keep", resolved["commit"])
+    assert pruned.code == 0 and pruned.json["freedBytes"] == 0
+
+
 # -- faults ------------------------------------------------------------------------------------
 
 def test_a_slowdown_burst_is_retried_and_the_fetch_succeeds(s3, tmp_path):

@@ -10,6 +10,8 @@
 Faults (`S3Fault(kind, bucket, key, method, times, after_bytes, ...)`, applied to the next `times`
 matching requests, None = all): `slowdown` (503 SlowDown), `status` (any status and code),
 `auth` (403 with `code`, e.g. SignatureDoesNotMatch), `reset` (RST after `after_bytes` body bytes),
+`hang` (hold the request `seconds` without answering, then reset it unprocessed: a client killed
+meanwhile never completes it),
 `overwrite` (after `after_bytes` body bytes, the object is overwritten with `data`, then the
 connection is reset: an object changed mid-fetch). Requests signed with an access key other than
 the server's are refused 403 InvalidAccessKeyId, as S3 does. Requests are path-style
@@ -42,7 +44,7 @@ _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
 
 @dataclass
 class S3Fault:
-    kind: str  # slowdown | status | auth | reset | overwrite
+    kind: str  # slowdown | status | auth | reset | overwrite | hang
     bucket: str = "*"
     key: str = "*"  # fnmatch on the object key ("" for bucket-level calls such as listing)
     method: str = "*"
@@ -51,6 +53,7 @@ class S3Fault:
     status: int = 503  # status
     code: str = "SlowDown"  # status / auth: the S3 error code
     data: bytes = b""  # overwrite: the object's new content
+    seconds: float = 0.0  # hang: how long the request is held
 
     def matches(self, method: str, bucket: str, key: str) -> bool:
         return (self.method in ("*", method) and fnmatch.fnmatchcase(bucket, self.bucket)
@@ -92,6 +95,9 @@ class _Layer:
             return _error(fault.status, fault.code, start_response)
         if fault and fault.kind == "auth":
             return _error(403, fault.code, start_response)
+        if fault and fault.kind == "hang":
+            self.server._stopping.wait(fault.seconds)
+            _reset(environ["werkzeug.socket"])
         body = self.app(environ, start_response)
         if method != "GET" or not key:
             return body
@@ -130,6 +136,7 @@ class S3Server:
         self._lock = threading.Lock()
         self._faults: list[S3Fault] = []
         self._served: dict[str, int] = {}
+        self._stopping = threading.Event()
         self._server = None
         self._thread = None
         self.endpoint = ""
@@ -151,6 +158,7 @@ class S3Server:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
 
