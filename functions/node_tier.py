@@ -95,6 +95,7 @@ class NodeCache:
     pool: dict | None = None  # the NodeSelector of the pool
     tolerations: tuple[dict, ...] = ()
     storage_class: str = ""
+    labels: bool = True  # spec.nodeCache.labels NodeAgent: warm nodes are labelled
     problem: str = ""
 
     @classmethod
@@ -122,7 +123,8 @@ class NodeCache:
         except kit.InputError as err:
             return cls(problem=str(err))
         return cls(path=path.rstrip("/") or "/", capacity=str(capacity), pool=pool,
-                   tolerations=tolerations_of(spec.get("tolerations")))
+                   tolerations=tolerations_of(spec.get("tolerations")),
+                   labels=spec.get("labels") != "None")
 
 
 def pool_affinity(selector: Any, opt_in: Any) -> dict:
@@ -628,9 +630,10 @@ def run(request: kit.Request, h: Hydration, fleet_cluster: dict | None,
             kit.carry_over(request, outcome, [k for k in KEYS if k in request.observed])
         elif volume.ready and counts.observed and not volume.problem:
             verdict = from_counts(h, names, counts)  # held as it is: it still serves
+    labelled = node_cache is None or node_cache.labels
     status = {"phase": verdict.phase, "commit": h.commit,
-              "labelKey": label_key(h.namespace, h.cache), **Counts(True).as_status(),
-              "reason": verdict.reason, "message": verdict.message}
+              "labelKey": label_key(h.namespace, h.cache) if labelled else "",
+              **Counts(True).as_status(), "reason": verdict.reason, "message": verdict.message}
     if names.pool_hash:
         status["claimName"] = names.claim
     if verdict.phase != "Evicted" and counts.observed:

@@ -521,3 +521,9 @@ def test_an_existing_volume_source_has_no_node_tier_and_says_which_field():
                          kit.FleetClusterView.of(node_cluster()), "qwen-cache", volume, outcome)
     assert (tier["reason"], outcome.desired) == ("InvalidSpec", {})
     assert tier["message"].startswith("spec.source.volume:")
+
+
+def test_a_cluster_without_warm_labels_publishes_no_label_key():
+    outcome = run(cluster=node_cluster({**NODE_CACHE, "labels": "None"}))
+    assert outcome.status["nodeTier"]["labelKey"] == ""
+    assert node_keys(outcome) == node_keys(run())

@@ -196,7 +196,7 @@ class NodeTier(BaseModel):
         str | None,
         Field(
             alias='labelKey',
-            description='The node label a warm node carries for this cache (value the commit); replicas are placed on it.',
+            description='The node label a warm node carries for this cache (value the commit); replicas are placed on it. Empty when the FleetCluster sets spec.nodeCache.labels None (no warm labels: anywhere in the pool).',
         ),
     ] = None
     desired_nodes: Annotated[
