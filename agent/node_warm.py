@@ -242,8 +242,9 @@ class Warm:
             marker = state_file(self.dest, READY_FILE)
             published = not plan.tasks and not plan.to_link and node.manifest_path(self.commit, self.digest).exists()
             if published and marker_matches(read_json(marker), self.commit, self.digest):
-                self.recorder.phase("Ready", bytesDone=plan.bytes_total, bytesTotal=plan.bytes_total,
-                                    freeBytes=free_bytes(self.dest))
+                if self.recorder.record["phase"] != "Ready":  # an idle re-check writes nothing new:
+                    self.recorder.phase("Ready", bytesDone=plan.bytes_total, bytesTotal=plan.bytes_total,
+                                        freeBytes=free_bytes(self.dest))  # free space drifts on every node
                 self.set_ready(True)
                 return
             if marker_matches(read_json(marker), self.commit, None):  # it no longer vouches for the copy

@@ -435,3 +435,16 @@ def test_a_volume_written_by_fetch_warms_a_node_the_hub_never_hears_from(hub, ti
                                     local_files_only=True))
     assert folder == tmp_path / "node/hub/models--acme--tiny/snapshots" / tiny
     assert {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == expected_bytes(hub)
+
+
+def test_idle_rechecks_of_a_ready_copy_write_no_new_record(tmp_path, monkeypatch):
+    digest = make_volume(tmp_path / "vol", model_files())
+    free = iter(range(1 << 40, 1 << 41, 4096))
+    monkeypatch.setattr(node_warm, "free_bytes", lambda path: next(free))  # free space drifts between checks
+    sink = ListSink()
+    warm = Warm(tmp_path / "vol", tmp_path / "node", REPO, COMMIT, digest, NodeRecorder([sink], COMMIT, 0))
+    try:
+        node_warm.run(warm, once=False, retries=0, sleep=Sleeps(5))
+    except StopIteration:
+        pass
+    assert [r["phase"] for r in sink.records].count("Ready") == 1 and sink.records[-1]["phase"] == "Ready"
