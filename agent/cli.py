@@ -269,18 +269,12 @@ def _compared(client: HubClient, repo: str, commit: str, allow, ignore, entries)
     return compared_record(commit, entries, other)
 
 
-def _s3_client(flag: str, location: S3Location, progress: Progress, concurrency: int = 8) -> S3Client:
+def _s3_client(location: S3Location, progress: Progress, concurrency: int = 8) -> S3Client:
+    """The S3 wrapper for the source or the mirror; its credentials are hidden from logs from here on."""
     if location.endpoint:
         check_endpoint(location.endpoint)
-    if not location.bucket:
-        raise _bad(flag, "is empty")
     policy = dataclasses.replace(RetryPolicy.from_env(), report=progress.note)
-    try:
-        client = S3Client(location, policy, pool_size=concurrency, timeout=read_timeout_from_env())
-    except AgentError as err:
-        if err.reason != "InvalidConfiguration":
-            raise
-        raise _bad(flag, err.what) from None
+    client = S3Client(location, policy, pool_size=concurrency, timeout=read_timeout_from_env())
     _hide(client.secrets)
     return client
 
@@ -293,7 +287,7 @@ def _no_hub_repo(repo: str | None) -> None:
 def _resolve_s3(progress: Progress, location: S3Location, allow, ignore, compare) -> dict:
     """List and pin the prefix (contract §C, §D): the record carries the manifest every cluster fetches."""
     progress.phase("Resolving", repo=location.repo)
-    client = _s3_client("--s3-bucket", location, progress)
+    client = _s3_client(location, progress)
     manifest = resolve_s3(client, list(allow) if allow else None, list(ignore) if ignore else None, 8,
                           progress.note)
     if not manifest:
@@ -391,7 +385,7 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
         source = HubSource(client, repo, listing.commit)
     else:
         location = S3Location(s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir)
-        client = _s3_client("--s3-bucket", location, progress, int(concurrency))
+        client = _s3_client(location, progress, int(concurrency))
         manifest = _pinned_manifest(commit, pinned_digest, manifest_file, manifest_configmap, client.policy)
         repo = location.repo
         listing, entries = pinned_listing(repo, manifest, commit, pinned_digest)
@@ -447,10 +441,7 @@ def _mirror_config(bucket, prefix, region, endpoint, credentials_dir, role, on_m
         raise _bad("--mirror-role", f"{role!r} is not publisher or reader")
     if on_missing not in (ORIGIN, FAIL):
         raise _bad("--mirror-on-missing", f"{on_missing!r} is not origin or fail")
-    if prefix.startswith("/") or ".." in prefix.split("/"):
-        raise _bad("--mirror-prefix", f"{prefix!r} must be a relative key prefix")
-    client = _s3_client("--mirror-bucket", S3Location(bucket, prefix, region, endpoint, credentials_dir), progress,
-                        concurrency)
+    client = _s3_client(S3Location(bucket, prefix, region, endpoint, credentials_dir), progress, concurrency)
     return MirrorConfig(client, prefix, role, on_missing)
 
 

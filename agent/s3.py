@@ -113,11 +113,12 @@ def read_credentials(directory: str) -> tuple[str, str]:
         try:
             value = (Path(directory) / name).read_text().strip()
         except OSError as err:
-            raise AgentError("InvalidConfiguration", f"--credentials-dir: cannot read {name} "
+            raise AgentError("InvalidConfiguration", f"credentials directory {directory}: cannot read {name} "
                                                      f"({type(err).__name__}): mount the Secret with keys "
                                                      f"{ACCESS_KEY_FILE} and {SECRET_KEY_FILE}") from None
         if not value or any(c.isspace() for c in value):
-            raise AgentError("InvalidConfiguration", f"--credentials-dir: {name} is empty or not a single value")
+            raise AgentError("InvalidConfiguration", f"credentials directory {directory}: {name} is empty or "
+                                                     "not a single value")
         values.append(value)
     return values[0], values[1]
 
@@ -170,9 +171,9 @@ class S3Client:
     def __init__(self, location: S3Location, policy: RetryPolicy, pool_size: int = 8,
                  timeout: float = READ_TIMEOUT):
         if not _BUCKET.fullmatch(location.bucket) or ".." in location.bucket:
-            raise AgentError("InvalidConfiguration", f"{location.bucket!r} is not an S3 bucket name")
-        if location.prefix.startswith("/"):
-            raise AgentError("InvalidConfiguration", f"prefix {location.prefix!r} starts with '/'")
+            raise AgentError("InvalidConfiguration", f"bucket {location.bucket!r} is not an S3 bucket name")
+        if location.prefix.startswith("/") or ".." in location.prefix.split("/"):
+            raise AgentError("InvalidConfiguration", f"prefix {location.prefix!r} starts with '/' or has '..'")
         self.location = location
         self.policy = policy
         self.secrets: tuple[str, ...] = ()
@@ -303,7 +304,7 @@ class S3Client:
             raise Retryable(AgentError("SourceUnreachable", f"{what}: {describe(err)}")) from None
         if resp.status >= 300:
             body = b"" if method == "HEAD" else resp.read(4096) if stream else resp.data
-            resp.release_conn()
+            resp.close()  # an error body is small, but never hand a half-read connection back to the pool
             match = _ERROR_CODE.search(body or b"")
             raise classify(resp.status, match.group(1).decode() if match else "", what)
         return resp
@@ -320,7 +321,7 @@ class S3Client:
             resp.final_url = key
             return resp
         got = resp.headers.get("Content-Range") or f"HTTP {resp.status}"
-        resp.release_conn()
+        resp.close()  # unread object bytes: the connection cannot go back to the pool
         if resp.status == 200 and resp.headers.get("Content-Length") not in (None, str(size)):
             raise AgentError("DigestMismatch", f"{self.location.describe()}{key}: the object is "
                                                f"{resp.headers.get('Content-Length')} bytes, pinned {size}")
