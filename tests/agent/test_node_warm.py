@@ -358,8 +358,8 @@ def test_the_record_goes_to_the_nodes_key_of_the_status_configmap_only(tmp_path)
     digest = make_volume(tmp_path / "vol", model_files())
     api = RecordingCoreApi()
     argv = ["node-warm", "--source", str(tmp_path / "vol"), "--dest", str(tmp_path / "node"), "--repo", REPO,
-            "--commit", COMMIT, "--manifest-digest", digest, "--node", "gpu-7", "--status-configmap", "ns/c-node-status",
-            "--once"]
+            "--commit", COMMIT, "--manifest-digest", digest, "--node", "gpu-7",
+            "--status-configmap", "ns/c-node-status", "--once"]
     assert cli.main(argv, configmap_api=lambda: api) == 0
     name, namespace, body = api.patches[-1]
     assert (name, namespace, list(body["data"])) == ("c-node-status", "ns", ["gpu-7"])
@@ -448,3 +448,23 @@ def test_idle_rechecks_of_a_ready_copy_write_no_new_record(tmp_path, monkeypatch
     except StopIteration:
         pass
     assert [r["phase"] for r in sink.records].count("Ready") == 1 and sink.records[-1]["phase"] == "Ready"
+
+
+def test_sigterm_mid_copy_records_the_bytes_releases_the_slot_and_exits_143(tmp_path):
+    import fcntl
+
+    digest = make_volume(tmp_path / "vol", big_files(count=6, size=32 << 20))
+    (tmp_path / "slots").mkdir()
+    (tmp_path / "slots/slot-0").touch()
+    proc = start(tmp_path, digest, "--slots-dir", str(tmp_path / "slots"))
+    wait_for(lambda: phase(tmp_path) == "Copying" and status(tmp_path / "st.json")["bytesDone"] > 0, timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    record = status(tmp_path / "st.json")
+    assert record["phase"] == "Failed" and record["reason"] == "Interrupted"
+    assert record["message"].startswith("interrupted by SIGTERM with ")
+    assert f" of {6 * (32 << 20)} bytes" in record["message"]
+    assert not (tmp_path / "node" / MARKER).exists()
+    with open(tmp_path / "slots/slot-0") as slot:
+        fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
