@@ -23,6 +23,7 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .errors import AgentError
 from .layout import HUB_DIR, fsync_dir, write_atomic
 from .node_plan import (LABEL_PREFIX, OWNER_UID, Kept, dns_label, label_patch, parse_keep, plan_prepare,
                         valid_commit)
@@ -91,11 +92,15 @@ def present_dirs(root: Path) -> dict[str, set[str]]:
 
 
 class Chowner:
-    """chown when running as root; otherwise say once that ownership is left alone (tests, laptops)."""
+    """chown when running as root; otherwise say once per process that ownership is left alone
+    (tests, laptops, the simulation)."""
+
+    warned = False
 
     def __init__(self):
         self.root = os.geteuid() == 0
-        if not self.root:
+        if not self.root and not Chowner.warned:
+            Chowner.warned = True
             log.warning("not running as root: directories keep the agent's own uid (no chown)")
 
     def __call__(self, path: Path, uid: int) -> None:
@@ -123,7 +128,8 @@ def write_check(directory: Path, root: Path, chown: Chowner) -> None:
 def prepare(root: Path, keep_file: Path, now: datetime | None = None) -> dict:
     """One pass: create placed caches' directories, delete expired ones; returns what it did."""
     if not _is_plain_dir(root):
-        raise NotADirectoryError(f"--root {root} is not a directory (or is a symlink)")
+        raise AgentError("InvalidConfiguration", f"--root {root} is not a directory (or is a symlink): pass "
+                                                 "the node cache path as mounted")
     kept = read_keep(keep_file)
     if kept is None:
         return {"created": [], "deleted": []}

@@ -249,3 +249,9 @@ def test_node_label_writes_the_labels_file_stand_in(tmp_path):
     assert result.code == 0
     assert json.loads(labels.read_text()) == {"fleetcache.dev/node-cache": "enabled",
                                               label_key("team-a", "llama"): COMMIT}
+
+
+def test_a_root_that_is_not_a_directory_exits_15_naming_root(tmp_path):
+    result = run_agent("node-prepare", "--root", str(tmp_path / "absent"), "--keep-file",
+                       str(keep(tmp_path, {})), "--once")
+    assert result.code == 15 and "--root" in result.stderr
