@@ -211,10 +211,10 @@ class Holding:
         self.slots.release()
 
 
-def take(slots, wait, poll: float = 2.0, renew_every: float = RENEW_SECONDS) -> Holding:
+def take(slots, wait, poll: float = 2.0) -> Holding:
     """Block until a slot is ours; `wait(holders)` is told who holds them each time none is free."""
     while not slots.try_take():
         wait(slots.holders())
         time.sleep(poll)
     log.info("took warm slot %s", slots.name)
-    return Holding(slots, renew_every)
+    return Holding(slots, RENEW_SECONDS)

@@ -468,3 +468,42 @@ def test_sigterm_mid_copy_records_the_bytes_releases_the_slot_and_exits_143(tmp_
     assert not (tmp_path / "node" / MARKER).exists()
     with open(tmp_path / "slots/slot-0") as slot:
         fcntl.flock(slot, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+
+
+class LosingSlots:
+    """A slot backend whose first slot is lost at its first renewal (taken over, or deleted when
+    maxConcurrentNodes shrank); the second is kept."""
+
+    name = "slot-0"
+
+    def __init__(self):
+        self.taken = 0
+
+    def try_take(self):
+        self.taken += 1
+        return True
+
+    def renew(self):
+        return self.taken > 1
+
+    def release(self):
+        pass
+
+    def holders(self):
+        return []
+
+
+def test_a_copy_that_loses_its_slot_stops_waits_for_one_and_finishes(tmp_path, monkeypatch):
+    from fleetcache.agent import slots
+
+    monkeypatch.setattr(slots, "RENEW_SECONDS", 0.01)
+    files = big_files(count=6, size=32 << 20)
+    digest = make_volume(tmp_path / "vol", files)
+    sink = ListSink()
+    backend = LosingSlots()
+    warm = Warm(tmp_path / "vol", tmp_path / "node", REPO, COMMIT, digest, NodeRecorder([sink], COMMIT, 0), backend)
+    node_warm.run(warm, once=True, retries=0)
+    phases = [r["phase"] for r in sink.records]
+    assert backend.taken == 2
+    assert phases.index("Waiting", phases.index("Copying")) < phases.index("Ready")  # back to waiting in between
+    assert visible_bytes(tmp_path / "node") == files
