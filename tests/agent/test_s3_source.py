@@ -277,6 +277,19 @@ def test_persistent_resets_exit_source_unreachable(s3, tmp_path):
     assert SHARD not in visible_files(tmp_path / "dest")
 
 
+def test_an_interrupted_fetch_resumes_with_the_bytes_it_kept(s3, tmp_path):
+    stock(s3)
+    resolved = resolve(s3, tmp_path).json
+    s3.reset_counts()
+    s3.inject(S3Fault("reset", key=f"{PREFIX}/{SHARD}", method="GET", after_bytes=200_000, times=6))
+    assert fetch(s3, tmp_path, resolved)[0].code == 17
+    first = s3.bytes_served(BUCKET)
+    result, record, _ = fetch(s3, tmp_path, resolved)
+    assert result.code == 0 and (snapshot(tmp_path, resolved) / SHARD).read_bytes() == FILES[SHARD]
+    assert s3.bytes_served(BUCKET) - first < SIZE - 500_000  # the kept prefix of the shard is not read again
+    assert s3.bytes_served(BUCKET) < 1.1 * SIZE
+
+
 def test_wrong_credentials_exit_auth_failed(s3, tmp_path):
     stock(s3)
     creds = s3.credentials_dir(tmp_path / "wrong", access_key="AKIANOTTHEKEY0000000")
