@@ -389,7 +389,7 @@ def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) 
         if tier is not None and model.manifest_digest:
             return node_or_volume(model, tier, policy, cluster, before)
         return Delivery("Cache", "CacheReady", model.commit)
-    kept = kept_on_node(row, tier, before, cluster)
+    kept = kept_on_node(row, tier, policy, before, cluster)
     if kept is not None:
         return kept
     if row.serving_commit and not running_source:
@@ -419,12 +419,14 @@ def node_or_volume(model: Model, tier: NodeTier, policy: Policy, cluster: str,
                                                   policy.node, reverted))
 
 
-def kept_on_node(row: model_cache.ClusterReport, tier: NodeTier | None,
+def kept_on_node(row: model_cache.ClusterReport, tier: NodeTier | None, policy: Policy,
                  before: Previous | None, cluster: str) -> Delivery | None:
     """A Node replica whose cluster hydrates a new commit on its volume (or failed to) keeps
     its node copy of the commit it serves, unchanged (no roll), while the node PVC is still
-    there; its pod falls back to the volume, which keeps that commit, on a node without it."""
-    if tier is None or not tier.mountable or before is None or before.cluster != cluster \
+    there and Node delivery is not turned off; its pod falls back to the volume, which keeps
+    that commit, on a node without it."""
+    if tier is None or not tier.mountable or policy.node.policy == "Never" \
+            or before is None or before.cluster != cluster \
             or before.delivery != "Node" or not row.serving_commit \
             or before.node.get("commit") != row.serving_commit:
         return None

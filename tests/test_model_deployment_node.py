@@ -240,6 +240,17 @@ def test_a_node_replica_keeps_its_spec_while_the_volume_hydrates_a_new_commit():
     assert outcome.status["replicas"]["previousCommit"] == 1
 
 
+def test_policy_never_moves_a_node_replica_to_the_volume_while_the_volume_hydrates():
+    old = compose(deployment(**ON_GPU_A), node_cache(
+        cache_row("gpu-a", "Ready"), tiers={"gpu-a": node_tier(commit=OLD_COMMIT)},
+        commit=OLD_COMMIT))
+    hydrating = node_cache(cache_row("gpu-a", "Hydrating", servingCommit=OLD_COMMIT),
+                           tiers={"gpu-a": node_tier(commit=OLD_COMMIT)})
+    spec = only(compose(deployment(delivery={"node": {"policy": "Never"}}, **ON_GPU_A),
+                        hydrating, observe(old)))
+    assert (spec["delivery"], spec["cache"]["commit"]) == ("Cache", OLD_COMMIT)
+
+
 def test_a_new_replica_on_a_hydrating_cluster_follows_the_table():
     hydrating = node_cache(cache_row("gpu-a", "Hydrating", servingCommit=OLD_COMMIT),
                            tiers={"gpu-a": node_tier(commit=OLD_COMMIT)})
