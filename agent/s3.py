@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
+import boto3.exceptions
 import botocore.exceptions
 import urllib3
 from botocore import UNSIGNED
@@ -156,7 +157,7 @@ def classify_boto(err: Exception, what: str) -> Exception:
     return Retryable(AgentError("SourceUnreachable", f"{what}: {describe(err)}"))
 
 
-def _b64_sha256(value: str | None) -> str | None:
+def sha256_from_checksum(value: str | None) -> str | None:
     """S3's ChecksumSHA256 as hex, only when it is a full-object checksum (not `…-N` of parts)."""
     if not value or "-" in value:
         return None
@@ -203,7 +204,8 @@ class S3Client:
         def attempt():
             try:
                 return fn(**params)
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
+                    boto3.exceptions.S3UploadFailedError) as err:  # the last: a multipart upload's failure
                 raise classify_boto(err, what) from None
         return self.policy.run(attempt, what)
 
@@ -263,7 +265,7 @@ class S3Client:
                             Bucket=self.location.bucket, Key=obj.key, ChecksumMode="ENABLED", **params)
         if answer.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
             return None
-        return _b64_sha256(answer.get("ChecksumSHA256"))
+        return sha256_from_checksum(answer.get("ChecksumSHA256"))
 
     def stream_sha256(self, obj: S3Listed) -> str:
         """Read the pinned object once and hash it (objects without a usable S3 checksum)."""
