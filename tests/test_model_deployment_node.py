@@ -406,3 +406,12 @@ def test_a_label_key_that_is_not_a_node_cache_label_places_anywhere_in_the_pool(
     spec = only(compose(deployment(**ON_GPU_A), node_cache(
         cache_row("gpu-a", "Ready"), tiers={"gpu-a": node_tier(labelKey="kubernetes.io/hostname")})))
     assert (spec["delivery"], spec["nodeCache"]["labelKey"]) == ("Node", "")
+
+
+@pytest.mark.parametrize("node", [{"policy": "Always"}, {"requireTimeout": "15s"},
+                                  {"requireTimeout": 15}, "Prefer", {"policy": "Prefer", "x": 1}],
+                         ids=["policy", "seconds", "number", "string", "unknown-field"])
+def test_a_malformed_node_policy_is_an_input_error_naming_the_field(node):
+    with pytest.raises(kit.InputError, match="spec.delivery.node"):
+        compose(deployment(delivery={"node": node}, **ON_GPU_A),
+                node_cache(cache_row("gpu-a", "Ready"), tiers={"gpu-a": node_tier()}))
