@@ -428,14 +428,14 @@ def kept_on_node(row: model_cache.ClusterReport, tier: NodeTier | None, policy: 
     if tier is None or not tier.mountable or policy.node.policy == "Never" \
             or before is None or before.cluster != cluster \
             or before.delivery != "Node" or not row.serving_commit \
-            or before.node.get("commit") != row.serving_commit:
+            or before.node.get("commit") != row.serving_commit \
+            or before.node.get("claimName") != tier.claim_name:
         return None
-    kept = {k: before.node[k] for k in ("claimName", "labelKey", "commit", "manifestDigest",
-                                        "policy", "requireTimeout", "revertedAt")
-            if isinstance(before.node.get(k), str) and before.node[k]}
-    if kept.get("claimName") != tier.claim_name \
-            or not node_delivery.DIGEST_SHAPE.match(kept.get("manifestDigest", "")):
+    digest = before.node.get("manifestDigest")
+    if not isinstance(digest, str) or not node_delivery.DIGEST_SHAPE.match(digest):
         return None
+    kept = node_delivery.node_cache_spec(tier, row.serving_commit, digest, policy.node,
+                                         before.reverted_at)
     reason = "PreviousCommitHydrationFailed" if row.phase == "Failed" \
         else "PreviousCommitWhileHydrating"
     return Delivery("Node", reason, row.serving_commit,

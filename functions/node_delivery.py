@@ -111,12 +111,7 @@ class NodePolicy:
 class Choice:
     delivery: str  # Node | Cache
     reason: str
-    detail: str
-
-    @property
-    def delivery_reason(self) -> str:
-        """ModelReplica spec.deliveryReason: the reason, then what it means here."""
-        return kit.clipped(f"{self.reason}: {self.detail}", kit.MESSAGE_LIMIT)
+    detail: str  # what the reason means on this cluster (ModelReplica spec.deliveryReason)
 
 
 def choose(tier: NodeTier, commit: str, policy: NodePolicy, switch_to_cache: str,

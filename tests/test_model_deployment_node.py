@@ -415,3 +415,21 @@ def test_a_malformed_node_policy_is_an_input_error_naming_the_field(node):
     with pytest.raises(kit.InputError, match="spec.delivery.node"):
         compose(deployment(delivery={"node": node}, **ON_GPU_A),
                 node_cache(cache_row("gpu-a", "Ready"), tiers={"gpu-a": node_tier()}))
+
+
+@pytest.mark.parametrize("node", ["junk", {"commit": OLD_COMMIT, "claimName": CLAIM,
+                                           "manifestDigest": "short", "revertedAt": ["x"]}],
+                         ids=["not-an-object", "bad-digest"])
+def test_a_hostile_observed_node_replica_is_not_kept_on_its_old_commit(node):
+    old = compose(deployment(**ON_GPU_A), node_cache(
+        cache_row("gpu-a", "Ready"), tiers={"gpu-a": node_tier(commit=OLD_COMMIT)},
+        commit=OLD_COMMIT))
+    observed = observe(old, {"nodeCache": {"revertedAt": 7}})
+    for replica in observed.values():
+        replica["spec"]["nodeCache"] = node
+    hydrating = node_cache(cache_row("gpu-a", "Hydrating", servingCommit=OLD_COMMIT),
+                           tiers={"gpu-a": node_tier(commit=OLD_COMMIT)})
+    replica = replicas(compose(deployment(**ON_GPU_A), hydrating, observed))[0]
+    assert (replica["spec"]["delivery"], replica["spec"]["cache"]["commit"]) == (
+        "Cache", OLD_COMMIT)
+    xrd.assert_valid(replica)
