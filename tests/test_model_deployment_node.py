@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 
 import pytest
 
@@ -433,3 +434,15 @@ def test_a_hostile_observed_node_replica_is_not_kept_on_its_old_commit(node):
     assert (replica["spec"]["delivery"], replica["spec"]["cache"]["commit"]) == (
         "Cache", OLD_COMMIT)
     xrd.assert_valid(replica)
+
+
+def test_a_thousand_node_replicas_stay_far_under_the_response_limit():
+    """Crossplane receives at most 4 MiB from a function (design/composers.md): a Node
+    replica carries its node copy's few fields, not more."""
+    fleet = [fleet_cluster(f"gpu-{i:03d}") for i in range(500)]
+    rows = [cache_row(f"gpu-{i:03d}", "Ready") for i in range(500)]
+    cache = node_cache(*rows, tiers={r["name"]: node_tier() for r in rows})
+    outcome = compose(deployment(replicas=1000, maxReplicasPerCluster=2,
+                                 placement={"clusterSelector": {}}), cache, clusters=fleet)
+    assert outcome.status["replicas"]["node"] == 1000
+    assert len(json.dumps([r for r, _ in outcome.desired.values()])) < 2 * 1024 * 1024
