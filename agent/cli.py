@@ -31,7 +31,8 @@ from .node_agent import FileLabels, NodeLabels
 from .node_agent import label as run_label
 from .node_agent import prepare as run_prepare
 from .node_plan import valid_commit
-from .node_warm import STATUS_INTERVAL_ENV, KeyedSink, NodeRecorder, StatusFileSink, Warm, copy_ready
+from .node_warm import (PRUNE_ENV, STATUS_INTERVAL_ENV, KeyedSink, NodeRecorder, RecordPruner, StatusFileSink, Warm,
+                        copy_ready)
 from .node_warm import run as run_node_warm
 from .plan import Listing, compared_record, manifest_digest, parse_listing, resolved_record, select
 from .progress import (FETCH_FIELDS, PRUNE_FIELDS, RESOLVE_FIELDS, VERIFY_FIELDS, ConfigMapSink, FileSink, Progress,
@@ -41,7 +42,7 @@ from .s3 import S3Client, S3Location
 from .sources import (HubSource, S3Source, manifest_commit, manifest_entries, parse_manifest, pinned_listing,
                       read_manifest_file, resolve_s3)
 from .select import select as run_select
-from .slots import DirSlots, LeaseSlots, incluster_coordination_api
+from .slots import DirSlots, LeaseSlots, NamedLease, incluster_coordination_api
 from .usage import volume_usage
 from .verify import verify as run_verify
 
@@ -489,6 +490,7 @@ def prune(dest, repo, keep, wait, progress_file, progress_configmap, termination
 
 _DIGEST64 = re.compile(r"[0-9a-f]{64}")
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+PRUNE_LEASE_SECONDS = 900  # three pruning periods: a dead pruner is replaced within 15 minutes
 
 
 def _node_commit(commit: str) -> str:
@@ -532,13 +534,16 @@ def _loop_interval() -> float:
 @click.option("--slots-namespace", help="take a warm slot from Leases node-warm-slot-* there")
 @click.option("--slots-dir", help="take a warm slot by flock on slot-<i> files there")
 @click.option("--holder", help="slot holder identity (default <node>:<dest>)")
+@click.option("--prune-selector", help="label selector of the warmer pods: prune records of nodes without one")
+@click.option("--pruner-lease", help="the Lease (in the status ConfigMap's namespace) electing one pruner")
 @click.option("--ready-file", help="touched while the copy is Ready")
 @click.option("--attempt-timeout", help="seconds one copy attempt may take")
 @click.option("--retries", default="3", show_default=True)
 @click.option("--once", is_flag=True, help="exit when Ready (0) or failed (its exit code)")
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
 def node_warm(source, dest, repo, commit, manifest_digest, node, status_configmap, status_file, slots_namespace,
-              slots_dir, holder, ready_file, attempt_timeout, retries, once, termination_log) -> None:
+              slots_dir, holder, prune_selector, pruner_lease, ready_file, attempt_timeout, retries, once,
+              termination_log) -> None:
     """Copy REPO@COMMIT from the cluster volume to this node, every byte hashed; node-ready.json last."""
     _context["termination"] = Path(termination_log)
     sinks = []
@@ -560,7 +565,14 @@ def node_warm(source, dest, repo, commit, manifest_digest, node, status_configma
         raise _bad("--slots-dir", "give --slots-namespace or --slots-dir, not both")
     if not retries.isdigit() or int(retries) > 100:
         raise _bad("--retries", f"{retries!r} is not a whole number from 0 to 100")
+    if bool(prune_selector) != bool(pruner_lease) or (prune_selector and not status_configmap):
+        raise _bad("--prune-selector", "record pruning needs --prune-selector, --pruner-lease and --status-configmap")
     holder = holder or f"{node}:{dest}"
+    if prune_selector and not once:
+        namespace, name = parse_configmap_ref(status_configmap)
+        lease = NamedLease(_context["coordination_api"](), namespace, pruner_lease, holder, PRUNE_LEASE_SECONDS)
+        RecordPruner(_context["configmap_api"](), lease, namespace, name, prune_selector).start(
+            float(os.environ.get(PRUNE_ENV, "300")))
     slots = DirSlots(Path(slots_dir), holder) if slots_dir else \
         LeaseSlots(_context["coordination_api"](), slots_namespace, holder) if slots_namespace else None
     warm = Warm(Path(source), check_dest(dest), repo, commit, manifest_digest, recorder, slots,

@@ -91,6 +91,11 @@ def marker_matches(marker: object, commit: str, digest: str | None) -> bool:
             and (digest is None or marker.get("manifestDigest") == digest))
 
 
+def stale_records(keys, nodes_with_a_warmer: set[str]) -> list[str]:
+    """Record keys of nodes that no longer run a warmer pod (deleted, or out of the pool)."""
+    return sorted(key for key in keys if key not in nodes_with_a_warmer)
+
+
 # -- node-prepare --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from .errors import AgentError, from_os_error
 from .layout import HUB_DIR, LAYOUTS, HfCacheLayout, Layout, _inside, open_layout, write_atomic
 from .lock import DestinationLock
 from .node_plan import (VolumeNotReady, capacity_problem, clip, marker_matches, plan_node_copy, ready_marker,
-                        volume_entries)
+                        stale_records, volume_entries)
 from .plan import STATE_DIR, Entry, FetchPlan, FileTask, Listing, check_path, new_hasher
 from .slots import take
 
@@ -54,6 +54,7 @@ COPY_BLOCK = 8 << 20
 STATUS_INTERVAL_ENV = "FLEETCACHE_NODE_STATUS_INTERVAL"  # seconds between records while copying (30)
 RECHECK_ENV = "FLEETCACHE_NODE_RECHECK_SECONDS"  # seconds between re-checks while idle (60)
 SLOT_POLL_ENV = "FLEETCACHE_NODE_SLOT_POLL_SECONDS"  # seconds between tries for a slot (2)
+PRUNE_ENV = "FLEETCACHE_NODE_PRUNE_SECONDS"  # seconds between record prunings (300)
 KILL_AFTER_ENV = "FLEETCACHE_NODE_WARM_KILL_AFTER"  # test hook: SIGKILL itself after N blocks written
 RECHECKED = ("InsufficientCapacity", "NodeCacheNotDedicated")  # node conditions that change by themselves
 
@@ -167,6 +168,43 @@ class NodeRecorder:
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
+
+
+class RecordPruner:
+    """One warmer at a time (the pruner Lease) deletes the records of nodes that no longer run a
+    warmer pod: the DaemonSet controller deletes the pod of a node that leaves the pool and PodGC
+    the pods of deleted nodes, but their records would stay and count (KServe #6159, OME #314).
+    The ConfigMap is read before the pods are listed, so a record written by a pod that started
+    in between is never taken for a departed node's."""
+
+    def __init__(self, core_api, lease, namespace: str, configmap: str, selector: str):
+        self.core, self.lease = core_api, lease
+        self.namespace, self.configmap, self.selector = namespace, configmap, selector
+
+    def prune_once(self) -> list[str]:
+        if not self.lease.try_take():
+            return []
+        data = self.core.read_namespaced_config_map(self.configmap, self.namespace).data or {}
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector).items
+        stale = stale_records(data, {pod.spec.node_name for pod in pods if pod.spec and pod.spec.node_name})
+        if stale:
+            self.core.patch_namespaced_config_map(self.configmap, self.namespace,
+                                                  {"data": {key: None for key in stale}})
+            log.info("pruned the records of %d nodes without a warmer: %s", len(stale), ", ".join(stale[:5]))
+        return stale
+
+    def start(self, period: float) -> None:
+        """Prune every `period` seconds on a daemon thread; a failure is logged and retried next time."""
+        def loop() -> None:
+            while True:
+                time.sleep(period)
+                try:
+                    self.prune_once()
+                except Exception as err:  # noqa: BLE001 - pruning must never stop the warmer
+                    log.warning("could not prune node records (%s %s)", type(err).__name__,
+                                getattr(err, "status", "") or "")
+
+        threading.Thread(target=loop, name="record-pruner", daemon=True).start()
 
 
 # -- one attempt ---------------------------------------------------------------------------------

@@ -53,6 +53,24 @@ def _conflict(err: Exception) -> bool:
     return getattr(err, "status", None) in (404, 409)
 
 
+def lease_free(lease, holder: str, now: datetime, default_duration: int) -> bool:
+    """A lease is free for `holder` when nobody holds it, it holds it already, or the holder stopped renewing."""
+    spec = lease.spec
+    if not spec.holder_identity or spec.holder_identity == holder or spec.renew_time is None:
+        return True
+    return spec.renew_time + timedelta(seconds=spec.lease_duration_seconds or default_duration) <= now
+
+
+def hold_spec(spec, holder: str, now: datetime, duration: int) -> None:
+    """Write `holder` into a lease spec as taking or renewing it."""
+    if spec.holder_identity != holder:
+        spec.lease_transitions = (spec.lease_transitions or 0) + 1
+        spec.acquire_time = now
+    spec.holder_identity = holder
+    spec.renew_time = now
+    spec.lease_duration_seconds = duration
+
+
 class LeaseSlots:
     def __init__(self, api, namespace: str, holder: str, clock=utcnow, duration: int = LEASE_SECONDS):
         self.api, self.namespace, self.holder = api, namespace, holder
@@ -64,26 +82,14 @@ class LeaseSlots:
         return sorted(leases, key=lambda lease: lease.metadata.name)
 
     def _free(self, lease) -> bool:
-        spec = lease.spec
-        if not spec.holder_identity or spec.holder_identity == self.holder:
-            return True
-        if spec.renew_time is None:
-            return True
-        duration = spec.lease_duration_seconds or self.duration
-        return spec.renew_time + timedelta(seconds=duration) <= self.clock()
+        return lease_free(lease, self.holder, self.clock(), self.duration)
 
     def try_take(self) -> bool:
         """Take the first free or expired slot; a 409 means another warmer won it: try the next."""
         for lease in self._leases():
             if not self._free(lease):
                 continue
-            spec = lease.spec
-            if spec.holder_identity != self.holder:
-                spec.lease_transitions = (spec.lease_transitions or 0) + 1
-                spec.acquire_time = self.clock()
-            spec.holder_identity = self.holder
-            spec.renew_time = self.clock()
-            spec.lease_duration_seconds = self.duration
+            hold_spec(lease.spec, self.holder, self.clock(), self.duration)
             try:
                 self.api.replace_namespaced_lease(lease.metadata.name, self.namespace, lease)
             except Exception as err:  # noqa: BLE001 - the API client raises ApiException
@@ -136,6 +142,45 @@ class LeaseSlots:
     def holders(self) -> list[str]:
         return [lease.spec.holder_identity for lease in self._leases()
                 if lease.spec.holder_identity and not self._free(lease)]
+
+
+class NamedLease:
+    """One named Lease that one warmer at a time holds (the record pruner, `<cache>-node-pruner`):
+    created by the first warmer that asks (the Role allows create), then taken when free or expired,
+    each write conditioned on the resourceVersion read."""
+
+    def __init__(self, api, namespace: str, name: str, holder: str, duration: int, clock=utcnow):
+        self.api, self.namespace, self.name, self.holder = api, namespace, name, holder
+        self.duration, self.clock = duration, clock
+
+    def try_take(self) -> bool:
+        from kubernetes.client import V1Lease, V1LeaseSpec, V1ObjectMeta
+
+        try:
+            lease = self.api.read_namespaced_lease(self.name, self.namespace)
+        except Exception as err:  # noqa: BLE001
+            if getattr(err, "status", None) != 404:
+                raise
+            spec = V1LeaseSpec()
+            hold_spec(spec, self.holder, self.clock(), self.duration)
+            body = V1Lease(metadata=V1ObjectMeta(name=self.name, namespace=self.namespace), spec=spec)
+            try:
+                self.api.create_namespaced_lease(self.namespace, body)
+            except Exception as err:  # noqa: BLE001
+                if getattr(err, "status", None) == 409:  # another warmer created it first
+                    return False
+                raise
+            return True
+        if not lease_free(lease, self.holder, self.clock(), self.duration):
+            return False
+        hold_spec(lease.spec, self.holder, self.clock(), self.duration)
+        try:
+            self.api.replace_namespaced_lease(self.name, self.namespace, lease)
+        except Exception as err:  # noqa: BLE001
+            if _conflict(err):
+                return False
+            raise
+        return True
 
 
 class DirSlots:
