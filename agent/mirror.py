@@ -14,14 +14,16 @@ not start on a half-published mirror.
 - Publisher: fetches from the origin (the engine), then uploads each verified blob the mirror
   lacks (a single PUT carries ChecksumSHA256, so S3 itself rejects bytes that differ), then the
   manifest. Killed before the manifest, it leaves blobs no reader starts from.
-- Reader: with no manifest, `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
+- Reader: when some file needs bytes, it asks for the manifest first. With no manifest,
+  `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
   `origin` fetches everything from the origin (publishing nothing: that is the publisher's job).
   With the manifest, each file comes from the mirror; a blob missing (404) or corrupt (digest
   mismatch) falls back to the origin for that file and, once verified, is re-published; with
   `fail` it exits MirrorIncomplete naming the file.
 
-The record gains `bytesFrom` (Mirror when a reader took at least as many bytes from the mirror
-as from the origin, else Origin), `originBytes` and `mirrorBytes` (bytes received this run).
+The record gains `bytesFrom` (Mirror when a reader did not find the mirror incomplete and took at
+least as many bytes from it as from the origin, so a warm rerun stays Mirror; else Origin),
+`originBytes` and `mirrorBytes` (bytes received this run).
 """
 
 from __future__ import annotations
@@ -108,10 +110,21 @@ class MirrorSource:
         self.origin_bytes, self.mirror_bytes = _Counter(), _Counter()
         self.fallen: set[str] = set()  # paths a reader takes from the origin instead
         self.fallen_lock = threading.Lock()
-        self.complete_mirror = config.role == READER and self._mirror_complete()
+        self._complete: bool | None = None  # asked once, when the first file needs bytes
+        self._complete_lock = threading.Lock()
+
+    def reads_mirror(self) -> bool:
+        """A reader's first question, asked only when some file needs bytes (a warm volume never
+        asks, so a mirror expired since cannot fail a cluster that needs nothing from it)."""
+        if self.config.role != READER:
+            return False
+        with self._complete_lock:
+            if self._complete is None:
+                self._complete = self._mirror_complete()
+            return self._complete
 
     def _mirror_complete(self) -> bool:
-        """A reader's first question: has a publisher finished this manifest digest?"""
+        """Has a publisher finished this manifest digest? Without it, `fail` ends the run here."""
         key = manifest_key(self.config.prefix, self.digest)
         body = self.config.client.get_small(key)
         try:
@@ -139,7 +152,7 @@ class MirrorSource:
 
     # -- Source ---------------------------------------------------------------------------------
     def url(self, entry: Entry) -> str:
-        if self.complete_mirror and entry.path not in self.fallen:
+        if self.reads_mirror() and entry.path not in self.fallen:
             return MIRROR_LOCATOR + entry.path
         return self.origin.url(entry)
 
@@ -162,7 +175,7 @@ class MirrorSource:
     def mismatch(self, entry: Entry) -> None:
         """Bytes from the mirror failed the digest: the mirror's blob is corrupt, so the origin
         serves that file (re-published after); origin bytes that fail are the engine's retries."""
-        if self.complete_mirror and entry.path not in self.fallen:
+        if self.reads_mirror() and entry.path not in self.fallen:
             self._fall_back(entry, "corrupt in the mirror (digest mismatch)")
         self.origin.mismatch(entry)
 
@@ -172,10 +185,10 @@ class MirrorSource:
             self.config.client.put_bytes(manifest_key(self.config.prefix, digest),
                                          manifest_body(self.repo, self.commit, digest, entries))
             log.info("published %s to the mirror", manifest_key(self.config.prefix, digest))
-        elif self.complete_mirror and self.fallen:
+        elif self._complete and self.fallen:
             self._publish(layout, tuple(e for e in entries if e.path in self.fallen), check_present=False)
         origin, mirror = self.origin_bytes.value, self.mirror_bytes.value
-        from_mirror = self.complete_mirror and mirror >= origin
+        from_mirror = self.config.role == READER and self._complete is not False and mirror >= origin
         return {"bytesFrom": "Mirror" if from_mirror else "Origin", "originBytes": origin, "mirrorBytes": mirror}
 
     def _publish(self, layout, entries: tuple[Entry, ...], check_present: bool) -> None:

@@ -144,6 +144,15 @@ def test_a_publisher_killed_while_publishing_leaves_nothing_a_reader_accepts(hub
     assert result.code == 20 and record["reason"] == "MirrorIncomplete"
 
 
+def test_a_warm_reader_needs_nothing_from_a_mirror_that_expired_since(hub, tiny, s3, tmp_path):
+    _, published = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
+    assert through_mirror(hub, s3, tmp_path, "reader", "reader", "--mirror-on-missing", "fail")[0].code == 0
+    s3.delete(MIRROR, f"fleetcache/manifests/{published['manifestDigest']}.json")
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", "--mirror-on-missing", "fail")
+    assert result.code == 0 and record["phase"] == "Ready"
+    assert (record["bytesFrom"], record["originBytes"], record["mirrorBytes"]) == ("Mirror", 0, 0)
+
+
 def test_a_publisher_rerun_uploads_what_the_mirror_lacks_and_then_the_manifest(hub, tiny, s3, tmp_path):
     first, record = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
     assert first.code == 0
