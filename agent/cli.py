@@ -288,6 +288,8 @@ def _no_hub_repo(repo: str | None) -> None:
 def _resolve_s3(progress: Progress, location: S3Location, allow, ignore, compare) -> dict:
     """List and pin the prefix (contract §C, §D): the record carries the manifest every cluster fetches."""
     progress.phase("Resolving", repo=location.repo)
+    if len(compare) > MAX_COMPARE or not all(_S3_COMMIT.fullmatch(c) for c in compare):
+        raise _bad("--compare", f"at most {MAX_COMPARE} S3 commits (s3- and 40 hex)")
     client = _s3_client(location, progress)
     manifest = resolve_s3(client, list(allow) if allow else None, list(ignore) if ignore else None, 8,
                           progress.note)

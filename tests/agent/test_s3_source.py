@@ -142,6 +142,14 @@ def test_resolve_refuses_an_unsafe_key(s3, tmp_path):
     assert resolve(s3, tmp_path).code == 14
 
 
+def test_resolve_reports_a_compared_commit_missing_as_an_s3_prefix_has_no_history(s3, tmp_path):
+    stock(s3)
+    result = resolve(s3, tmp_path, "--compare", "s3-" + "1" * 40)
+    assert result.json["compared"] == [{"commit": "s3-" + "1" * 40, "bytes": 0, "files": 0, "sharedBytes": 0,
+                                        "missing": True}]
+    assert resolve(s3, tmp_path, "--compare", "main").code == 15
+
+
 def test_resolve_writes_the_manifest_into_the_progress_record(s3, tmp_path):
     stock(s3)
     progress = tmp_path / "resolved.json"
