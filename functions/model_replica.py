@@ -524,7 +524,7 @@ def running_phase(request: kit.Request, spec: ReplicaSpec, outcome: kit.Outcome)
     node_pod = None
     if spec.node:
         placement = node_delivery.placement_of(
-            spec.node, request.status.get("nodeCache"),
+            spec.node, node_delivery.latched_placement(request.status),
             kit.is_true(request.observed.get("deployment"), "Ready"), request.now)
         node_pod = NodePod(view.agent_image, placement)
         outcome.status["nodeCache"] = placement.as_status()
@@ -564,6 +564,9 @@ def compose(request: kit.Request) -> kit.Outcome:
     outcome.status = {"clusterName": spec.cluster, "delivery": spec.delivery}
     if spec.delivery_reason:
         outcome.status["deliveryReason"] = spec.delivery_reason
+    if spec.node and node_delivery.latched_placement(request.status):
+        # kept while an input is missing; a compose that places the pod rewrites it
+        outcome.status["nodeCache"] = node_delivery.latched_placement(request.status)
     if spec.delivery == "Wait":
         current = waiting_phase(spec)
     elif spec.delivery == "Fail":

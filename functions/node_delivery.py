@@ -268,12 +268,19 @@ class Placement:
                 "startedAt": self.started_at, "revertedAt": self.reverted_at}
 
 
-def placement_of(node: NodeMount, latched: Any, available: bool,
+def latched_placement(status: Any) -> dict:
+    """status.nodeCache as the replica latched it, its strings only (it is input): what a
+    compose that cannot decide (an input missing) writes back unchanged."""
+    latched = kit.mapping_at(status, "nodeCache")
+    return {key: latched[key] for key in ("commit", "placement", "startedAt", "revertedAt")
+            if isinstance(latched.get(key), str) and len(latched[key]) <= 64}
+
+
+def placement_of(node: NodeMount, latched: Mapping, available: bool,
                  now: datetime.datetime) -> Placement:
     """Require holds until the replica has been unavailable requireTimeout after its Node
     delivery of this commit started; then Prefer, latched (spec or status revertedAt) for
     as long as the replica stays Node on its cluster: one roll, never back."""
-    latched = latched if isinstance(latched, Mapping) else {}
     started = kit.parse_time(latched.get("startedAt")) \
         if latched.get("commit") == node.commit else None
     started_at = kit.format_time(started or now)

@@ -378,3 +378,12 @@ def test_render_from_the_deployment_to_a_node_pod():
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert (env["FLEETCACHE_DELIVERY"], env["FLEETCACHE_MODEL"]) == ("node", LINKED)
     assert inner.composite["status"]["delivery"] == "Node"
+
+
+def test_the_latched_start_is_kept_while_the_cluster_is_not_ready():
+    xr = with_status(node_xr(policy="Require"), started(10))
+    outcome = composer.compose(kit.Request(
+        composite=xr, now=NOW,
+        required={composer.FLEET_CLUSTER_KEY: [], composer.DEPLOYMENT_KEY: [deployment()]}))
+    assert outcome.status["reason"] == "ClusterNotFound"
+    assert outcome.status["nodeCache"] == started(10)["nodeCache"]
