@@ -495,9 +495,9 @@ _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 PRUNE_LEASE_SECONDS = 900  # three pruning periods: a dead pruner is replaced within 15 minutes
 
 
-def _node_commit(commit: str) -> str:
+def _node_commit(commit: str, flag: str = "--commit") -> str:
     if not valid_commit(commit):
-        raise _bad("--commit", f"{commit!r} is not a 40-hex commit (or s3- and 40 hex)")
+        raise _bad(flag, f"{commit!r} is not a 40-hex commit (or s3- and 40 hex)")
     return commit
 
 
@@ -538,13 +538,16 @@ def _loop_interval() -> float:
 @click.option("--holder", help="slot holder identity (default <node>:<dest>)")
 @click.option("--prune-selector", help="label selector of the warmer pods: prune records of nodes without one")
 @click.option("--pruner-lease", help="the Lease (in the status ConfigMap's namespace) electing one pruner")
+@click.option("--keep", "keep", multiple=True,
+              help="another commit to keep on the node, repeatable; given, the repo's other commits are pruned "
+                   "once this one is Ready")
 @click.option("--ready-file", help="touched while the copy is Ready")
 @click.option("--attempt-timeout", help="seconds one copy attempt may take")
 @click.option("--retries", default="3", show_default=True)
 @click.option("--once", is_flag=True, help="exit when Ready (0) or failed (its exit code)")
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
 def node_warm(source, dest, repo, commit, manifest_digest, node, status_configmap, status_file, slots_namespace,
-              slots_dir, holder, prune_selector, pruner_lease, ready_file, attempt_timeout, retries, once,
+              slots_dir, holder, prune_selector, pruner_lease, keep, ready_file, attempt_timeout, retries, once,
               termination_log) -> None:
     """Copy REPO@COMMIT from the cluster volume to this node, every byte hashed; node-ready.json last."""
     _context["termination"] = Path(termination_log)
@@ -569,6 +572,8 @@ def node_warm(source, dest, repo, commit, manifest_digest, node, status_configma
         raise _bad("--retries", f"{retries!r} is not a whole number from 0 to 100")
     if bool(prune_selector) != bool(pruner_lease) or (prune_selector and not status_configmap):
         raise _bad("--prune-selector", "record pruning needs --prune-selector, --pruner-lease and --status-configmap")
+    for kept in keep:
+        _node_commit(kept, "--keep")
     holder = holder or f"{node}:{dest}"
     if prune_selector and not once:
         namespace, name = parse_configmap_ref(status_configmap)
@@ -578,7 +583,8 @@ def node_warm(source, dest, repo, commit, manifest_digest, node, status_configma
     slots = DirSlots(Path(slots_dir), holder) if slots_dir else \
         LeaseSlots(_context["coordination_api"](), slots_namespace, holder) if slots_namespace else None
     warm = Warm(Path(source), check_dest(dest), repo, commit, manifest_digest, recorder, slots,
-                Path(ready_file) if ready_file else None, _seconds_flag("--attempt-timeout", attempt_timeout))
+                Path(ready_file) if ready_file else None, _seconds_flag("--attempt-timeout", attempt_timeout),
+                frozenset(keep) if keep else None)
     click.echo(json.dumps(run_node_warm(warm, once, int(retries)), sort_keys=True))
 
 

@@ -43,6 +43,8 @@ from .lock import DestinationLock
 from .node_plan import (VolumeNotReady, capacity_problem, clip, marker_matches, plan_node_copy, ready_marker,
                         stale_records, volume_entries)
 from .plan import STATE_DIR, Entry, FetchPlan, FileTask, Listing, check_path, new_hasher
+from .progress import PRUNE_FIELDS, Progress
+from .prune import prune
 from .slots import take
 
 log = logging.getLogger("fleetcache.agent")
@@ -224,6 +226,7 @@ class Warm:
     slots: object | None = None  # LeaseSlots | DirSlots
     ready_file: Path | None = None
     attempt_timeout: float | None = None
+    keep: frozenset[str] | None = None  # with --keep: the other commits to keep; the rest is pruned once Ready
 
     def set_ready(self, ready: bool) -> None:
         if self.ready_file is None:
@@ -429,6 +432,21 @@ class _Copier:
 
 # -- the loop ------------------------------------------------------------------------------------
 
+def prune_others(warm: Warm) -> None:
+    """Once Ready, remove the repo's commits on the node other than this one and --keep (prune.py:
+    refs, snapshots, unshared blobs, manifests, in its kill-safe order). Without --keep nothing is
+    removed: only the composer knows which commits replicas on this node still read."""
+    keep = frozenset({warm.commit, *(warm.keep or ())})
+    try:
+        record = prune(warm.dest, warm.repo, keep, Progress([], PRUNE_FIELDS), wait=True)
+    except (AgentError, OSError) as err:  # the copy is Ready; a failed cleanup is retried by the next pod
+        log.warning("could not prune older commits on the node (%s)", err)
+        return
+    if record["prunedCommits"]:
+        log.info("pruned %s from the node (%s bytes freed)", ", ".join(record["prunedCommits"]),
+                 record["freedBytes"])
+
+
 def _attempt(warm: Warm) -> None:
     """One attempt, with disk errors named by the exit-code table (a full node disk is 13)."""
     try:
@@ -445,11 +463,15 @@ def run(warm: Warm, once: bool, retries: int, sleep=time.sleep) -> dict:
     base = _seconds("FLEETCACHE_RETRY_BASE_DELAY", 0.5)
     failures = 0
     failed: AgentError | None = None
+    pruned = False
     while True:
         try:
             if failed is None or failed.reason in RECHECKED:
                 _attempt(warm)
                 failures, failed = 0, None
+                if warm.keep is not None and not pruned:
+                    prune_others(warm)
+                    pruned = True
                 if once:
                     return dict(warm.recorder.record)
         except VolumeNotReady as err:

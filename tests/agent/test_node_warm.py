@@ -507,3 +507,38 @@ def test_a_copy_that_loses_its_slot_stops_waits_for_one_and_finishes(tmp_path, m
     assert backend.taken == 2
     assert phases.index("Waiting", phases.index("Copying")) < phases.index("Ready")  # back to waiting in between
     assert visible_bytes(tmp_path / "node") == files
+
+
+NEXT = "d00d" + "0" * 36
+
+
+def test_with_keep_the_older_commits_are_pruned_once_the_new_one_is_ready(tmp_path):
+    old_files, new_files = model_files(), {**model_files(), "model-00001.safetensors": b"retrained" * 1000}
+    old_digest = make_volume(tmp_path / "vol", old_files)
+    assert warm_cmd(tmp_path / "vol", tmp_path / "node", old_digest, "--once").code == 0
+    new_digest = make_volume(tmp_path / "vol", new_files, commit=NEXT)
+    third = "e" * 40
+    result = warm_cmd(tmp_path / "vol", tmp_path / "node", new_digest, "--keep", third, "--once", commit=NEXT)
+    assert result.code == 0, result.stderr
+    assert visible_bytes(tmp_path / "node", NEXT) == new_files
+    assert not node_snapshot(tmp_path / "node", COMMIT).exists()
+    assert len(published_blobs(tmp_path / "node")) == len(new_files)  # the old shard's blob is gone
+
+
+def test_a_kept_commit_stays_on_the_node(tmp_path):
+    old_files, new_files = model_files(), {**model_files(), "model-00001.safetensors": b"retrained" * 1000}
+    old_digest = make_volume(tmp_path / "vol", old_files)
+    assert warm_cmd(tmp_path / "vol", tmp_path / "node", old_digest, "--once").code == 0
+    new_digest = make_volume(tmp_path / "vol", new_files, commit=NEXT)
+    assert warm_cmd(tmp_path / "vol", tmp_path / "node", new_digest, "--keep", COMMIT, "--once", commit=NEXT).code == 0
+    assert visible_bytes(tmp_path / "node", COMMIT) == old_files
+    assert visible_bytes(tmp_path / "node", NEXT) == new_files
+
+
+def test_without_keep_nothing_else_is_removed(tmp_path):
+    old_files = model_files()
+    old_digest = make_volume(tmp_path / "vol", old_files)
+    assert warm_cmd(tmp_path / "vol", tmp_path / "node", old_digest, "--once").code == 0
+    new_digest = make_volume(tmp_path / "vol", {"config.json": b"{}"}, commit=NEXT)
+    assert warm_cmd(tmp_path / "vol", tmp_path / "node", new_digest, "--once", commit=NEXT).code == 0
+    assert visible_bytes(tmp_path / "node", COMMIT) == old_files
