@@ -276,7 +276,7 @@ class Warm:
         node = HfCacheLayout(self.dest, self.repo)
         self.dest.mkdir(parents=True, exist_ok=True)
         with DestinationLock(self.dest / STATE_DIR) as lock:
-            lock.acquire(wait=False)
+            lock.acquire(wait=True)  # a killed predecessor's lease expires in 30 s: wait, never fail on it
             node.ensure_dirs()
             node.sweep({p for e in entries for p in (node.part_path(e), node.journal_path(e))})
             plan = plan_node_copy(entries, node.scan(entries, self.commit))

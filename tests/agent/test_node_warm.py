@@ -542,3 +542,16 @@ def test_without_keep_nothing_else_is_removed(tmp_path):
     new_digest = make_volume(tmp_path / "vol", {"config.json": b"{}"}, commit=NEXT)
     assert warm_cmd(tmp_path / "vol", tmp_path / "node", new_digest, "--once", commit=NEXT).code == 0
     assert visible_bytes(tmp_path / "node", COMMIT) == old_files
+
+
+def test_a_restarted_warmer_waits_out_its_killed_predecessors_lease_instead_of_failing(tmp_path):
+    files = model_files()
+    digest = make_volume(tmp_path / "vol", files)
+    (tmp_path / "node/.fleetcache").mkdir(parents=True)
+    (tmp_path / "node/.fleetcache/lease.json").write_text(json.dumps(
+        {"holder": "warmer-old/1/x", "host": "warmer-old", "pid": 1, "heartbeat": time.time() - 28,
+         "ttlSeconds": 30}))
+    started = time.monotonic()
+    result = warm_cmd(tmp_path / "vol", tmp_path / "node", digest, "--once")
+    assert result.code == 0, result.stderr
+    assert time.monotonic() - started >= 1.5 and visible_bytes(tmp_path / "node") == files
