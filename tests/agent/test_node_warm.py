@@ -555,3 +555,21 @@ def test_a_restarted_warmer_waits_out_its_killed_predecessors_lease_instead_of_f
     result = warm_cmd(tmp_path / "vol", tmp_path / "node", digest, "--once")
     assert result.code == 0, result.stderr
     assert time.monotonic() - started >= 1.5 and visible_bytes(tmp_path / "node") == files
+
+
+def test_a_flat_volume_is_copied_into_the_hf_cache_layout_on_the_node(tmp_path):
+    from fleetcache.agent.layout import FlatLayout
+    from fleetcache.agent.plan import Listing, manifest_digest
+
+    from .node_support import entry_for
+
+    files = model_files()
+    flat = FlatLayout(tmp_path / "vol", REPO)
+    entries = tuple(sorted((entry_for(p, d) for p, d in files.items()), key=lambda e: e.path))
+    for entry in entries:
+        (tmp_path / "vol" / entry.path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "vol" / entry.path).write_bytes(files[entry.path])
+    digest = manifest_digest(entries)
+    flat.finish(Listing(REPO, COMMIT, COMMIT, entries), entries, digest)
+    assert warm_cmd(tmp_path / "vol", tmp_path / "node", digest, "--once").code == 0
+    assert visible_bytes(tmp_path / "node") == files
