@@ -527,3 +527,10 @@ def test_a_cluster_without_warm_labels_publishes_no_label_key():
     outcome = run(cluster=node_cluster({**NODE_CACHE, "labels": "None"}))
     assert outcome.status["nodeTier"]["labelKey"] == ""
     assert node_keys(outcome) == node_keys(run())
+
+
+def test_the_caches_node_tier_status_is_valid_against_its_xrd():
+    outcome = cache_outcome("Node", {"gpu-east-1": nodes("Degraded", 3, 1, failed=2,
+                                                         reason="DigestMismatch")})
+    cache = with_resolved(model_cache_xr(storage={"tier": "Node"}))
+    assert_valid({**cache, "status": {**cache["status"], "nodeTier": outcome.status["nodeTier"]}})
