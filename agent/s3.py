@@ -6,7 +6,7 @@ mapping of S3's answers onto fleetcache/exitcodes.py live in one place:
 
 - 403 InvalidAccessKeyId / SignatureDoesNotMatch / AccessDenied (any 401/403) → AuthFailed (10)
 - 404 NoSuchBucket / NoSuchKey / NoSuchVersion → SourceNotFound (11)
-- 412 PreconditionFailed (the object changed since resolve) → DigestMismatch (12)
+- 412 PreconditionFailed, 416 InvalidRange, another size (the object changed since resolve) → DigestMismatch (12)
 - 301 / AuthorizationHeaderMalformed (wrong region) → InvalidConfiguration (15)
 - 503 SlowDown (429) → retried, then RateLimited (18)
 - resets, timeouts, 5xx, other 4xx → retried, then SourceUnreachable (17)
@@ -130,6 +130,8 @@ def classify(status: int, code: str, what: str) -> Exception:
     if status == 412 or code == "PreconditionFailed":
         return AgentError("DigestMismatch", f"{detail}: the object changed since resolve (its pinned ETag "
                                             "no longer matches); resolve again to pin the new content")
+    if status == 416 or code == "InvalidRange":  # only ranges inside the pinned size are asked for
+        return AgentError("DigestMismatch", f"{detail}: the object is shorter than when it was resolved")
     if code in REGION_CODES or status == 301:
         return AgentError("InvalidConfiguration", f"{detail}: the bucket is in another region; "
                                                   "check spec.source.s3.region (or the mirror's region)")
@@ -221,7 +223,7 @@ class S3Client:
         (latest, not deleted), else ListObjectsV2 with ETags. Folder markers (`dir/`) are skipped."""
         loc = self.location
         if self.versioned():
-            pages = self._pages("list_object_versions", "Versions", KeyMarker="", VersionIdMarker="")
+            pages = self._pages("list_object_versions", "Versions")
             items = [(o, o.get("VersionId")) for o in pages if o.get("IsLatest")]
         else:
             items = [(o, None) for o in self._pages("list_objects_v2", "Contents")]
@@ -235,7 +237,7 @@ class S3Client:
                                    obj.get("ETag"), tuple(obj.get("ChecksumAlgorithm") or ())))
         return sorted(listed, key=lambda o: o.path)
 
-    def _pages(self, operation: str, field: str, **markers) -> list[dict]:
+    def _pages(self, operation: str, field: str) -> list[dict]:
         what = f"listing {self.location.describe()}"
         params = {"Bucket": self.location.bucket, "Prefix": self.location.folder}
         found: list[dict] = []
@@ -317,16 +319,17 @@ class S3Client:
         headers = {**pin, "Range": f"bytes={start}-{end - 1}"} if (start, end) != (0, size) else pin
         resp = self.request("GET", key, version_id, headers, stream=True)
         expected = f"bytes {start}-{end - 1}/{size}"
-        if (resp.status == 206 and resp.headers.get("Content-Range") == expected) or \
-                (resp.status == 200 and start == 0 and end == size
-                 and resp.headers.get("Content-Length") in (None, str(size))):
+        content_range = resp.headers.get("Content-Range", "")
+        total = content_range.rpartition("/")[2] if resp.status == 206 else resp.headers.get("Content-Length")
+        if (resp.status == 206 and content_range == expected) or \
+                (resp.status == 200 and (start, end) == (0, size) and total in (None, str(size))):
             resp.final_url = key
             return resp
-        got = resp.headers.get("Content-Range") or f"HTTP {resp.status}"
         resp.close()  # unread object bytes: the connection cannot go back to the pool
-        if resp.status == 200 and resp.headers.get("Content-Length") not in (None, str(size)):
-            raise AgentError("DigestMismatch", f"{self.location.describe()}{key}: the object is "
-                                               f"{resp.headers.get('Content-Length')} bytes, pinned {size}")
+        if total not in (None, str(size)):
+            raise AgentError("DigestMismatch", f"{self.location.describe()}{key}: the object is {total} bytes, "
+                                               f"pinned {size}: it changed since resolve")
+        got = content_range or f"HTTP {resp.status}"
         raise Retryable(AgentError("SourceUnreachable", f"GET {key}: asked for {expected}, got {got}"))
 
     # -- mirror writes and small reads --------------------------------------------------------

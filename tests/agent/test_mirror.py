@@ -83,7 +83,11 @@ def test_four_readers_after_the_publisher_read_the_origin_once(hub, tiny, s3, tm
     assert hub.bytes_sent() <= 1.05 * size  # listings included: five clusters, the origin's bytes once
 
 
-@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+WHY = {"corrupt": "corrupt in the mirror", "missing": "missing in the mirror",
+       "truncated": "a different size in the mirror"}
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing", "truncated"])
 def test_a_damaged_mirror_blob_comes_from_the_origin_for_that_file_and_is_republished(hub, tiny, s3, tmp_path,
                                                                                       damage):
     assert through_mirror(hub, s3, tmp_path, "publisher", "publisher")[0].code == 0
@@ -91,12 +95,14 @@ def test_a_damaged_mirror_blob_comes_from_the_origin_for_that_file_and_is_republ
     good = s3.get(MIRROR, blob_key(shard))
     if damage == "corrupt":
         s3.put(MIRROR, blob_key(shard), bytes([good[0] ^ 0xFF]) + good[1:])
+    elif damage == "truncated":
+        s3.put(MIRROR, blob_key(shard), good[: len(good) // 2])
     else:
         s3.delete(MIRROR, blob_key(shard))
     hub.reset_records()
     result, record = through_mirror(hub, s3, tmp_path, "reader", "reader")
     assert result.code == 0, result.stderr
-    assert f"{SHARD}: {damage} in the mirror" in result.stderr
+    assert f"{SHARD}: {WHY[damage]}" in result.stderr
     assert record["originBytes"] == shard.content.size and record["bytesFrom"] == "Mirror"
     assert hub.bytes_sent("cdn") == shard.content.size
     assert_identical(hub, tmp_path, "reader", tiny)

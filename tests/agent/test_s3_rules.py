@@ -25,6 +25,7 @@ ANSWERS = {
     (404, "NoSuchVersion"): ("SourceNotFound", False),
     (404, ""): ("SourceNotFound", False),  # a HEAD's 404 has no body
     (412, "PreconditionFailed"): ("DigestMismatch", False),
+    (416, "InvalidRange"): ("DigestMismatch", False),
     (301, "PermanentRedirect"): ("InvalidConfiguration", False),
     (400, "AuthorizationHeaderMalformed"): ("InvalidConfiguration", False),
     (503, "SlowDown"): ("RateLimited", True),
