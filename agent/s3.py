@@ -213,9 +213,19 @@ class S3Client:
 
     # -- listing ----------------------------------------------------------------------------
     def versioned(self) -> bool:
-        """Versioning Enabled or Suspended: versions pin objects (a Suspended bucket still keeps old ones)."""
-        answer = self._call(f"GetBucketVersioning {self.location.describe()}", self.s3.get_bucket_versioning,
-                            Bucket=self.location.bucket)
+        """Versioning Enabled or Suspended: versions pin objects (a Suspended bucket still keeps old ones).
+
+        Credentials allowed only s3:ListBucket and s3:GetObject (a common read-only policy) may not
+        ask: then objects are pinned by ETag, which is as safe (If-Match) and needs no more rights."""
+        try:
+            answer = self._call(f"GetBucketVersioning {self.location.describe()}", self.s3.get_bucket_versioning,
+                                Bucket=self.location.bucket)
+        except AgentError as err:
+            if err.reason != "AuthFailed":
+                raise
+            log.warning("may not read the versioning of %s (%s); pinning objects by ETag",
+                        self.location.describe(), err.what)
+            return False
         return answer.get("Status") in ("Enabled", "Suspended")
 
     def list_objects(self) -> list[S3Listed]:

@@ -103,6 +103,15 @@ def test_resolve_pins_each_object_with_its_sha256_and_version_or_etag(s3, tmp_pa
     assert record["commit"].startswith("s3-") and len(record["commit"]) == 43
 
 
+def test_credentials_that_may_not_read_versioning_pin_by_etag(s3, tmp_path):
+    stock(s3, versioned=True)
+    s3.inject(S3Fault("auth", key="", method="GET", code="AccessDenied", times=1))  # GetBucketVersioning
+    resolved = resolve(s3, tmp_path)
+    assert resolved.code == 0, resolved.stderr
+    assert all("etag" in m and "versionId" not in m for m in resolved.json["manifest"])
+    assert fetch(s3, tmp_path, resolved.json)[0].code == 0
+
+
 def test_resolve_takes_s3_checksums_instead_of_reading_the_objects(s3, tmp_path):
     stock(s3, sha256=True)
     s3.reset_counts()
