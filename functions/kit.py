@@ -291,6 +291,11 @@ REASONS: dict[str, Reason] = {
                "status.nodeTier.firstFailure (kubectl get modelcachehydrations: NODES) and the "
                "warmer pod on that node (kubectl logs ds/<cache>-node-warmer); replicas there "
                "keep reading the cluster volume meanwhile."),
+        Reason("VolumeNotShared", "Give the cache volume access mode ReadWriteMany (the "
+               "ModelCache's spec.storage.accessMode, else the FleetCluster's "
+               "spec.cache.accessMode; an existing PVC keeps its mode: delete this "
+               "ModelCacheHydration to recreate it), or set the ModelCache's "
+               "spec.storage.tier to Volume."),
         Reason("AwaitingVolumeTier", "None: nodes copy from the cluster's verified volume, "
                "so they start once the hydration's phase is Ready on this commit; see its "
                "reason if that lasts."),
@@ -843,6 +848,13 @@ PATTERN_MEANINGS: dict[str, str] = {
     r"^https?://[^\s/?#]+(/[^\s?#]*)?$":
         "an http(s) URL without spaces, query or fragment, e.g. https://huggingface.co",
     r"^[0-9a-f]{40}$": "a full commit hash (40 lowercase hex digits)",
+    r"^((s3|vol)-)?[0-9a-f]{40}$": "a resolved commit: 40 lowercase hex digits, after s3- or "
+                                   "vol- for an S3 prefix or a volume's manifest file",
+    r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$": "an S3 bucket name (3-63 lowercase letters, digits, "
+                                           "'.' and '-', starting and ending with a letter or digit)",
+    r"^$|^[^/\s]\S*$": "empty or a relative path without spaces (no leading '/')",
+    r"^[^/\s]\S*$": "a relative path without spaces (no leading '/')",
+    r"^[a-z0-9][-a-z0-9]{0,62}$": "an S3 region, e.g. us-east-1",
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]"
     r"([-A-Za-z0-9_.]*[A-Za-z0-9])?$": "a label key, e.g. gpu or example.com/gpu",
     r"^[^=]+$": "an environment variable name (no '=')",
@@ -1003,7 +1015,7 @@ def problem_text(error: dict) -> str:
     return f"{value}: {clipped(error.get('msg', 'is not valid'))}"
 
 
-COMMIT_SHAPE = re.compile(r"^[0-9a-f]{40}$")  # a full git commit: safe in a snapshot path
+COMMIT_SHAPE = re.compile(r"^((s3|vol)-)?[0-9a-f]{40}$")  # git, or an S3/volume pin: safe in a path
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")  # the agent writes the volume: never ReadOnlyMany
 
 

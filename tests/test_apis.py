@@ -340,8 +340,13 @@ def test_fleet_cluster_status_has_the_provider_config_name_and_the_cache_decisio
 def test_model_cache_spec_has_the_designed_fields():
     spec = spec_props("ModelCache")
     assert set(spec) == {"grantRef", "source", "placement", "storage", "rollout", "minReady", "job",
-                         "agent", "retention"}
-    assert keys_of(spec["source"]) == {"huggingFace", "allowPatterns", "ignorePatterns"}
+                         "agent", "retention", "distribution"}
+    assert keys_of(spec["source"]) == {"huggingFace", "s3", "volume", "allowPatterns",
+                                       "ignorePatterns"}
+    assert keys_of(spec["source"]["properties"]["s3"]) == \
+        {"bucket", "prefix", "region", "endpoint", "credentialsSecretRef", "layout"}
+    assert keys_of(spec["source"]["properties"]["volume"]) == {"claimName", "manifest", "subPath"}
+    assert keys_of(spec["distribution"]["properties"]["mirror"]) == {"s3", "onMissing"}
     assert keys_of(spec["source"]["properties"]["huggingFace"]) == \
         {"repo", "revision", "endpoint", "tokenSecretRef"}
     assert keys_of(spec["placement"]) == {"clusterSelector", "clusterNames"}
@@ -361,15 +366,16 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         "resolved", "desiredClusters", "readyClusters", "hydratingClusters", "failedClusters",
         "pendingClusters", "summary", "progressPercent", "sizeHuman", "commitShort", "clusters",
         "clustersOmitted", "everyCluster", "lapsedClusters", "evictedClusters",
-        "retainedClusters", "mountedReplicas", "retained", "nodeTier"}
+        "retainedClusters", "mountedReplicas", "retained", "nodeTier", "mirror"}
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest",
-         "compared"}
+         "compared", "manifest"}
+    assert keys_of(status["mirror"]) == {"publisher", "published", "commit"}
     assert keys_of(status["nodeTier"]) == {"desiredNodes", "readyNodes", "downloadingNodes",
                                            "failedNodes", "readyClusters", "summary"}
     assert keys_of(status["clusters"]["items"]) == \
         {"name", "phase", "bytesDone", "bytesTotal", "reason", "message", "servingCommit",
-         "lapsed"}
+         "lapsed", "bytesFrom"}
     assert keys_of(status["retained"]["items"]) == {"cluster", "since", "until", "reason"}
 
 
@@ -398,7 +404,8 @@ def test_model_cache_grant_status_has_every_field_the_composer_writes():
 def test_model_cache_hydration_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheHydration")
     assert set(spec) == {"clusterName", "modelCacheName", "source", "commit", "manifestDigest",
-                         "bytes", "storage", "tier", "job", "agent", "retention", "removal"}
+                         "bytes", "storage", "tier", "job", "agent", "retention", "removal",
+                         "mirror"}
 
 
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():
@@ -407,7 +414,8 @@ def test_model_cache_hydration_status_has_every_field_the_composer_writes():
                            "servingRepo", "servingCommit", "servingManifestDigest",
                            "storedCommits", "prunedCommits", "usedBytes", "capacityBytes",
                            "usedHuman", "mountedBy", "placedReplicas", "lastUsedTime",
-                           "readyTime", "pinned", "lapsed", "nodeTier"}
+                           "readyTime", "pinned", "lapsed", "nodeTier", "bytesFrom",
+                           "originBytes", "mirrorBytes"}
     assert keys_of(status["nodeTier"]) == {
         "phase", "commit", "claimName", "labelKey", "desiredNodes", "readyNodes",
         "downloadingNodes", "failedNodes", "pendingNodes", "minFreeBytes", "firstFailure",

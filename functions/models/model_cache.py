@@ -93,6 +93,13 @@ class Cluster(BaseModel):
             description='The copy lapsed (spec.retention.ttlAfterLastUse passed with no replica mounting it); it stays so until a replica is placed on this cluster again.'
         ),
     ] = None
+    bytes_from: Annotated[
+        Literal['Origin', 'Mirror', 'Volume'] | None,
+        Field(
+            alias='bytesFrom',
+            description="Where this cluster's bytes came from (Origin, the fleet Mirror, or an existing Volume).",
+        ),
+    ] = None
     serving_commit: Annotated[
         str | None,
         Field(
@@ -164,6 +171,53 @@ class ComparedItem(BaseModel):
     ] = None
 
 
+class CredentialsSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the Secret, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    access_key_id_key: Annotated[
+        str | None,
+        Field(
+            alias='accessKeyIdKey',
+            description="Key in the Secret's data that holds the access key id.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = 'AWS_ACCESS_KEY_ID'
+    secret_access_key_key: Annotated[
+        str | None,
+        Field(
+            alias='secretAccessKeyKey',
+            description="Key in the Secret's data that holds the secret access key.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = 'AWS_SECRET_ACCESS_KEY'
+
+
+class Distribution(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    mirror: Annotated[
+        Mirror | None,
+        Field(
+            description='A fleet mirror in an S3-compatible bucket: the first cluster by name fetches each commit from the origin and publishes it; the others wait for it and read the mirror, so the origin is read once per fleet.'
+        ),
+    ] = None
+
+
 class GrantRef(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -180,6 +234,45 @@ class GrantRef(BaseModel):
 
 
 class HuggingFace(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    repo: Annotated[
+        str,
+        Field(
+            description='Repository id in the shape org/name, e.g. Qwen/Qwen3-0.6B.',
+            max_length=200,
+            min_length=3,
+            pattern='^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$',
+        ),
+    ]
+    revision: Annotated[
+        str | None,
+        Field(
+            description='Branch, tag or commit to warm. It is resolved once to a commit for the whole fleet (status.resolved.commit); every cluster fetches that commit.',
+            max_length=255,
+            min_length=1,
+            pattern='^\\S+$',
+        ),
+    ] = 'main'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of the Hub or of a mirror with the same API. The token is only ever sent to this host.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = 'https://huggingface.co'
+    token_secret_ref: Annotated[
+        TokenSecretRef | None,
+        Field(
+            alias='tokenSecretRef',
+            description='Optional Secret in this namespace holding a Hugging Face token, for private or gated repositories. It is copied to a cluster only while a Job there needs it and never appears in any status.',
+        ),
+    ] = None
+
+
+class HuggingFace1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -262,6 +355,54 @@ class Job(BaseModel):
     ] = 3600
 
 
+class Manifest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    hugging_face: Annotated[
+        HuggingFace1 | None,
+        Field(
+            alias='huggingFace',
+            description='A model repository on the Hugging Face Hub or on a mirror that speaks the same HTTP API.',
+        ),
+    ] = None
+    file: Annotated[
+        str | None,
+        Field(
+            description="Path of the manifest file inside the volume (relative to the volume's root).",
+            max_length=1024,
+            min_length=1,
+            pattern='^[^/\\s]\\S*$',
+        ),
+    ] = None
+
+
+class ManifestItem(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    path: Annotated[
+        str, Field(description='Path below the prefix (or subPath).', max_length=1024)
+    ]
+    size: Annotated[StrictInt, Field(description='Bytes.', ge=0)]
+    sha256: Annotated[str, Field(description="The file's sha256 (hex).", max_length=64)]
+    version_id: Annotated[
+        str | None,
+        Field(
+            alias='versionId',
+            description='The pinned S3 object version (versioned buckets).',
+            max_length=1024,
+        ),
+    ] = None
+    etag: Annotated[
+        str | None,
+        Field(
+            description='The pinned S3 ETag (unversioned buckets; sent as If-Match).',
+            max_length=1024,
+        ),
+    ] = None
+
+
 class MatchExpression(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -298,6 +439,46 @@ MatchLabelsAdditionalProperty = TypeAliasType(
         ),
     ],
 )
+
+
+class Mirror(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    s3: Annotated[
+        S31,
+        Field(
+            description='The mirror bucket. Blobs are stored content-addressed (<prefix>/blobs/sha256/<hex>) and a manifest last, so a copy is complete only once its manifest exists; every byte read from it is verified against the manifest digest latched at resolve.'
+        ),
+    ]
+    on_missing: Annotated[
+        Literal['Origin', 'Fail'] | None,
+        Field(
+            alias='onMissing',
+            description='What a reader does with a blob missing or corrupt in the mirror: Origin fetches that file from the source and re-publishes it; Fail ends the hydration with MirrorIncomplete.',
+        ),
+    ] = 'Origin'
+
+
+class Mirror1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    publisher: Annotated[
+        str | None,
+        Field(
+            description='The cluster that fetches from the origin and publishes; "" when none can.'
+        ),
+    ] = None
+    published: Annotated[
+        StrictBool | None,
+        Field(
+            description='The publisher is Ready on the resolved commit, so the mirror holds it complete.'
+        ),
+    ] = None
+    commit: Annotated[
+        str | None, Field(description='The commit the mirror state speaks of.')
+    ] = None
 
 
 class ModelCache(BaseModel):
@@ -428,6 +609,13 @@ class Resolved(BaseModel):
             description='Digest of spec.source when it was resolved; a changed source no longer matches and resolves again.',
         ),
     ] = None
+    manifest: Annotated[
+        list[ManifestItem] | None,
+        Field(
+            description='S3 and existing-volume sources only: the pinned file list every cluster fetches or verifies against (sorted by path, at most 2,000 files); plan.manifest_digest of it is manifestDigest.',
+            max_length=2000,
+        ),
+    ] = None
     compared: Annotated[
         list[ComparedItem] | None,
         Field(
@@ -507,17 +695,129 @@ class Rollout(BaseModel):
     ] = 10
 
 
+class S3(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    bucket: Annotated[
+        str,
+        Field(
+            description="The bucket's name.",
+            max_length=63,
+            min_length=3,
+            pattern='^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$',
+        ),
+    ]
+    prefix: Annotated[
+        str | None,
+        Field(
+            description='Folder in the bucket, without a leading "/"; empty means the whole bucket.',
+            max_length=1024,
+            pattern='^$|^[^/\\s]\\S*$',
+        ),
+    ] = ''
+    region: Annotated[
+        str | None,
+        Field(
+            description="The bucket's region.",
+            max_length=64,
+            min_length=1,
+            pattern='^[a-z0-9][-a-z0-9]{0,62}$',
+        ),
+    ] = 'us-east-1'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of an S3-compatible store (MinIO, Ceph, R2, ...); unset means AWS S3. Requests to it use path-style addressing.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = None
+    credentials_secret_ref: Annotated[
+        CredentialsSecretRef | None,
+        Field(
+            alias='credentialsSecretRef',
+            description="Optional Secret in this namespace with the access key pair. It is copied to a cluster only while a Job there needs it, mounted as files, and never appears in any status. Unset: the cluster's own identity (IRSA, instance profile), or anonymous for a public bucket.",
+        ),
+    ] = None
+    layout: Annotated[
+        Literal['HfCache', 'Flat'] | None,
+        Field(
+            description="HfCache (default) stores the files like a Hub repo named s3/<bucket>/<prefix> (the engine gets the snapshot directory in FLEETCACHE_MODEL); Flat puts them at the volume's root."
+        ),
+    ] = 'HfCache'
+
+
+class S31(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    bucket: Annotated[
+        str,
+        Field(
+            description="The bucket's name.",
+            max_length=63,
+            min_length=3,
+            pattern='^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$',
+        ),
+    ]
+    prefix: Annotated[
+        str | None,
+        Field(
+            description="Folder in the bucket for the mirror's blobs and manifests.",
+            max_length=1024,
+            pattern='^$|^[^/\\s]\\S*$',
+        ),
+    ] = 'fleetcache'
+    region: Annotated[
+        str | None,
+        Field(
+            description="The bucket's region.",
+            max_length=64,
+            min_length=1,
+            pattern='^[a-z0-9][-a-z0-9]{0,62}$',
+        ),
+    ] = 'us-east-1'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of an S3-compatible store (MinIO, Ceph, R2, ...); unset means AWS S3. Requests to it use path-style addressing.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = None
+    credentials_secret_ref: Annotated[
+        CredentialsSecretRef | None,
+        Field(
+            alias='credentialsSecretRef',
+            description="Optional Secret in this namespace with the access key pair. It is copied to a cluster only while a Job there needs it, mounted as files, and never appears in any status. Unset: the cluster's own identity (IRSA, instance profile), or anonymous for a public bucket.",
+        ),
+    ] = None
+
+
 class Source(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
     hugging_face: Annotated[
-        HuggingFace,
+        HuggingFace | None,
         Field(
             alias='huggingFace',
             description='A model repository on the Hugging Face Hub or on a mirror that speaks the same HTTP API.',
         ),
-    ]
+    ] = None
+    s3: Annotated[
+        S3 | None,
+        Field(
+            description="Objects under a prefix of an S3 bucket (or of an S3-compatible store). Resolve pins each object once for the fleet (versionId, else ETag, and a sha256 from S3's checksum or read once); every cluster fetches exactly those versions and verifies every byte."
+        ),
+    ] = None
+    volume: Annotated[
+        Volume | None,
+        Field(
+            description='An existing PVC of this name, filled by someone else, on every target cluster. Nothing is downloaded: the agent verifies its files against a manifest and the cluster is Ready only if every byte matches. fleetcache never creates, resizes or deletes the claim.'
+        ),
+    ] = None
     allow_patterns: Annotated[
         list[AllowPattern] | None,
         Field(
@@ -561,6 +861,12 @@ class Spec(BaseModel):
         Storage | None,
         Field(
             description="The cache volume on each target cluster. Every field is optional: the size defaults to the resolved bytes plus 10 %, rounded up to whole GiB; class and access mode default to the FleetCluster's spec.cache."
+        ),
+    ] = None
+    distribution: Annotated[
+        Distribution | None,
+        Field(
+            description='How copies reach the clusters beyond each one reading the source.'
         ),
     ] = None
     rollout: Annotated[
@@ -743,6 +1049,12 @@ class Status(BaseModel):
             description='First 8 characters of the resolved commit (the COMMIT column).',
         ),
     ] = None
+    mirror: Annotated[
+        Mirror1 | None,
+        Field(
+            description="The fleet mirror's state for the resolved commit (spec.distribution.mirror)."
+        ),
+    ] = None
     clusters: Annotated[
         list[Cluster] | None,
         Field(
@@ -822,3 +1134,34 @@ class TokenSecretRef(BaseModel):
 
 class Value(RootModel[str]):
     root: Annotated[str, Field(description='One label value.', max_length=63)]
+
+
+class Volume(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    claim_name: Annotated[
+        str,
+        Field(
+            alias='claimName',
+            description="Name of the PVC, in the namespace named like the ModelCache's on each cluster.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    sub_path: Annotated[
+        str | None,
+        Field(
+            alias='subPath',
+            description="Directory inside the volume that holds the model's files; empty means its root.",
+            max_length=1024,
+            pattern='^$|^[^/\\s]\\S*$',
+        ),
+    ] = ''
+    manifest: Annotated[
+        Manifest | None,
+        Field(
+            description='What the files must be: the Hub listing of a pinned repo revision (huggingFace), or a manifest file shipped in the volume (file: a JSON list of {path, size, sha256} relative to subPath). Unset means file .fleetcache/manifest.json.'
+        ),
+    ] = None

@@ -49,6 +49,41 @@ class AllowPattern(RootModel[str]):
     ]
 
 
+class CredentialsSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the Secret, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    access_key_id_key: Annotated[
+        str | None,
+        Field(
+            alias='accessKeyIdKey',
+            description="Key in the Secret's data that holds the access key id.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = 'AWS_ACCESS_KEY_ID'
+    secret_access_key_key: Annotated[
+        str | None,
+        Field(
+            alias='secretAccessKeyKey',
+            description="Key in the Secret's data that holds the secret access key.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = 'AWS_SECRET_ACCESS_KEY'
+
+
 class FirstFailure(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -66,6 +101,45 @@ class FirstFailure(BaseModel):
 
 
 class HuggingFace(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    repo: Annotated[
+        str,
+        Field(
+            description='Repository id in the shape org/name, e.g. Qwen/Qwen3-0.6B.',
+            max_length=200,
+            min_length=3,
+            pattern='^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$',
+        ),
+    ]
+    revision: Annotated[
+        str | None,
+        Field(
+            description='Branch, tag or commit to warm. It is resolved once to a commit for the whole fleet (status.resolved.commit); every cluster fetches that commit.',
+            max_length=255,
+            min_length=1,
+            pattern='^\\S+$',
+        ),
+    ] = 'main'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of the Hub or of a mirror with the same API. The token is only ever sent to this host.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = 'https://huggingface.co'
+    token_secret_ref: Annotated[
+        TokenSecretRef | None,
+        Field(
+            alias='tokenSecretRef',
+            description='Optional Secret in this namespace holding a Hugging Face token, for private or gated repositories. It is copied to a cluster only while a Job there needs it and never appears in any status.',
+        ),
+    ] = None
+
+
+class HuggingFace1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -146,6 +220,53 @@ class Job(BaseModel):
             le=604800,
         ),
     ] = 3600
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    hugging_face: Annotated[
+        HuggingFace1 | None,
+        Field(
+            alias='huggingFace',
+            description='A model repository on the Hugging Face Hub or on a mirror that speaks the same HTTP API.',
+        ),
+    ] = None
+    file: Annotated[
+        str | None,
+        Field(
+            description="Path of the manifest file inside the volume (relative to the volume's root).",
+            max_length=1024,
+            min_length=1,
+            pattern='^[^/\\s]\\S*$',
+        ),
+    ] = None
+
+
+class Mirror(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    s3: Annotated[
+        S31,
+        Field(
+            description='The mirror bucket. Blobs are stored content-addressed (<prefix>/blobs/sha256/<hex>) and a manifest last, so a copy is complete only once its manifest exists; every byte read from it is verified against the manifest digest latched at resolve.'
+        ),
+    ]
+    on_missing: Annotated[
+        Literal['Origin', 'Fail'] | None,
+        Field(
+            alias='onMissing',
+            description='What a reader does with a blob missing or corrupt in the mirror: Origin fetches that file from the source and re-publishes it; Fail ends the hydration with MirrorIncomplete.',
+        ),
+    ] = 'Origin'
+    role: Annotated[
+        Literal['Publisher', 'Reader'] | None,
+        Field(
+            description='Publisher fetches from the origin and publishes; Reader reads the published copy.'
+        ),
+    ] = 'Reader'
 
 
 class ModelCacheHydration(BaseModel):
@@ -348,17 +469,129 @@ class Retention(BaseModel):
     ] = None
 
 
+class S3(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    bucket: Annotated[
+        str,
+        Field(
+            description="The bucket's name.",
+            max_length=63,
+            min_length=3,
+            pattern='^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$',
+        ),
+    ]
+    prefix: Annotated[
+        str | None,
+        Field(
+            description='Folder in the bucket, without a leading "/"; empty means the whole bucket.',
+            max_length=1024,
+            pattern='^$|^[^/\\s]\\S*$',
+        ),
+    ] = ''
+    region: Annotated[
+        str | None,
+        Field(
+            description="The bucket's region.",
+            max_length=64,
+            min_length=1,
+            pattern='^[a-z0-9][-a-z0-9]{0,62}$',
+        ),
+    ] = 'us-east-1'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of an S3-compatible store (MinIO, Ceph, R2, ...); unset means AWS S3. Requests to it use path-style addressing.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = None
+    credentials_secret_ref: Annotated[
+        CredentialsSecretRef | None,
+        Field(
+            alias='credentialsSecretRef',
+            description="Optional Secret in this namespace with the access key pair. It is copied to a cluster only while a Job there needs it, mounted as files, and never appears in any status. Unset: the cluster's own identity (IRSA, instance profile), or anonymous for a public bucket.",
+        ),
+    ] = None
+    layout: Annotated[
+        Literal['HfCache', 'Flat'] | None,
+        Field(
+            description="HfCache (default) stores the files like a Hub repo named s3/<bucket>/<prefix> (the engine gets the snapshot directory in FLEETCACHE_MODEL); Flat puts them at the volume's root."
+        ),
+    ] = 'HfCache'
+
+
+class S31(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    bucket: Annotated[
+        str,
+        Field(
+            description="The bucket's name.",
+            max_length=63,
+            min_length=3,
+            pattern='^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$',
+        ),
+    ]
+    prefix: Annotated[
+        str | None,
+        Field(
+            description="Folder in the bucket for the mirror's blobs and manifests.",
+            max_length=1024,
+            pattern='^$|^[^/\\s]\\S*$',
+        ),
+    ] = 'fleetcache'
+    region: Annotated[
+        str | None,
+        Field(
+            description="The bucket's region.",
+            max_length=64,
+            min_length=1,
+            pattern='^[a-z0-9][-a-z0-9]{0,62}$',
+        ),
+    ] = 'us-east-1'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of an S3-compatible store (MinIO, Ceph, R2, ...); unset means AWS S3. Requests to it use path-style addressing.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = None
+    credentials_secret_ref: Annotated[
+        CredentialsSecretRef | None,
+        Field(
+            alias='credentialsSecretRef',
+            description="Optional Secret in this namespace with the access key pair. It is copied to a cluster only while a Job there needs it, mounted as files, and never appears in any status. Unset: the cluster's own identity (IRSA, instance profile), or anonymous for a public bucket.",
+        ),
+    ] = None
+
+
 class Source(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
     hugging_face: Annotated[
-        HuggingFace,
+        HuggingFace | None,
         Field(
             alias='huggingFace',
             description='A model repository on the Hugging Face Hub or on a mirror that speaks the same HTTP API.',
         ),
-    ]
+    ] = None
+    s3: Annotated[
+        S3 | None,
+        Field(
+            description="Objects under a prefix of an S3 bucket (or of an S3-compatible store). Resolve pins each object once for the fleet (versionId, else ETag, and a sha256 from S3's checksum or read once); every cluster fetches exactly those versions and verifies every byte."
+        ),
+    ] = None
+    volume: Annotated[
+        Volume | None,
+        Field(
+            description='An existing PVC of this name, filled by someone else, on every target cluster. Nothing is downloaded: the agent verifies its files against a manifest and the cluster is Ready only if every byte matches. fleetcache never creates, resizes or deletes the claim.'
+        ),
+    ] = None
     allow_patterns: Annotated[
         list[AllowPattern] | None,
         Field(
@@ -408,8 +641,8 @@ class Spec(BaseModel):
     commit: Annotated[
         str,
         Field(
-            description='The full 40-hex commit the ModelCache resolved; the agent fetches exactly this commit.',
-            pattern='^[0-9a-f]{40}$',
+            description="The commit the ModelCache resolved (40 hex for the Hub; s3- or vol- and 40 hex for an S3 prefix or a volume's manifest file); the agent fetches exactly this.",
+            pattern='^((s3|vol)-)?[0-9a-f]{40}$',
         ),
     ]
     manifest_digest: Annotated[
@@ -425,6 +658,12 @@ class Spec(BaseModel):
         Field(description='Resolved bytes of the selected files.', ge=0),
     ] = None
     storage: Annotated[Storage, Field(description='The cache volume on this cluster.')]
+    mirror: Annotated[
+        Mirror | None,
+        Field(
+            description='A fleet mirror in an S3-compatible bucket: the first cluster by name fetches each commit from the origin and publishes it; the others wait for it and read the mirror, so the origin is read once per fleet.'
+        ),
+    ] = None
     tier: Annotated[
         Literal['Volume', 'Node'] | None,
         Field(
@@ -593,6 +832,29 @@ class Status(BaseModel):
             description='spec.retention.pinned while the copy has not lapsed; a pinned copy is never evicted.'
         ),
     ] = None
+    bytes_from: Annotated[
+        Literal['Origin', 'Mirror', 'Volume'] | None,
+        Field(
+            alias='bytesFrom',
+            description='Where the bytes of the last fetch came from (Origin, the fleet Mirror, or an existing Volume).',
+        ),
+    ] = None
+    origin_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='originBytes',
+            description="Bytes the last fetch read from the origin (the agent's record).",
+            ge=0,
+        ),
+    ] = None
+    mirror_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='mirrorBytes',
+            description="Bytes the last fetch read from the fleet mirror (the agent's record).",
+            ge=0,
+        ),
+    ] = None
     lapsed: Annotated[
         StrictBool | None,
         Field(
@@ -668,3 +930,34 @@ class TokenSecretRef(BaseModel):
             pattern='^[-._a-zA-Z0-9]+$',
         ),
     ] = 'HF_TOKEN'
+
+
+class Volume(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    claim_name: Annotated[
+        str,
+        Field(
+            alias='claimName',
+            description="Name of the PVC, in the namespace named like the ModelCache's on each cluster.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    sub_path: Annotated[
+        str | None,
+        Field(
+            alias='subPath',
+            description="Directory inside the volume that holds the model's files; empty means its root.",
+            max_length=1024,
+            pattern='^$|^[^/\\s]\\S*$',
+        ),
+    ] = ''
+    manifest: Annotated[
+        Manifest | None,
+        Field(
+            description='What the files must be: the Hub listing of a pinned repo revision (huggingFace), or a manifest file shipped in the volume (file: a JSON list of {path, size, sha256} relative to subPath). Unset means file .fleetcache/manifest.json.'
+        ),
+    ] = None
