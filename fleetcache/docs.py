@@ -120,6 +120,7 @@ WHERE = {
     "NodeCacheModeUnsupported": NODE_TIER,
     "NoEligibleNodes": NODE_TIER,
     "AwaitingVolumeTier": NODE_TIER,
+    "VolumeNotShared": NODE_TIER,
     "NodesWarming": NODE_TIER,
     "NodesWarm": NODE_TIER,
     "NodeTierDegraded": "ModelCache `Degraded` condition; ModelCacheHydration "

@@ -816,11 +816,17 @@ def node_tier_status(request: kit.Request, spec: HydrationSpec, names: Names,
     """Tier Node: the pool nodes are warmed from this volume once it is Ready."""
     fetched = request.required.get(FLEET_CLUSTER_KEY) or [None]
     held = cluster.view is None or bool(cluster.reason) or gate.hold or gate.evicted
+    modes = kit.get_path(kit.remote_manifest(request.observed.get(VOLUME_KEY)),
+                         "spec.accessModes")  # the PVC's modes once it exists, else as asked
+    if not (isinstance(modes, list) and modes):
+        modes = [spec.access_mode or (cluster.view.access_mode if cluster.view else "")]
     volume = node_tier.VolumeTier(
         phase.phase, cluster.reason or phase.reason, composing=not held,
-        problem=kit.with_remedy(cluster.message, cluster.reason) if cluster.reason else "")
+        problem=kit.with_remedy(cluster.message, cluster.reason) if cluster.reason else "",
+        shared="ReadWriteOnce" not in modes or "ReadWriteMany" in modes)
     hydration = node_tier.Hydration(
         request.namespace, request.name, spec.cache, spec.cluster,
-        node_tier.repo_of(kit.get_path(request.spec, "source")), spec.commit, spec.manifest_digest, labels_for(spec))
+        node_tier.repo_of(kit.get_path(request.spec, "source")), spec.commit,
+        spec.manifest_digest, labels_for(spec))
     return node_tier.run(request, hydration, fetched[0], cluster.view, names.volume, volume,
                          outcome)

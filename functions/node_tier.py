@@ -386,6 +386,7 @@ class VolumeTier:
     reason: str
     composing: bool  # the hydration composes its objects (else it holds them or has none)
     problem: str = ""  # why its FleetCluster cannot be used ("" when it can)
+    shared: bool = True  # the cache PVC may be mounted on many nodes (not ReadWriteOnce only)
 
     @property
     def ready(self) -> bool:
@@ -423,6 +424,10 @@ def blocked(request: kit.Request, h: Hydration, cluster: kit.FleetClusterView | 
         return Verdict("Pending", "InvalidSpec", kit.with_remedy(
             "spec.manifestDigest is empty: every node copy is verified against it (the "
             "ModelCache sets it from its resolve)", "InvalidSpec"))
+    if not volume.shared:
+        return Verdict("Pending", "VolumeNotShared", kit.with_remedy(
+            f"the cache volume {where} is ReadWriteOnce: the warmers on every pool node read "
+            "it at once, and a ReadWriteOnce volume attaches to one node", "VolumeNotShared"))
     if decision.evicted:
         return Verdict("Evicted", "Evicted", (
             f"cluster {h.cluster} evicted {h.key} from its nodes to get under "

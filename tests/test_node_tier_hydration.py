@@ -534,3 +534,20 @@ def test_the_caches_node_tier_status_is_valid_against_its_xrd():
                                                          reason="DigestMismatch")})
     cache = with_resolved(model_cache_xr(storage={"tier": "Node"}))
     assert_valid({**cache, "status": {**cache["status"], "nodeTier": outcome.status["nodeTier"]}})
+
+
+def test_a_read_write_once_volume_cannot_feed_warmers_on_many_nodes():
+    xr = with_status(hydration_xr(tier="Node", storage={"size": "4Gi",
+                                                        "accessMode": "ReadWriteOnce"}),
+                     **READY_VOLUME)
+    outcome = run(xr)
+    assert node_keys(outcome) == set()
+    assert outcome.status["nodeTier"]["reason"] == "VolumeNotShared"
+    assert outcome.status["nodeTier"]["message"].endswith(kit.remedy("VolumeNotShared"))
+
+
+def test_the_access_mode_the_volume_has_counts_over_the_one_asked_for():
+    observed = observe(run())
+    observed["volume"]["status"]["atProvider"]["manifest"]["spec"]["accessModes"] = \
+        ["ReadWriteOnce"]
+    assert run(observed=observed).status["nodeTier"]["reason"] == "VolumeNotShared"
