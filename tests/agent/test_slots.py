@@ -301,3 +301,28 @@ def test_node_warm_takes_a_lease_slot_and_releases_it(tmp_path):
             "--holder", "ns/cache/node-a", "--once"]
     assert cli.main(argv, coordination_api=lambda: api) == 0
     assert taken[0] == "ns/cache/node-a" and api.holder("node-warm-slot-0") is None
+
+
+class Outage:
+    """A slot backend whose renewals fail as during an API server outage."""
+
+    name = "node-warm-slot-0"
+
+    def renew(self):
+        raise ConnectionError("API server unreachable")
+
+    def release(self):
+        pass
+
+
+def test_a_slot_not_renewed_for_a_lease_duration_is_given_up():
+    ticks = iter([0.0, 30.0, 61.0, 91.0])
+    holding = Holding(Outage(), renew_every=0.01, clock=lambda: next(ticks))
+    assert holding.lost.wait(5)  # another warmer may have taken it by now: stop copying
+    holding.release()
+
+
+def test_a_short_outage_keeps_the_slot():
+    holding = Holding(Outage(), renew_every=0.01, clock=lambda: 0.0)
+    assert not holding.lost.wait(0.2)
+    holding.release()
