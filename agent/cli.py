@@ -497,7 +497,7 @@ PRUNE_LEASE_SECONDS = 900  # three pruning periods: a dead pruner is replaced wi
 
 def _node_commit(commit: str, flag: str = "--commit") -> str:
     if not valid_commit(commit):
-        raise _bad(flag, f"{commit!r} is not a 40-hex commit (or s3- and 40 hex)")
+        raise _bad(flag, f"{commit!r} is not a 40-hex commit (or s3- or vol- and 40 hex)")
     return commit
 
 

@@ -20,7 +20,7 @@ MAX_MESSAGE = 120  # a node record stays ~200 bytes: 2,000 nodes fit one ConfigM
 LABEL_PREFIX = "node-cache.fleetcache.dev/"
 OWNER_UID = 65532  # the warmer's uid (restricted pods); the prepare container chowns to it
 _DIGEST = {SHA256: re.compile(r"[0-9a-f]{64}"), GIT_SHA1: re.compile(r"[0-9a-f]{40}")}
-_COMMIT = re.compile(r"(?:s3-)?[0-9a-f]{40}")
+_COMMIT = re.compile(r"(?:(?:s3|vol)-)?[0-9a-f]{40}")  # a Hub commit, or an S3 or volume pin
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 

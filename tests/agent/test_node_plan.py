@@ -9,7 +9,7 @@ import pytest
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.node_plan import (LABEL_PREFIX, Kept, VolumeNotReady, capacity_problem, clip, label_key,
                                         label_patch, parse_duration, parse_keep, plan_node_copy, plan_prepare,
-                                        volume_entries)
+                                        valid_commit, volume_entries)
 from fleetcache.agent.plan import SHA256, DiskState, Entry, manifest_digest
 
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=timezone.utc)
@@ -131,3 +131,11 @@ def test_label_patch_sets_changes_and_removes_only_prefixed_keys():
     patch = label_patch(current, {("a", "x"): C, ("a", "new"): C})
     assert patch == {label_key("a", "x"): C, label_key("a", "new"): C, label_key("a", "gone"): None,
                      LABEL_PREFIX + "zz": None}
+
+
+@pytest.mark.parametrize("commit,valid", [
+    ("a" * 40, True), ("s3-" + "a" * 40, True), ("vol-" + "a" * 40, True),
+    ("A" * 40, False), ("a" * 39, False), ("gs-" + "a" * 40, False), ("main", False), (None, False),
+])
+def test_commits_a_node_copy_can_be_labelled_with(commit, valid):
+    assert valid_commit(commit) is valid
