@@ -541,14 +541,15 @@ def _loop_interval() -> float:
 @click.option("--keep", "keep", multiple=True,
               help="another commit to keep on the node, repeatable; given, the repo's other commits are pruned "
                    "once this one is Ready")
+@click.option("--manifest-file", help="an existing volume's manifest (JSON list): its files are flat at --source")
 @click.option("--ready-file", help="touched while the copy is Ready")
 @click.option("--attempt-timeout", help="seconds one copy attempt may take")
 @click.option("--retries", default="3", show_default=True)
 @click.option("--once", is_flag=True, help="exit when Ready (0) or failed (its exit code)")
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
 def node_warm(source, dest, repo, commit, manifest_digest, node, status_configmap, status_file, slots_namespace,
-              slots_dir, holder, prune_selector, pruner_lease, keep, ready_file, attempt_timeout, retries, once,
-              termination_log) -> None:
+              slots_dir, holder, prune_selector, pruner_lease, keep, manifest_file, ready_file, attempt_timeout,
+              retries, once, termination_log) -> None:
     """Copy REPO@COMMIT from the cluster volume to this node, every byte hashed; node-ready.json last."""
     _context["termination"] = Path(termination_log)
     sinks = []
@@ -584,7 +585,7 @@ def node_warm(source, dest, repo, commit, manifest_digest, node, status_configma
         LeaseSlots(_context["coordination_api"](), slots_namespace, holder) if slots_namespace else None
     warm = Warm(Path(source), check_dest(dest), repo, commit, manifest_digest, recorder, slots,
                 Path(ready_file) if ready_file else None, _seconds_flag("--attempt-timeout", attempt_timeout),
-                frozenset(keep) if keep else None)
+                frozenset(keep) if keep else None, Path(manifest_file) if manifest_file else None)
     click.echo(json.dumps(run_node_warm(warm, once, int(retries)), sort_keys=True))
 
 

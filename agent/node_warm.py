@@ -38,14 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import AgentError, from_os_error
-from .layout import HUB_DIR, LAYOUTS, HfCacheLayout, Layout, _inside, open_layout, write_atomic
+from .layout import HUB_DIR, LAYOUTS, FlatLayout, HfCacheLayout, Layout, _inside, open_layout, write_atomic
 from .lock import DestinationLock
 from .node_plan import (VolumeNotReady, capacity_problem, clip, marker_matches, plan_node_copy, ready_marker,
                         stale_records, volume_entries)
-from .plan import STATE_DIR, Entry, FetchPlan, FileTask, Listing, check_path, new_hasher
+from .plan import STATE_DIR, Entry, FetchPlan, FileTask, Listing, check_path, manifest_digest, new_hasher
 from .progress import PRUNE_FIELDS, Progress
 from .prune import prune
 from .slots import take
+from .sources import manifest_entries, read_manifest_file
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -227,6 +228,7 @@ class Warm:
     ready_file: Path | None = None
     attempt_timeout: float | None = None
     keep: frozenset[str] | None = None  # with --keep: the other commits to keep; the rest is pruned once Ready
+    manifest_file: Path | None = None  # an existing volume's pinned manifest (contract §D): files flat at --source
 
     def set_ready(self, ready: bool) -> None:
         if self.ready_file is None:
@@ -238,6 +240,13 @@ class Warm:
 
     # -- reading the volume ---------------------------------------------------------------------
     def volume(self) -> tuple[Layout, tuple[Entry, ...]]:
+        if self.manifest_file is not None:  # a volume fleetcache did not write: its files at their paths
+            entries = tuple(sorted(manifest_entries(read_manifest_file(str(self.manifest_file))),
+                                   key=lambda e: e.path))
+            if manifest_digest(entries) != self.digest:
+                raise AgentError("DigestMismatch", f"--manifest-file recomputes to {manifest_digest(entries)[:12]}…, "
+                                                   f"not --manifest-digest {self.digest[:12]}…")
+            return FlatLayout(self.source, self.repo), entries
         state = Layout(self.source, self.repo)  # manifests are layout-independent
         name, entries = volume_entries(state.read_manifests(self.commit) if self.source.is_dir() else [],
                                        self.repo, self.commit, self.digest)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fleetcache.agent import node_warm
 from fleetcache.agent.node_warm import KeyedSink, NodeRecorder, Warm
-from fleetcache.agent.plan import SHA256, Entry
+from fleetcache.agent.plan import SHA256, Entry, manifest_digest
 from tests.support.sinks import ListSink
 
 from .conftest import AGENT, run_agent
@@ -559,7 +559,7 @@ def test_a_restarted_warmer_waits_out_its_killed_predecessors_lease_instead_of_f
 
 def test_a_flat_volume_is_copied_into_the_hf_cache_layout_on_the_node(tmp_path):
     from fleetcache.agent.layout import FlatLayout
-    from fleetcache.agent.plan import Listing, manifest_digest
+    from fleetcache.agent.plan import Listing
 
     from .node_support import entry_for
 
@@ -573,3 +573,39 @@ def test_a_flat_volume_is_copied_into_the_hf_cache_layout_on_the_node(tmp_path):
     flat.finish(Listing(REPO, COMMIT, COMMIT, entries), entries, digest)
     assert warm_cmd(tmp_path / "vol", tmp_path / "node", digest, "--once").code == 0
     assert visible_bytes(tmp_path / "node") == files
+
+
+def existing_volume(tmp_path, files):
+    """A volume fleetcache did not write (spec.source.volume): files at their paths, and the pinned
+    manifest of contract §D as the hydration mounts it."""
+    for path, data in files.items():
+        (tmp_path / "claim/models" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "claim/models" / path).write_bytes(data)
+    manifest = [{"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for p, d in sorted(files.items())]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    return manifest_digest(tuple(Entry(m["path"], m["size"], m["sha256"], SHA256) for m in manifest))
+
+
+VOL_COMMIT = "vol-" + "1" * 40
+
+
+def test_an_existing_volume_is_warmed_from_its_pinned_manifest_file(tmp_path):
+    files = model_files()
+    digest = existing_volume(tmp_path, files)
+    result = run_agent("node-warm", "--source", str(tmp_path / "claim/models"), "--dest", str(tmp_path / "node"),
+                       "--repo", REPO, "--commit", VOL_COMMIT, "--manifest-digest", digest, "--node", "node-a",
+                       "--manifest-file", str(tmp_path / "manifest.json"), "--once")
+    assert result.code == 0, result.stderr
+    assert visible_bytes(tmp_path / "node", VOL_COMMIT) == files
+
+
+def test_an_existing_volume_file_changed_since_its_manifest_never_reaches_the_node(tmp_path):
+    files = model_files()
+    digest = existing_volume(tmp_path, files)
+    flip_byte(tmp_path / "claim/models/model-00000.safetensors")
+    result = run_agent("node-warm", "--source", str(tmp_path / "claim/models"), "--dest", str(tmp_path / "node"),
+                       "--repo", REPO, "--commit", VOL_COMMIT, "--manifest-digest", digest, "--node", "node-a",
+                       "--manifest-file", str(tmp_path / "manifest.json"), "--once")
+    assert result.code == 12
+    assert not (tmp_path / "node" / MARKER).exists()
+    assert "model-00000.safetensors" not in visible_bytes(tmp_path / "node", VOL_COMMIT)
