@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from fleetcache.agent.hub import RetryPolicy
 from fleetcache.agent.plan import manifest_digest
+from fleetcache.agent.s3 import S3Client, S3Location
 from fleetcache.agent.sources import manifest_entries
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Fault, S3Server
 
@@ -383,3 +386,18 @@ def test_credentials_never_appear_in_output_records_or_files(s3, tmp_path):
              if p.is_file()]
     for text in seen:
         assert ACCESS_KEY not in text and SECRET_KEY not in text
+
+
+@pytest.mark.parametrize("versioned", [False, True], ids=["ListObjectsV2", "ListObjectVersions"])
+def test_a_listing_longer_than_one_page_is_read_to_the_end(s3, tmp_path, versioned):
+    s3.make_bucket(BUCKET, versioned=versioned)
+    keys = [f"{PREFIX}/shards/{i:05d}.bin" for i in range(1003)]  # S3 pages hold 1000 keys
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda key: s3.put(BUCKET, key, key.encode()), keys))
+    if versioned:
+        s3.put(BUCKET, keys[0], b"a newer version")  # an older version must not be listed as well
+    client = S3Client(S3Location(BUCKET, PREFIX, endpoint=s3.endpoint,
+                                 credentials_dir=str(s3.credentials_dir(tmp_path / "creds"))), RetryPolicy())
+    listed = client.list_objects()
+    assert [o.key for o in listed] == keys
+    assert listed[0].size == len(b"a newer version" if versioned else keys[0].encode())
