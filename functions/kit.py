@@ -302,6 +302,15 @@ REASONS: dict[str, Reason] = {
         Reason("NodesWarming", "None: the pool nodes copy from the cluster's volume, at most "
                "spec.nodeCache.maxConcurrentNodes at once per cluster; raise it to go faster."),
         Reason("NodesWarm", "None: every eligible pool node holds the verified commit."),
+        # Sources beyond the Hub and the fleet mirror (functions/sources.py, functions/mirror.py).
+        Reason("AwaitingManifest", "None: an S3 or existing-volume source is fetched or verified "
+               "against the manifest its ModelCache latched (status.resolved.manifest); if it "
+               "lasts, check that the ModelCache is Resolved on this commit (kubectl describe "
+               "modelcache)."),
+        Reason("WaitingForMirror", "None: the publishing cluster (the ModelCache's "
+               "status.mirror.publisher) fetches this commit from the origin and publishes it "
+               "to spec.distribution.mirror first; the others then read the mirror. If it "
+               "lasts, see the publisher's ModelCacheHydration."),
     )
 }
 for _row in exitcodes.EXIT_CODES:

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcache.functions import admission, kit, node_rollup, retention
+from fleetcache.functions import admission, kit, mirror, node_rollup, retention, sources
 from fleetcache.functions.models.model_cache import ModelCache
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -34,6 +34,7 @@ TOKEN_SECRET_KEY = "token-secret"
 RESOLVE_PREFIX = "resolve-"
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 HYDRATION_PREFIX = "hydration-"
+BYTES_FROM = ("Origin", "Mirror", "Volume")
 PHASES = ("Failed", "Hydrating", "Pending", "Evicted", "Ready")  # also the order rows are listed in
 LISTED_CLUSTERS = 100  # status.clusters and status.retained rows; the rest are in the hydrations
 NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
@@ -69,9 +70,11 @@ REASONS: dict[str, kit.Reason] = {r.name: r for r in (
 class CacheSpec:
     grant: str
     source: dict
+    origin: sources.Source
     repo: str
     revision: str
-    token_ref: dict | None
+    secret: sources.SecretRef | None  # the one the resolve Job needs (token or S3 keys)
+    mirror: dict | None  # spec.distribution.mirror
     cluster_names: tuple[str, ...] | None
     cluster_selector: dict | None
     storage: dict
@@ -86,20 +89,22 @@ class CacheSpec:
 def read_spec(spec: Any) -> CacheSpec:
     """The spec read through the ModelCache model; every error names the field and the fix."""
     spec = kit.read_spec(ModelCache, spec)
-    source = kit.read_source(spec["source"])
-    hf = source["huggingFace"]
+    source = sources.read(spec["source"])
+    origin = sources.Source.of(source)
     names, selector = spec["placement"].get("clusterNames"), \
         spec["placement"].get("clusterSelector")
     storage = spec.get("storage", {})
     if "size" in storage:
         kit.quantity_bytes(storage["size"], "spec.storage.size")
-    what_is_fetched = {k: v for k, v in hf.items() if k != "tokenSecretRef"}
     return CacheSpec(
         grant=spec["grantRef"]["name"],
         source=source,
-        repo=hf["repo"],
-        revision=hf["revision"],
-        token_ref=hf.get("tokenSecretRef"),
+        origin=origin,
+        repo=origin.repo,
+        revision=origin.revision,
+        secret=origin.secret,
+        mirror=kit.get_path(spec, "distribution.mirror") if origin.kind != sources.VOLUME
+        else None,  # an existing volume downloads nothing
         cluster_names=tuple(names) if names is not None else None,
         cluster_selector=selector,
         storage=storage,
@@ -107,8 +112,7 @@ def read_spec(spec: Any) -> CacheSpec:
         min_ready=spec["minReady"],
         job=spec["job"],
         agent=spec.get("agent", {}),
-        source_digest=kit.digest_of([what_is_fetched, source["allowPatterns"],
-                                     source["ignorePatterns"]])[:16],
+        source_digest=origin.digest,
         retention=retention.Retention.of(spec),
     )
 
@@ -165,6 +169,8 @@ def read_resolved(value: Any) -> dict | None:
         "manifestDigest": kit.clipped(value.get("manifestDigest") or "", 128),
         "sourceDigest": kit.clipped(value.get("sourceDigest") or "", 64),
         "compared": read_compared(value.get("compared")),
+        **({"manifest": manifest} if (manifest := sources.read_manifest(value.get("manifest")))
+           else {}),
     }
 
 
@@ -205,7 +211,7 @@ def is_empty(resolved: dict) -> bool:
 
 def empty_source(spec: CacheSpec, resolved: dict) -> Resolution:
     return Resolution(None, "InvalidSource", kit.with_remedy(
-        f"{spec.repo}@{spec.revision} resolved to commit {resolved['commit'][:10]} with "
+        f"{spec.origin.described} resolved to commit {resolved['commit'][:10]} with "
         f"{resolved['files']} files ({resolved['bytes']} bytes) selected: "
         f"spec.source.allowPatterns {kit.shown(spec.source['allowPatterns'])} and "
         f"ignorePatterns {kit.shown(spec.source['ignorePatterns'])} select no file; fix the "
@@ -223,7 +229,7 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
     if latched and latched["sourceDigest"] == spec.source_digest and not is_empty(latched):
         return Resolution(latched, "Resolved")
 
-    token_problem = kit.token_secret_problem(request, spec.token_ref, TOKEN_SECRET_KEY)
+    token_problem = sources.secret_problem(request, spec.secret, TOKEN_SECRET_KEY)
     if token_problem:  # the resolve step stays; compose() keeps the hydrations
         kit.carry_over(request, outcome, [k for k in request.observed
                                           if k.startswith(RESOLVE_PREFIX)])
@@ -243,6 +249,11 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
                             "data")
     result = read_resolved(latched_result(spec, record)) \
         if record.get("phase") == "Resolved" else None
+    unpinned = manifest_problem(spec, record, result)
+    if unpinned:  # kept composed: the record stays, and no Job reruns until the spec changes
+        compose_resolve_step(request, spec, resolver, names, outcome)
+        return Resolution(None, "InvalidSource", kit.with_remedy(
+            f"resolving {spec.origin.described}: {unpinned}", "InvalidSource"))
     if result and not is_empty(result):
         return Resolution(result, "Resolved")
     if record.get("phase") == "Resolved" and result is None:
@@ -254,15 +265,16 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
         return empty_source(spec, result)
     if record.get("phase") == "Failed" or job.failed:
         reason, message = kit.failure_reason(job, record)
-        return Resolution(None, reason, f"resolving {spec.repo}@{spec.revision} on "
+        return Resolution(None, reason, f"resolving {spec.origin.described} on "
                                         f"{resolver.name} failed: {message}")
     return Resolution(None, "Resolving",
-                      f"resolving {spec.repo}@{spec.revision} on cluster {resolver.name}")
+                      f"resolving {spec.origin.described} on cluster {resolver.name}")
 
 
 def latched_result(spec: CacheSpec, record: dict) -> dict:
-    """The agent's resolve record as status.resolved (read_resolved checks its fields)."""
-    return {
+    """The agent's resolve record as status.resolved (read_resolved checks its fields); an
+    S3 prefix or a volume's manifest file also latches the pinned manifest (contract §D)."""
+    result = {
         "repo": spec.repo,
         "revision": spec.revision,
         "commit": record.get("commit"),
@@ -272,6 +284,23 @@ def latched_result(spec: CacheSpec, record: dict) -> dict:
         "sourceDigest": spec.source_digest,
         "compared": compared_of(record),
     }
+    if spec.origin.pinned_manifest:
+        result["manifest"] = sources.manifest_of(record.get("manifest"))[0]
+    return result
+
+
+def manifest_problem(spec: CacheSpec, record: dict, result: dict | None) -> str:
+    """Why a resolved S3 prefix or volume manifest cannot be latched ("" when it can): every
+    hydration fetches or verifies against the latched manifest, so it must be there, within
+    the bound, and hash to the digest the record states."""
+    if result is None or not spec.origin.pinned_manifest:
+        return ""
+    manifest, problem = sources.manifest_of(record.get("manifest"))
+    if manifest is None:
+        return problem
+    if sources.digest_of_manifest(manifest) != result["manifestDigest"]:
+        return "the resolve record's manifest does not hash to its manifestDigest"
+    return ""
 
 
 def named(names: list[str]) -> str:
@@ -356,21 +385,23 @@ def compose_resolve_step(request: kit.Request, spec: CacheSpec, cluster: kit.Fle
         remote(manifest["kind"].lower(), manifest)
     remote("configmap", kit.progress_configmap_manifest(names.remote, namespace, labels),
            management_policies=kit.OBSERVE_CREATE_DELETE)
-    token_secret = None
-    if spec.token_ref:
-        token_secret = kit.child_name(request.name, "resolver-token")
-        outcome.compose(names.key("token"), kit.token_secret_object(
-            names.object_name("token"), token_secret, namespace, cluster.provider_config,
-            spec.token_ref, labels))
-    args = ["resolve", "--revision", spec.revision,
-            "--progress-configmap", f"{namespace}/{names.remote}",
-            *kit.source_args(spec.source)]
-    for commit in compare_commits(request, spec, names):
-        args += ["--compare", commit]
-    remote("job", kit.agent_job_manifest(
+    mounts = []
+    if spec.secret:
+        secret_name = kit.child_name(request.name, "resolver-token")
+        outcome.compose(names.key("token"), sources.secret_object(
+            names.object_name("token"), secret_name, namespace, cluster.provider_config,
+            spec.secret, labels))
+        mounts.append(sources.secret_mount("token", secret_name, spec.secret))
+    if spec.origin.reads_claim:  # the volume's own manifest file, read-only
+        mounts.append(sources.claim_mount(spec.origin.fields["claimName"]))
+    args = spec.origin.resolve_args(f"{namespace}/{names.remote}")
+    if spec.origin.hub is not None:
+        for commit in compare_commits(request, spec, names):
+            args += ["--compare", commit]
+    remote("job", sources.with_mounts(kit.agent_job_manifest(
         name=names.remote, namespace=namespace, image=cluster.agent_image, args=args,
         service_account=names.service_account, labels=labels,
-        policy=kit.JobPolicy.of(spec.job), token_secret=token_secret))
+        policy=kit.JobPolicy.of(spec.job)), mounts))
 
 
 # --- 4. admission -------------------------------------------------------------------------
@@ -491,6 +522,7 @@ class ClusterReport:
     message: str = ""
     serving_commit: str = ""  # the last commit Ready on the volume, while another is not
     lapsed: bool = False  # ttlAfterLastUse passed unmounted: unpinned until a replica returns
+    bytes_from: str = ""  # Origin | Mirror | Volume, from the hydration's status
 
     @property
     def serving_previous(self) -> bool:
@@ -500,7 +532,8 @@ class ClusterReport:
     def as_status(self) -> dict:
         return {"name": self.name, "phase": self.phase, "bytesDone": self.bytes_done,
                 "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message,
-                "servingCommit": self.serving_commit, "lapsed": self.lapsed}
+                "servingCommit": self.serving_commit, "lapsed": self.lapsed,
+                **({"bytesFrom": self.bytes_from} if self.bytes_from else {})}
 
 
 def hydration_key(cluster: str) -> str:
@@ -520,7 +553,8 @@ def volume_bytes(resolved: dict, serving_commit: str) -> int:
     return resolved["bytes"]
 
 
-def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: str) -> dict:
+def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: str,
+              fleet: mirror.Mirror | None = None) -> dict:
     serving = serving_commit_of(request.observed.get(hydration_key(cluster)),
                                 resolved.get("repo") or spec.repo)
     storage = {"size": spec.storage.get("size")
@@ -549,6 +583,9 @@ def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: st
             "job": job_spec(kit.JobPolicy.of(spec.job)),
             **({"agent": dict(spec.agent)} if spec.agent else {}),
             "retention": spec.retention.for_hydration(),
+            **({"mirror": fleet.for_hydration(cluster, kit.get_path(
+                request.observed.get(hydration_key(cluster)), "spec.mirror.role"))}
+               if fleet is not None else {}),
         },
     }
 
@@ -611,17 +648,33 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
                          else max(0, kit.as_int(progress.get("bytesDone"))))
     report.reason = kit.reason_or_empty(status.get("reason"))
     report.message = kit.clipped(status.get("message") or "")
+    bytes_from = status.get("bytesFrom")
+    report.bytes_from = bytes_from if bytes_from in BYTES_FROM else ""
     return report
 
 
+def fleet_mirror(request: kit.Request, spec: CacheSpec, resolved: dict,
+                 targets: list[Target]) -> mirror.Mirror | None:
+    """Who publishes the resolved commit to the fleet mirror, and whether it has (one writer,
+    functions/mirror.py); None without spec.distribution.mirror."""
+    pinned = [(t.name, observed if observed is not None and pinned_to(observed, resolved)
+               else None)
+              for t in targets if t.ready
+              for observed in [request.observed.get(hydration_key(t.name))]]
+    return mirror.decide(spec.mirror, resolved["commit"], pinned, request.status.get("mirror"))
+
+
 def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
-                       targets: list[Target], outcome: kit.Outcome) -> list[ClusterReport]:
+                       targets: list[Target], outcome: kit.Outcome,
+                       fleet: mirror.Mirror | None = None) -> list[ClusterReport]:
     """One hydration per target; at most maxConcurrent not Ready, taken in name order.
 
     A hydration already pinned to the resolved commit keeps its slot; a cluster still on
     an older commit keeps its old hydration (and cache) until a slot frees up. Failed
     hydrations hold their slot, so a bad source stops the rollout instead of failing
     the whole fleet; evicted ones do not (they fetch nothing until a replica returns).
+    With a fleet mirror, a cluster other than the publisher is not composed on the resolved
+    commit before the mirror holds it (it waits as Pending, WaitingForMirror).
     """
     reports = []
     in_flight = 0
@@ -630,17 +683,19 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
         observed = request.observed.get(hydration_key(target.name))
         if observed is not None and pinned_to(observed, resolved):
             outcome.compose(hydration_key(target.name),
-                            hydration(request, spec, resolved, target.name),
+                            hydration(request, spec, resolved, target.name, fleet),
                             ready=kit.get_path(observed, "status.phase") == "Ready")
             if kit.get_path(observed, "status.phase") not in ("Ready", "Evicted"):
                 in_flight += 1
         else:
             waiting.append((target, observed))
-    queued = set()
+    queued, for_mirror = set(), set()
     for target, observed in waiting:
-        if target.ready and in_flight < spec.max_concurrent:
+        if fleet is not None and target.ready and fleet.waits(target.name):
+            for_mirror.add(target.name)
+        elif target.ready and in_flight < spec.max_concurrent:
             outcome.compose(hydration_key(target.name),
-                            hydration(request, spec, resolved, target.name), ready=False)
+                            hydration(request, spec, resolved, target.name, fleet), ready=False)
             in_flight += 1
             continue
         if observed is not None:
@@ -657,6 +712,8 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
                               "hydrate at once (spec.rollout.maxConcurrent)")
             if report.serving_commit:
                 report.message += f"; serving {report.serving_commit[:10]} until then"
+        if fleet is not None and target.name in for_mirror:
+            report.reason, report.message = "WaitingForMirror", fleet.waiting_message
         reports.append(report)
     return reports
 
@@ -778,7 +835,7 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     outcome.condition("Admitted", admitted.admitted, admitted.reason, admitted.message)
     if resolved:
         outcome.condition("Resolved", True, "Resolved",
-                          f"{spec.repo}@{spec.revision} is commit {resolved['commit']} "
+                          f"{spec.origin.described} is commit {resolved['commit']} "
                           f"({resolved['files']} files, {kit.human_bytes(resolved['bytes'])})")
     else:
         outcome.condition("Resolved", False, resolution.reason, resolution.message)
@@ -891,9 +948,9 @@ def compose(request: kit.Request) -> kit.Outcome:
     spec = read_spec(request.spec)
     outcome.require(FLEET_CLUSTERS_KEY, kit.FLEET_CLUSTERS)
     outcome.require(GRANT_KEY, grant_requirement(request, spec))
-    if spec.token_ref:
+    if spec.secret:
         outcome.require(TOKEN_SECRET_KEY, kit.Requirement(
-            "v1", "Secret", match_name=spec.token_ref["name"], namespace=request.namespace))
+            "v1", "Secret", match_name=spec.secret.name, namespace=request.namespace))
     if FLEET_CLUSTERS_KEY not in request.required or GRANT_KEY not in request.required:
         kit.carry_over(request, outcome, request.observed)
         return outcome
@@ -908,8 +965,11 @@ def compose(request: kit.Request) -> kit.Outcome:
         resolution = resolve(request, spec, targets, outcome)
         admitted = admission_of(request, spec, grant, resolution.resolved, targets,
                                 request.required[FLEET_CLUSTERS_KEY])
+    fleet = None
     if resolution.resolved and admitted.admitted:
-        reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome)
+        fleet = fleet_mirror(request, spec, resolution.resolved, targets)
+        reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome,
+                                     fleet)
     else:
         # Resolving under the grant's admission: the targets keep their hydrations, and
         # retention decides on the others. Not admitted: every hydration stays as it is.
@@ -926,6 +986,8 @@ def compose(request: kit.Request) -> kit.Outcome:
                                           if k.startswith(HYDRATION_PREFIX)
                                           and k in outcome.desired])
     report(request, spec, resolution, admitted, reports, kept, mounted, outcome)
+    if fleet is not None:
+        outcome.status["mirror"] = fleet.as_status()
     node_rollup.apply(spec.storage.get("tier", "Volume"),
                       {t.name: request.observed.get(hydration_key(t.name)) for t in targets},
                       outcome)

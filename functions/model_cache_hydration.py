@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fleetcache.functions import capacity, kit, node_tier
+from fleetcache.functions import capacity, kit, mirror, node_tier, sources
 from fleetcache.functions.models import model_cache_hydration as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
@@ -46,6 +46,9 @@ VOLUME_KEY = "volume"
 PROGRESS_KEY = "progress"
 ACCESS_KEYS = ("service-account", "role", "role-binding")  # kit.progress_access_manifests order
 TOKEN_KEY = "token-secret"
+MIRROR_SECRET_KEY = "mirror-secret"
+MANIFEST_KEY = "manifest"  # the pinned manifest of an S3 prefix or a volume's file
+MODEL_CACHE_KEY = "model-cache"
 JOB_PREFIX = "job-"
 PRUNE_PREFIX = "prune-"
 COMMITS_LISTED = 16  # status.storedCommits and status.prunedCommits
@@ -80,9 +83,22 @@ class HydrationSpec:
     removal: dict | None  # spec.removal {since, until}: the cluster left the placement
     tier: str = "Volume"  # spec.tier: Node also warms the pool nodes (functions/node_tier.py)
 
+    origin: sources.Source | None = None  # spec.source, by kind (functions/sources.py)
+    mirror: dict | None = None  # spec.mirror {s3, onMissing, role}
+
     @property
-    def token_ref(self) -> dict | None:
-        return self.source["huggingFace"].get("tokenSecretRef")
+    def secret(self) -> sources.SecretRef | None:
+        """The origin's Secret the Job needs (Hub token, S3 keys)."""
+        return self.origin.secret if self.origin else None
+
+    @property
+    def repo(self) -> str:
+        return self.origin.repo if self.origin else ""
+
+    @property
+    def existing_volume(self) -> bool:
+        """spec.source.volume: the user's claim is verified in place, never composed."""
+        return self.origin is not None and self.origin.kind == sources.VOLUME
 
 
 def read_spec(request: kit.Request) -> HydrationSpec:
@@ -106,7 +122,9 @@ def read_spec(request: kit.Request) -> HydrationSpec:
     return HydrationSpec(
         cluster=spec["clusterName"],
         cache=spec["modelCacheName"],
-        source=kit.read_source(spec["source"]),
+        source=sources.read(spec["source"]),
+        origin=sources.Source.of(sources.read(spec["source"])),
+        mirror=spec.get("mirror"),
         commit=spec["commit"],
         manifest_digest=spec.get("manifestDigest", ""),
         bytes=spec.get("bytes", 0),
@@ -185,6 +203,15 @@ class Names:
         return kit.child_name(self.cache, "token")
 
     @property
+    def mirror_secret(self) -> str:
+        return kit.child_name(self.cache, "mirror-credentials")
+
+    @property
+    def manifest(self) -> str:
+        """The pinned manifest's ConfigMap (contract §D), named for the content it pins."""
+        return kit.child_name(self.cache, "manifest", self.content)
+
+    @property
     def content(self) -> str:
         """What this Job fetches: the commit and the filtered manifest. A Job's template is
         immutable, so new content (a new commit, or new patterns on the same commit) needs
@@ -235,11 +262,15 @@ def observe(request: kit.Request, spec: HydrationSpec, names: Names) -> Seen:
         record = {}  # an earlier commit's or a prune's record: no fetch of this commit yet
     prerequisites = {"ServiceAccount": "service-account", "Role": "role",
                      "RoleBinding": "role-binding", "progress ConfigMap": PROGRESS_KEY}
-    if spec.token_ref:
+    if spec.secret:
         prerequisites["token Secret"] = TOKEN_KEY
+    if mirror.secret(spec.mirror):
+        prerequisites["mirror Secret"] = MIRROR_SECRET_KEY
+    if spec.origin.pinned_manifest:
+        prerequisites["manifest ConfigMap"] = MANIFEST_KEY
     return Seen(
         latched=latched,
-        volume_phase=kit.reason_or_empty(kit.get_path(
+        volume_phase="Bound" if spec.existing_volume else kit.reason_or_empty(kit.get_path(
             kit.remote_manifest(request.observed.get(VOLUME_KEY)), "status.phase")),
         job_exists=bool(job),
         job=kit.JobState.of(job),
@@ -279,8 +310,11 @@ class Phase:
 def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup) -> Phase:
     where = f"on cluster {spec.cluster}"
     if seen.latched or seen.job.complete:
-        message = f"{kit.human_bytes(spec.bytes)} of {spec.source['huggingFace']['repo']}@" \
-                  f"{spec.commit[:10]} {where} in PVC {names.volume}"
+        if spec.existing_volume:
+            message = f"{kit.human_bytes(spec.bytes)} verified in {spec.origin.described} {where}"
+        else:
+            message = f"{kit.human_bytes(spec.bytes)} of {spec.repo}@" \
+                      f"{spec.commit[:10]} {where} in PVC {names.volume}"
         if cluster.reason:
             message += f" ({cluster.message})"
         return Phase("Ready", "Hydrated", message)
@@ -508,7 +542,7 @@ def plan_pruning(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Pru
     works on one repo). Once Ready, every stored commit no replica mounts is pruned; the
     prune Job's completion removes them from the list, so it runs once."""
     status = request.status
-    repo = spec.source["huggingFace"]["repo"]
+    repo = spec.repo
     stored = set()
     if status.get("servingRepo") in (None, "", repo):
         stored = commits_in(status.get("storedCommits")) | commits_in(
@@ -517,7 +551,7 @@ def plan_pruning(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Pru
         stored.add(spec.commit)
     pruned = tuple(sorted(commits_in(status.get("prunedCommits"))))
     mounted = mounted_commits(request, spec)
-    if not phase.ready or mounted is None:
+    if not phase.ready or mounted is None or spec.existing_volume:  # never prune the user's
         return Pruning(frozenset(stored), frozenset(), pruned, kit.JobState.of({}))
     keep = frozenset({spec.commit} | mounted)
     planned = Pruning(frozenset(stored), keep, pruned, kit.JobState.of({}))
@@ -558,7 +592,7 @@ def prune_in_flight(request: kit.Request) -> str | None:
 def prune_args(spec: HydrationSpec, names: Names, namespace: str, keep: frozenset[str]
                ) -> list[str]:
     args = ["prune", "--dest", kit.CACHE_MOUNT_PATH,
-            "--repo", spec.source["huggingFace"]["repo"]]
+            "--repo", spec.repo]
     for commit in sorted(keep):
         args += ["--keep", commit]
     return args + ["--progress-configmap", f"{namespace}/{names.progress}"]
@@ -613,20 +647,30 @@ def existing_bytes(size: Any) -> int:
 
 def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
     """The pinned commit is fetched; `--ref` names it as the revision the ModelCache asked
-    for, so engines given the repo id (and that revision) find it offline."""
-    revision = spec.source["huggingFace"].get("revision")
-    ref = ["--ref", str(revision)] if revision and revision != spec.commit else []
-    args = ["fetch", "--dest", kit.CACHE_MOUNT_PATH, "--revision", spec.commit,
-            "--progress-configmap", f"{namespace}/{names.progress}", *ref,
-            *kit.source_args(spec.source), "--concurrency", str(spec.concurrency)]
+    for, so engines given the repo id (and that revision) find it offline. An S3 prefix is
+    fetched from its pinned manifest, an existing volume only verified (functions/sources.py);
+    with a fleet mirror the fetch publishes to it or reads from it (functions/mirror.py)."""
+    progress = f"{namespace}/{names.progress}"
+    if spec.existing_volume:
+        return spec.origin.hydrate_args(spec.commit, spec.manifest_digest, progress)
+    if spec.origin.kind == sources.S3:
+        args = spec.origin.hydrate_args(spec.commit, spec.manifest_digest, progress)
+    else:
+        revision = spec.origin.revision
+        ref = ["--ref", str(revision)] if revision and revision != spec.commit else []
+        args = ["fetch", "--dest", kit.CACHE_MOUNT_PATH, "--revision", spec.commit,
+                "--progress-configmap", progress, *ref, *spec.origin.origin_args()]
+    args += ["--concurrency", str(spec.concurrency)]
     if spec.bandwidth:
         args += ["--bandwidth", spec.bandwidth]
+    if spec.mirror:
+        args += mirror.args(spec.mirror)
     return args
 
 
 def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.FleetClusterView,
                    names: Names, seen: Seen, phase: Phase, pruning: Pruning,
-                   outcome: kit.Outcome) -> None:
+                   outcome: kit.Outcome, manifest: list[dict] | None = None) -> None:
     namespace = request.namespace
     labels = labels_for(spec)
 
@@ -638,10 +682,11 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
     # Lives on: the namespace (never deleted), the volume and the progress record.
     remote(NAMESPACE_KEY, "namespace", kit.namespace_manifest(namespace),
            exists(request, NAMESPACE_KEY), management_policies=kit.CREATE_ONLY)
-    existing_volume = kit.remote_manifest(request.observed.get(VOLUME_KEY))
-    remote(VOLUME_KEY, "volume", volume_manifest(spec, cluster, names, namespace,
-                                                 existing_volume),
-           seen.volume_bound, readiness_query=PVC_BOUND_QUERY)
+    if not spec.existing_volume:  # the user's claim is theirs: never composed or resized
+        existing_volume = kit.remote_manifest(request.observed.get(VOLUME_KEY))
+        remote(VOLUME_KEY, "volume", volume_manifest(spec, cluster, names, namespace,
+                                                     existing_volume),
+               seen.volume_bound, readiness_query=PVC_BOUND_QUERY)
     remote(PROGRESS_KEY, "progress",
            kit.progress_configmap_manifest(names.progress, namespace, labels),
            exists(request, PROGRESS_KEY), management_policies=kit.OBSERVE_CREATE_DELETE)
@@ -664,17 +709,28 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
     if running_prune and not seen.job_exists:
         kit.carry_over(request, outcome, [running_prune])  # it ends before the fetch starts
         return
-    if spec.token_ref:
-        outcome.compose(TOKEN_KEY, kit.token_secret_object(
-            names.object("token"), names.token, namespace, cluster.provider_config,
-            spec.token_ref, labels), exists(request, TOKEN_KEY))
+    mounts = []
+    for key, what, remote_name, ref in (
+            (TOKEN_KEY, "token", names.token, spec.secret),
+            (MIRROR_SECRET_KEY, "mirror-secret", names.mirror_secret, mirror.secret(spec.mirror))):
+        if ref is not None:
+            outcome.compose(key, sources.secret_object(
+                names.object(what), remote_name, namespace, cluster.provider_config, ref,
+                labels), exists(request, key))
+            mounts.append(sources.secret_mount(what, remote_name, ref))
+    if spec.origin.pinned_manifest and manifest is not None:
+        remote(MANIFEST_KEY, "manifest", sources.manifest_configmap(
+            names.manifest, namespace, manifest, labels), exists(request, MANIFEST_KEY))
+        mounts.append(sources.manifest_mount(names.manifest))
+    if spec.existing_volume:
+        mounts.append(sources.claim_mount(spec.origin.fields["claimName"]))
     if seen.job_exists or not (seen.missing or seen.resize_refused):  # gate creation only
-        remote(names.job_key, names.job_key, kit.agent_job_manifest(
+        remote(names.job_key, names.job_key, sources.with_mounts(kit.agent_job_manifest(
             name=names.job, namespace=namespace, image=cluster.agent_image,
             args=fetch_args(spec, names, namespace), service_account=names.agent,
             labels=labels, policy=spec.policy,
-            token_secret=names.token if spec.token_ref else None,
-            cache_claim=names.volume), seen.job.complete)
+            cache_claim=None if spec.existing_volume else names.volume), mounts),
+            seen.job.complete)
 
 
 # --- 5. report ----------------------------------------------------------------------------
@@ -718,7 +774,7 @@ def serving_of(request: kit.Request, spec: HydrationSpec, phase: Phase) -> Servi
     hydrates, and after the newer one fails.
     """
     if phase.ready:
-        return Serving(spec.source["huggingFace"]["repo"], spec.commit, spec.manifest_digest)
+        return Serving(spec.repo, spec.commit, spec.manifest_digest)
     status = request.status
     commit = status.get("servingCommit")
     if not isinstance(commit, str) or not COMMIT_SHAPE.match(commit):
@@ -752,6 +808,47 @@ def pruning_note(pruning: Pruning) -> str:
             f"{kit.clipped(pruning.job.failure_message, 120)}); delete the prune Job to retry")
 
 
+def bytes_from(request: kit.Request, spec: HydrationSpec, seen: Seen, phase: Phase) -> dict:
+    """Where this copy's bytes came from: Volume for an existing volume; else the agent's
+    record (bytesFrom, originBytes, mirrorBytes: a mirror fetch writes them), else as
+    latched, else Origin once bytes moved. Absent before anything did."""
+    if spec.existing_volume:
+        return {"bytesFrom": "Volume", "originBytes": 0, "mirrorBytes": 0}
+    found: dict = {}
+    for source in (seen.record, request.status):
+        if source.get("bytesFrom") in ("Origin", "Mirror"):
+            found = {"bytesFrom": source["bytesFrom"],
+                     **{k: max(0, kit.as_int(source.get(k))) for k in ("originBytes",
+                                                                        "mirrorBytes")}}
+            break
+    if not found and phase.phase in ("Hydrating", "Ready"):
+        found = {"bytesFrom": "Origin"}
+    return found
+
+
+def pinned_manifest(request: kit.Request, spec: HydrationSpec) -> tuple[list[dict] | None, str]:
+    """The manifest an S3 prefix or a volume's file resolved to, from the ModelCache's
+    status.resolved (required by name), only if it hashes to spec.manifestDigest: a copy
+    is fetched or verified against exactly the content the fleet resolved, never another."""
+    caches = request.required.get(MODEL_CACHE_KEY)
+    if caches is None:
+        return None, f"waiting for Crossplane to fetch ModelCache {spec.cache}"
+    cache = next((c for c in caches if isinstance(c, dict)), None)
+    if cache is None:
+        return None, f"ModelCache {spec.cache} does not exist"
+    if kit.get_path(cache, "status.resolved.commit") != spec.commit:
+        return None, (f"ModelCache {spec.cache} has not latched commit {spec.commit[:14]} "
+                      "(status.resolved)")
+    manifest = sources.read_manifest(kit.get_path(cache, "status.resolved.manifest"))
+    if manifest is None:
+        return None, f"ModelCache {spec.cache} status.resolved.manifest is missing or malformed"
+    if sources.digest_of_manifest(manifest) != spec.manifest_digest:
+        return None, (f"ModelCache {spec.cache} status.resolved.manifest does not hash to "
+                      f"spec.manifestDigest {spec.manifest_digest[:12]}; nothing is fetched "
+                      "until they agree")
+    return manifest, ""
+
+
 def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, phase: Phase,
            pruning: Pruning, use: Use, ready_time: str | None, outcome: kit.Outcome) -> None:
     progress = progress_of(request, spec, seen, phase)
@@ -773,7 +870,9 @@ def report(request: kit.Request, spec: HydrationSpec, names: Names, seen: Seen, 
         "message": message,
         "resolved": {"commit": spec.commit, "manifestDigest": spec.manifest_digest,
                      "bytes": spec.bytes},
-        "volumeName": names.volume,
+        "volumeName": spec.origin.fields["claimName"] if spec.existing_volume
+        else names.volume,
+        **bytes_from(request, spec, seen, phase),
         **serving.as_status(),
         "storedCommits": [] if evicted else sorted(pruning.stored)[:COMMITS_LISTED],
         "prunedCommits": [] if evicted else list(pruning.pruned[:COMMITS_LISTED]),
@@ -790,6 +889,11 @@ def compose(request: kit.Request) -> kit.Outcome:
     spec = read_spec(request)
     outcome.require(FLEET_CLUSTER_KEY, kit.fleet_cluster_requirement(spec.cluster))
     outcome.require(REPLICAS_KEY, replicas_requirement(request, spec))
+    manifest, manifest_wait = None, ""
+    if spec.origin.pinned_manifest:
+        outcome.require(MODEL_CACHE_KEY, kit.Requirement(
+            kit.API_VERSION, "ModelCache", match_name=spec.cache, namespace=request.namespace))
+        manifest, manifest_wait = pinned_manifest(request, spec)
     cluster = look_up_cluster(request, spec.cluster)
     names = Names(request.name, spec.cache, spec.commit, spec.manifest_digest)
     seen = observe(request, spec, names)
@@ -797,12 +901,18 @@ def compose(request: kit.Request) -> kit.Outcome:
     use = use_of(request, spec, ready_time_of(request, phase))
     gate = gate_of(request, spec, cluster, seen, phase, use)
     phase = gate.phase or phase
+    if manifest_wait and not phase.ready and not gate.hold and not gate.evicted \
+            and not cluster.reason:  # a running Job keeps its phase; nothing new is composed
+        gate = Gate(None if seen.job_exists else Phase("Pending", "AwaitingManifest",
+                    kit.with_remedy(manifest_wait, "AwaitingManifest")), hold=True)
+        phase = gate.phase or phase
     ready_time = ready_time_of(request, phase)
     pruning = plan_pruning(request, spec, phase)
     if cluster.view is None or cluster.reason or gate.hold:
         kit.carry_over(request, outcome, request.observed)  # compose nothing new
     elif not gate.evicted:
-        compose_remote(request, spec, cluster.view, names, seen, phase, pruning, outcome)
+        compose_remote(request, spec, cluster.view, names, seen, phase, pruning, outcome,
+                       manifest)
     report(request, spec, names, seen, phase, pruning, use, ready_time, outcome)
     if spec.tier == node_tier.NODE_TIER:
         outcome.status["nodeTier"] = node_tier_status(request, spec, names, cluster, phase,
