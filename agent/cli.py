@@ -44,6 +44,7 @@ from .sources import (HubSource, S3Source, manifest_commit, manifest_entries, pa
 from .select import select as run_select
 from .slots import DirSlots, LeaseSlots, NamedLease, incluster_coordination_api
 from .usage import volume_usage
+from .verify import read_volume_manifest, resolve_volume_manifest, verify_in_place
 from .verify import verify as run_verify
 
 log = logging.getLogger("fleetcache.agent")
@@ -308,11 +309,22 @@ def _resolve_s3(progress: Progress, location: S3Location, allow, ignore, compare
 @click.option("--compare", "compare", multiple=True,
               help="a served commit (40 hex) to report what the resolved commit shares with, repeatable")
 @_with(_s3)
+@click.option("--manifest-file", "volume_manifest",
+              help="an existing volume's manifest file (JSON list of {path, size, sha256}) to pin")
 def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
-            termination_log, compare, s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir) -> None:
-    """List REPO at REVISION (or an S3 prefix) and print {repo, revision, commit, files, bytes, manifestDigest}."""
+            termination_log, compare, s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir,
+            volume_manifest) -> None:
+    """List REPO at REVISION (or an S3 prefix, or a volume's manifest file) and print {repo, revision, commit,
+    files, bytes, manifestDigest}."""
     _context["termination"] = Path(termination_log)
     progress = _progress(RESOLVE_FIELDS, progress_file, progress_configmap)
+    if volume_manifest is not None:
+        _no_hub_repo(repo)
+        progress.phase("Resolving")
+        record = resolve_volume_manifest(Path(volume_manifest), list(allow) or None, list(ignore) or None)
+        progress.phase("Resolved", **record)
+        click.echo(json.dumps(record, sort_keys=True))
+        return
     if s3_bucket is not None:
         _no_hub_repo(repo)
         location = S3Location(s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir)
@@ -450,16 +462,41 @@ def _mirror_config(bucket, prefix, region, endpoint, credentials_dir, role, on_m
 
 @main_group.command()
 @click.option("--dest", required=True)
-@click.option("--repo", required=True)
+@click.option("--repo")
 @click.option("--revision")
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
-def verify(dest, repo, revision, termination_log) -> None:
-    """Re-hash every file of the snapshot against its manifests; exit 19 naming the bad files."""
+@click.option("--layout", "layout_name", help="flat: an existing volume checked in place (spec.source.volume)")
+@click.option("--manifest-file", help="flat: the pinned manifest to check against")
+@click.option("--manifest-digest", "pinned_digest", help="flat: the manifest's resolved digest")
+@click.option("--endpoint", default=DEFAULT_ENDPOINT, show_default=True)
+@click.option("--token-file")
+@click.option("--allow", multiple=True)
+@click.option("--ignore", multiple=True)
+@click.option("--progress-file")
+@click.option("--progress-configmap", help="NAMESPACE/NAME")
+def verify(dest, repo, revision, termination_log, layout_name, manifest_file, pinned_digest, endpoint, token_file,
+           allow, ignore, progress_file, progress_configmap) -> None:
+    """Re-hash every file of the snapshot against its manifests; exit 19 naming the bad files. With --layout
+    flat, an existing volume against --manifest-file or the Hub listing of --repo at --revision: exit 21 naming
+    up to 5 files."""
     _context["termination"] = Path(termination_log)
-    progress = _progress(VERIFY_FIELDS, None, None)  # no sink: the failure record's usage, for the termination log
-    check_repo(repo)
+    progress = _progress(VERIFY_FIELDS, progress_file, progress_configmap)
     dest_path = check_dest(dest)
     progress.measure = lambda: volume_usage(dest_path)
+    if layout_name is not None:
+        if layout_name != "flat":
+            raise _bad("--layout", f"{layout_name!r}: verify checks an existing volume in place, --layout flat")
+        progress.phase("Verifying")
+        if manifest_file is not None:
+            _no_hub_repo(repo)
+            entries = manifest_entries(read_volume_manifest(Path(manifest_file)))
+        else:
+            client = _client(endpoint, read_token(token_file), progress)
+            _, entries = _listing(client, check_repo(_need_repo(repo)), check_revision(revision or "main"),
+                                  allow, ignore)
+        click.echo(json.dumps(verify_in_place(dest_path, entries, pinned_digest), sort_keys=True))
+        return
+    check_repo(_need_repo(repo))
     click.echo(json.dumps({**run_verify(dest_path, repo, revision), **volume_usage(dest_path)}, sort_keys=True))
 
 

@@ -1,4 +1,5 @@
-"""`verify`: re-hash every published file of a snapshot against its manifests, on all cores.
+"""`verify`: re-hash every published file of a snapshot against its manifests, on all cores;
+or an existing volume (spec.source.volume) in place against the manifest it was resolved to.
 
 A single file is one sha256 stream, so one huge file uses one core. Files found
 corrupt lose their verification record (when the volume is writable), so the next fetch
@@ -7,12 +8,16 @@ re-hashes them and fetches them again even if the corruption left their `stat` u
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 from pathlib import Path
 
 from .errors import AgentError
 from .layout import Layout, file_problems, open_layout
-from .plan import Entry, manifest_digest
+from .plan import Entry, Listing, manifest_digest, resolved_record, select
+from .sources import manifest_entries, parse_manifest
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -54,3 +59,67 @@ def verify(dest: Path, repo: str, revision: str | None) -> dict:
     digest = manifests[0]["manifestDigest"] if len(manifests) == 1 else manifest_digest(entries)
     return {"repo": repo, "revision": manifests[0]["revision"], "commit": manifests[0]["commit"],
             "files": len(checks), "bytes": sum(e.size for e in entries), "manifestDigest": digest}
+
+
+# -- an existing volume (spec.source.volume): checked in place, never written ------------------
+
+MISMATCH_NAMED = 5  # files a SourceVolumeMismatch message names
+
+
+def read_volume_manifest(path: Path) -> list[dict]:
+    """The manifest file a volume ships ({path, size, sha256} per file): missing is the
+    source not found, malformed is refused (14), never sanitized."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise AgentError("SourceNotFound", f"the volume has no manifest file at {path} "
+                                           "(spec.source.volume.manifest.file)") from None
+    except OSError as err:
+        raise AgentError("SourceNotFound", f"cannot read the manifest file {path} ({type(err).__name__})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise AgentError("InvalidSource", f"the manifest file {path} is not JSON") from None
+    return parse_manifest(data)
+
+
+def resolve_volume_manifest(path: Path, allow: list[str] | None, ignore: list[str] | None) -> dict:
+    """`resolve --manifest-file` of an existing volume: the pinned manifest every cluster's
+    copy is verified against (contract §D). The commit is `vol-` + 40 hex of its canonical
+    JSON, so another file list (or the same list with other patterns) is another commit."""
+    manifest = read_volume_manifest(path)
+    chosen = {e.path for e in select(manifest_entries(manifest), allow, ignore)}
+    manifest = [row for row in manifest if row["path"] in chosen]
+    if not manifest:
+        raise AgentError("InvalidSource", f"the patterns select none of the files of {path}")
+    canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    commit = "vol-" + hashlib.sha256(canonical.encode()).hexdigest()[:40]
+    entries = manifest_entries(manifest)
+    return {**resolved_record(Listing("", None, commit, entries), entries), "manifest": manifest}
+
+
+def verify_in_place(dest: Path, entries: tuple[Entry, ...], digest: str | None = None) -> dict:
+    """Every file of the manifest at DEST/<path> (flat layout), every byte hashed, nothing
+    written: a volume someone else filled is Ready only if all of it matches. A mismatch is
+    SourceVolumeMismatch (21) naming up to 5 files."""
+    if digest is not None and manifest_digest(entries) != digest:
+        raise AgentError("InvalidConfiguration", f"--manifest-digest {digest} is not the manifest's digest "
+                                                 f"{manifest_digest(entries)}")
+    checks = [(dest / entry.path, entry) for entry in entries]
+    outside = [entry.path for path, entry in checks if not _resolves_inside(dest, path)]
+    results = file_problems([(path, entry) for path, entry in checks if entry.path not in outside])
+    problems = sorted([f"{p} (outside the volume)" for p in outside] + [p for p in results if p])
+    if problems:
+        shown = ", ".join(problems[:MISMATCH_NAMED])
+        more = len(problems) - MISMATCH_NAMED
+        raise AgentError("SourceVolumeMismatch", f"{len(problems)} of {len(entries)} files in {dest} do not "
+                                                 f"match the manifest: {shown}"
+                                                 + (f" and {more} more" if more > 0 else ""))
+    return {"files": len(entries), "bytes": sum(e.size for e in entries),
+            "manifestDigest": manifest_digest(entries)}
+
+
+def _resolves_inside(root: Path, path: Path) -> bool:
+    """The file, symlinks resolved, is under root: a link out of the volume is no copy."""
+    root_real = os.path.realpath(root)
+    return os.path.realpath(path).startswith(root_real + os.sep)

@@ -109,6 +109,16 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         "source and re-publish it.",
     ),
     ExitCode(
+        21,
+        "SourceVolumeMismatch",
+        True,
+        "The existing volume named by spec.source.volume.claimName does not hold the files its "
+        "manifest pins (the message names up to 5: missing, another size, or other bytes); "
+        "fleetcache never writes that volume. Copy the right files into it (at "
+        "spec.source.volume.subPath), or fix the manifest, then delete the failed hydration's "
+        "Job to verify again.",
+    ),
+    ExitCode(
         22,
         "NodeCacheNotDedicated",
         True,
