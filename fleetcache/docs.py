@@ -34,6 +34,9 @@ PLACEMENT = "ModelDeployment `status.placements[].reason`"
 REPLICA = "ModelReplica `status.reason` and `status.message` (`kubectl describe modelreplica`)"
 NODE_TIER = "ModelCacheHydration `status.nodeTier.reason` (NODES column: ready/desired nodes)"
 WHERE = {
+    "AwaitingManifest": "ModelCacheHydration `status.reason` (S3 and existing-volume sources)",
+    "WaitingForMirror": "ModelCache `status.clusters[].reason` and `status.mirror` (who "
+                        "publishes)",
     "ClusterNotReady": "ModelCache `status.clusters[].reason`, ModelCacheHydration and "
                        "ModelReplica `status.reason`; `kubectl describe fleetcluster`",
     "ClusterNotFound": "ModelCache `Degraded` and `Progressing` conditions and "
