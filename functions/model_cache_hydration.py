@@ -52,6 +52,7 @@ MODEL_CACHE_KEY = "model-cache"
 JOB_PREFIX = "job-"
 PRUNE_PREFIX = "prune-"
 COMMITS_LISTED = 16  # status.storedCommits and status.prunedCommits
+MOUNTING = ("Cache", "Node")  # deliveries that mount the volume (Node: the in-pod fallback)
 # What the API server answers when a PVC's storage class cannot expand it; provider-kubernetes
 # puts it on the volume Object's Synced=False condition.
 RESIZE_REFUSED = ("only dynamically provisioned pvc can be resized",
@@ -385,7 +386,7 @@ def use_of(request: kit.Request, spec: HydrationSpec, ready_time: str | None) ->
         here = [kit.mapping_at(r, "spec") for r in replicas]
         here = [r for r in here if r.get("clusterName") == spec.cluster]
         placed = len(here)
-        mounted = sum(1 for r in here if r.get("delivery") == "Cache"
+        mounted = sum(1 for r in here if r.get("delivery") in MOUNTING
                       and kit.get_path(r, "cache.modelCacheName") == spec.cache)
     latched_use = kit.parse_time(request.status.get("lastUsedTime"))
     last_used = kit.hour_of(request.now) if mounted else \
@@ -497,7 +498,7 @@ def mounted_commits(request: kit.Request, spec: HydrationSpec) -> frozenset[str]
     mounted = set()
     for replica in replicas:
         replica_spec = kit.mapping_at(replica, "spec")
-        if replica_spec.get("delivery") != "Cache" \
+        if replica_spec.get("delivery") not in MOUNTING \
                 or replica_spec.get("clusterName") != spec.cluster \
                 or kit.get_path(replica_spec, "cache.modelCacheName") != spec.cache:
             continue
@@ -670,7 +671,7 @@ def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
 
 def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.FleetClusterView,
                    names: Names, seen: Seen, phase: Phase, pruning: Pruning,
-                   outcome: kit.Outcome, manifest: list[dict] | None = None) -> None:
+                   outcome: kit.Outcome, pinned: list[dict] | None = None) -> None:
     namespace = request.namespace
     labels = labels_for(spec)
 
@@ -718,9 +719,9 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
                 names.object(what), remote_name, namespace, cluster.provider_config, ref,
                 labels), exists(request, key))
             mounts.append(sources.secret_mount(what, remote_name, ref))
-    if spec.origin.pinned_manifest and manifest is not None:
+    if spec.origin.pinned_manifest and pinned is not None:
         remote(MANIFEST_KEY, "manifest", sources.manifest_configmap(
-            names.manifest, namespace, manifest, labels), exists(request, MANIFEST_KEY))
+            names.manifest, namespace, pinned, labels), exists(request, MANIFEST_KEY))
         mounts.append(sources.manifest_mount(names.manifest))
     if spec.existing_volume:
         mounts.append(sources.claim_mount(spec.origin.fields["claimName"]))
@@ -936,7 +937,7 @@ def node_tier_status(request: kit.Request, spec: HydrationSpec, names: Names,
         shared="ReadWriteOnce" not in modes or "ReadWriteMany" in modes)
     hydration = node_tier.Hydration(
         request.namespace, request.name, spec.cache, spec.cluster,
-        node_tier.repo_of(kit.get_path(request.spec, "source")), spec.commit,
+        "" if spec.existing_volume else spec.repo, spec.commit,
         spec.manifest_digest, labels_for(spec))
     return node_tier.run(request, hydration, fetched[0], cluster.view, names.volume, volume,
-                         outcome)
+                         request.required.get(REPLICAS_KEY), outcome)

@@ -73,7 +73,7 @@ class Hydration:
     name: str  # the hydration: its Objects' names derive from it
     cache: str  # spec.modelCacheName: remote names derive from it
     cluster: str
-    repo: str  # the repository folder the volume holds (hub/models--ORG--NAME)
+    repo: str  # the repository the volume's hub/ holds; "" for an existing volume
     commit: str
     manifest_digest: str
     labels: Mapping[str, str]
@@ -203,17 +203,23 @@ class Decision:
         return cls(True, listed("admitted"), listed("evicted"))
 
 
-def repo_of(source: Any) -> str:
-    """The repository whose HF-cache folder the volume holds (contract §C: an S3 source's
-    folder is named after s3/<bucket>/<prefix>); "" for an existing volume, which is served
-    in place in its own layout."""
-    source = source if isinstance(source, Mapping) else {}
-    hf, s3 = source.get("huggingFace"), source.get("s3")
-    if isinstance(hf, Mapping):
-        return str(hf.get("repo", ""))
-    if isinstance(s3, Mapping):
-        return "/".join(str(p) for p in ("s3", s3.get("bucket", ""), s3.get("prefix", "")) if p)
-    return ""
+def kept_on_nodes(replicas: Any, h: Hydration) -> frozenset[str] | None:
+    """The commits the nodes keep: this one and those the Node replicas of this cache on this
+    cluster read; the warmers prune the repository's others once this one is Ready. None
+    while the replicas are not known (or one names no readable commit): nothing is pruned."""
+    if not isinstance(replicas, list):
+        return None
+    kept = {h.commit}
+    for replica in replicas:
+        spec = kit.mapping_at(replica, "spec")
+        if spec.get("delivery") != "Node" or spec.get("clusterName") != h.cluster \
+                or kit.get_path(spec, "cache.modelCacheName") != h.cache:
+            continue
+        commit = kit.get_path(spec, "nodeCache.commit")
+        if not isinstance(commit, str) or not kit.COMMIT_SHAPE.match(commit):
+            return None
+        kept.add(commit)
+    return frozenset(kept)
 
 
 # --- names --------------------------------------------------------------------------------
@@ -524,18 +530,22 @@ def access_manifests(h: Hydration, names: Names) -> list[dict]:
 
 
 def warmer_manifest(h: Hydration, names: Names, node_cache: NodeCache, image: str,
-                    volume_claim: str) -> dict:
+                    volume_claim: str, keep: frozenset[str]) -> dict:
     """One restricted warmer pod per pool node. Its service account token is mounted only
     because it patches its own record, takes a copy slot (a Lease in fleetcache-system) and
     prunes records of departed nodes; the engine pods never get one."""
     selector = {kit.LABEL_COMPONENT: "node-warmer",
                 kit.LABEL_MODEL_CACHE: kit.label_value(h.cache)}
+    pods = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     args = ["node-warm", "--source", VOLUME_MOUNT, "--dest", NODE_MOUNT,
             "--repo", h.repo, "--commit", h.commit, "--manifest-digest", h.manifest_digest,
             "--node", "$(NODE_NAME)",
             "--status-configmap", f"{h.namespace}/{names.status}",
             "--slots-namespace", SYSTEM_NAMESPACE,
-            "--holder", f"{h.namespace}/{h.cache}/$(NODE_NAME)"]
+            "--holder", f"{h.namespace}/{h.cache}/$(NODE_NAME)",
+            "--prune-selector", pods, "--pruner-lease", names.pruner]
+    for commit in sorted(keep):
+        args += ["--keep", commit]
     container = {
         "name": "warmer",
         "image": image,
@@ -586,7 +596,7 @@ def warmer_manifest(h: Hydration, names: Names, node_cache: NodeCache, image: st
 
 def compose_objects(request: kit.Request, h: Hydration, names: Names, node_cache: NodeCache,
                     cluster: kit.FleetClusterView, volume_claim: str,
-                    outcome: kit.Outcome) -> None:
+                    keep: frozenset[str] | None, outcome: kit.Outcome) -> None:
     def remote(key: str, manifest: dict, ready: bool, **kwargs: Any) -> None:
         outcome.compose(key, kit.remote_object(names.object(key), h.namespace, manifest,
                                                cluster.provider_config, labels=h.labels,
@@ -603,8 +613,11 @@ def compose_objects(request: kit.Request, h: Hydration, names: Names, node_cache
            management_policies=kit.OBSERVE_CREATE_DELETE)
     for key, manifest in zip(ACCESS_KEYS, access_manifests(h, names)):
         remote(key, manifest, seen(key))
+    if keep is None:  # which commits replicas read is not known yet: the warmers stay as they are
+        kit.carry_over(request, outcome, [WARMER_KEY])
+        return
     remote(WARMER_KEY, warmer_manifest(h, names, node_cache, cluster.agent_image,
-                                       volume_claim), seen(WARMER_KEY))
+                                       volume_claim, keep), seen(WARMER_KEY))
 
 
 # --- 5. the hook: decide, compose, report --------------------------------------------------
@@ -612,7 +625,7 @@ def compose_objects(request: kit.Request, h: Hydration, names: Names, node_cache
 
 def run(request: kit.Request, h: Hydration, fleet_cluster: dict | None,
         cluster: kit.FleetClusterView | None, volume_claim: str, volume: VolumeTier,
-        outcome: kit.Outcome) -> dict:
+        replicas: list[dict] | None, outcome: kit.Outcome) -> dict:
     """Decide, compose and return status.nodeTier.
 
     What exists stays while the tier waits for its volume (the warmers keep the commit they
@@ -625,7 +638,8 @@ def run(request: kit.Request, h: Hydration, fleet_cluster: dict | None,
     verdict = blocked(request, h, cluster, node_cache, decision, volume)
     counts = count(request, h.commit)
     if verdict is None:
-        compose_objects(request, h, names, node_cache, cluster, volume_claim, outcome)
+        compose_objects(request, h, names, node_cache, cluster, volume_claim,
+                        kept_on_nodes(replicas, h), outcome)
         verdict = from_counts(h, names, counts)
     elif verdict.phase == "Evicted":
         for key in KEYS:  # the FleetCluster's decision, also over the hydration's hold

@@ -15,7 +15,7 @@ import pytest
 from fleetcache.functions import kit, model_cache, node_rollup, node_tier
 from fleetcache.functions.model_cache_hydration import compose
 from tests.support.builders import (
-    CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, fleet_cluster, hydration_request,
+    CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, cache_replica, fleet_cluster, hydration_request,
     hydration_xr, observe, pvc, with_status,
 )
 from tests.support.fleet import (condition, grant_admitting, hydrations, model_cache_xr,
@@ -43,6 +43,7 @@ POOL_HASH = hashlib.sha256(json.dumps(POOL, sort_keys=True, separators=(",", ":"
 PV_NAME = "fleetcache-node-" + hashlib.sha256(f"ml/qwen/{POOL_HASH}".encode()).hexdigest()[:16]
 CLAIM = f"qwen-node-{POOL_HASH}"
 LABEL_KEY = "node-cache.fleetcache.dev/" + hashlib.sha256(b"ml/qwen").hexdigest()[:16]
+NO_REPLICAS: tuple = ()
 
 
 def node_cluster(node_cache: dict | None = None, *, admitted=(KEY,), evicted=(),
@@ -62,10 +63,13 @@ def node_xr(**status) -> dict:
     return with_status(hydration_xr(tier="Node"), **(status or READY_VOLUME))
 
 
-def run(xr: dict | None = None, *, cluster: object = None, observed: dict | None = None
-        ) -> kit.Outcome:
+def run(xr: dict | None = None, *, cluster: object = None, observed: dict | None = None,
+        replicas: list[dict] | None = NO_REPLICAS) -> kit.Outcome:
+    """The hydration composed on a node cluster; `replicas`: its ModelReplicas on the cluster
+    (None: not fetched yet)."""
     return compose(hydration_request(node_xr() if xr is None else xr, observed=observed,
-                                     cluster=node_cluster() if cluster is None else cluster))
+                                     cluster=node_cluster() if cluster is None else cluster,
+                                     replicas=None if replicas is None else list(replicas)))
 
 
 def node_keys(outcome: kit.Outcome) -> set[str]:
@@ -216,7 +220,10 @@ def test_the_warmer_copies_this_commit_from_the_volume_root_fetch_wrote():
         "--dest", "/var/cache/fleetcache-node", "--repo", "Qwen/Qwen3-0.6B",
         "--commit", COMMIT, "--manifest-digest", DIGEST, "--node", "$(NODE_NAME)",
         "--status-configmap", "ml/qwen-node-status", "--slots-namespace", "fleetcache-system",
-        "--holder", "ml/qwen/$(NODE_NAME)"]
+        "--holder", "ml/qwen/$(NODE_NAME)",
+        "--prune-selector",
+        "app.kubernetes.io/component=node-warmer,fleetcache.dev/model-cache=qwen",
+        "--pruner-lease", "qwen-node-pruner", "--keep", COMMIT]
     assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {
         "apiVersion": "v1", "fieldPath": "spec.nodeName"}}} in container["env"]
 
@@ -503,14 +510,12 @@ def test_a_failed_volume_tier_keeps_its_degraded_reason_and_names_the_nodes_too(
     assert "node copies failed on gpu-east-1" in degraded.message
 
 
-@pytest.mark.parametrize("source, repo", [
-    ({"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}}, "Qwen/Qwen3-0.6B"),
-    ({"s3": {"bucket": "models", "prefix": "qwen/v1"}}, "s3/models/qwen/v1"),
-    ({"s3": {"bucket": "models", "prefix": ""}}, "s3/models"),
-    ({"volume": {"claimName": "weights"}}, ""),
-])
-def test_the_warmer_copies_the_repository_folder_the_volume_holds(source, repo):
-    assert node_tier.repo_of(source) == repo
+def test_an_s3_source_is_warmed_from_the_repository_folder_fetch_named_after_it():
+    xr = with_status(hydration_xr(tier="Node", source={"s3": {"bucket": "models",
+                                                              "prefix": "qwen/v1"}}),
+                     **READY_VOLUME)
+    args = warmer_pod(run(xr))["containers"][0]["args"]
+    assert args[args.index("--repo") + 1] == "s3/models/qwen/v1"
 
 
 def test_an_existing_volume_source_has_no_node_tier_and_says_which_field():
@@ -518,7 +523,8 @@ def test_an_existing_volume_source_has_no_node_tier_and_says_which_field():
     volume = node_tier.VolumeTier("Ready", "Hydrated", composing=True)
     outcome = kit.Outcome()
     tier = node_tier.run(hydration_request(node_xr()), h, node_cluster(),
-                         kit.FleetClusterView.of(node_cluster()), "qwen-cache", volume, outcome)
+                         kit.FleetClusterView.of(node_cluster()), "qwen-cache", volume, [],
+                         outcome)
     assert (tier["reason"], outcome.desired) == ("InvalidSpec", {})
     assert tier["message"].startswith("spec.source.volume:")
 
@@ -551,3 +557,43 @@ def test_the_access_mode_the_volume_has_counts_over_the_one_asked_for():
     observed["volume"]["status"]["atProvider"]["manifest"]["spec"]["accessModes"] = \
         ["ReadWriteOnce"]
     assert run(observed=observed).status["nodeTier"]["reason"] == "VolumeNotShared"
+
+
+# --- what replicas read ------------------------------------------------------------------------
+
+
+def node_replica(commit: str, index: int = 0) -> dict:
+    """A ModelReplica of CACHE on CLUSTER delivered Node at `commit` (it mounts the volume
+    at the same commit as its in-pod fallback)."""
+    replica = cache_replica(commit, index)
+    replica["spec"]["delivery"] = "Node"
+    replica["spec"]["nodeCache"] = {"claimName": CLAIM, "labelKey": LABEL_KEY, "commit": commit,
+                                    "manifestDigest": DIGEST, "policy": "Prefer"}
+    return replica
+
+
+def keep_args(outcome: kit.Outcome) -> list[str]:
+    args = warmer_pod(outcome)["containers"][0]["args"]
+    return [b for a, b in zip(args, args[1:]) if a == "--keep"]
+
+
+def test_the_warmers_prune_every_other_commit_of_the_repo_once_this_one_is_ready():
+    assert keep_args(run()) == [COMMIT]
+
+
+def test_a_commit_node_replicas_still_read_is_kept_on_the_nodes():
+    outcome = run(replicas=[node_replica(NEW_COMMIT), node_replica(COMMIT, 1),
+                            cache_replica(NEW_COMMIT.replace("1", "2"), 2)])
+    assert keep_args(outcome) == sorted([COMMIT, NEW_COMMIT])
+
+
+def test_while_the_replicas_are_not_known_the_warmers_stay_as_they_are():
+    observed = observe(run())
+    assert node_tier.WARMER_KEY not in run(replicas=None).desired
+    kept = run(replicas=None, observed=observed).desired[node_tier.WARMER_KEY][0]
+    assert kept["spec"]["forProvider"]["manifest"] == manifest(run(), node_tier.WARMER_KEY)
+
+
+def test_node_replicas_count_as_mounting_the_volume_they_fall_back_to():
+    outcome = run(replicas=[node_replica(COMMIT)])
+    assert (outcome.status["mountedBy"], outcome.status["placedReplicas"]) == (1, 1)

@@ -50,7 +50,8 @@ def _node_tier_warming() -> Case:
     xr = builders.with_status(builders.hydration_xr(tier="Node"), phase="Ready", resolved={
         "commit": builders.COMMIT, "manifestDigest": builders.DIGEST},
         readyTime="2026-12-01T00:00:00Z")  # latched: a process answers at its own clock
-    first = kit.Request(composite=xr, required={"fleet-cluster": [cluster]})
+    required = {"fleet-cluster": [cluster], "model-replicas": []}
+    first = kit.Request(composite=xr, required=required)
 
     def record(phase: str, reason: str | None = None) -> str:
         return json.dumps({"phase": phase, "commit": builders.COMMIT, "bytesDone": GIB,
@@ -62,7 +63,7 @@ def _node_tier_warming() -> Case:
         "node-warmer": {"desiredNumberScheduled": 3, "numberReady": 1}},
         data={"node-status": {"gpu-a": record("Ready"), "gpu-b": record("Copying"),
                               "gpu-c": record("Failed", "NodeCacheNotDedicated")}})
-    return Case("hydration-node-tier-warming", xr, observed, {"fleet-cluster": [cluster]})
+    return Case("hydration-node-tier-warming", xr, observed, required)
 
 
 def _granted(xr: dict, **required: list[dict]) -> dict:
