@@ -31,12 +31,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from .errors import AgentError
 from .plan import SHA256, Entry
 from .s3 import S3Client
+from .sources import parallel
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -206,5 +206,4 @@ class MirrorSource:
             sha256 = entry.digest if entry.algo == SHA256 else None
             self.config.client.put_file(key, layout.blob_path(entry), sha256)
 
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            list(pool.map(put, unique))
+        parallel(put, unique, self.concurrency)

@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from pathlib import Path
 from typing import Protocol
 
@@ -88,6 +88,37 @@ class S3Source:
 
     def complete(self, layout, entries: tuple[Entry, ...], digest: str) -> dict:
         return {}
+
+
+def parallel(fn, items: list, workers: int) -> list:
+    """`fn` of each item on up to `workers` daemon threads, results in order; the first failure
+    stops the others from starting more and is raised. Daemon threads, unlike an executor's, never
+    hold the process after a signal ended the run (a request being retried would otherwise keep
+    it alive until the kubelet's SIGKILL)."""
+    results: list = [None] * len(items)
+    failures: list[BaseException] = []
+    queue = iter(enumerate(items))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not failures:
+            with lock:
+                taken = next(queue, None)
+            if taken is None:
+                return
+            try:
+                results[taken[0]] = fn(taken[1])
+            except BaseException as err:  # noqa: BLE001 - re-raised by the caller's thread
+                failures.append(err)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(items)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return results
 
 
 # -- the pinned manifest of non-Hub sources ---------------------------------------------------
@@ -176,13 +207,12 @@ def resolve_s3(client: S3Client, allow: list[str] | None, ignore: list[str] | No
         (ListObjectVersions and some S3-compatible stores leave it out)."""
         return client.checksum_sha256(obj) if "SHA256" in obj.checksums or not obj.checksums else None
 
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        known = list(pool.map(checksum, objects))
-        to_hash = [o for o, sha in zip(objects, known) if sha is None]
-        if to_hash and report:
-            report(f"hashing {len(to_hash)} objects ({sum(o.size for o in to_hash)} bytes) that have no S3 "
-                   "SHA-256 checksum")
-        streamed = dict(zip((o.path for o in to_hash), pool.map(client.stream_sha256, to_hash)))
+    known = parallel(checksum, objects, concurrency)
+    to_hash = [o for o, sha in zip(objects, known) if sha is None]
+    if to_hash and report:
+        report(f"hashing {len(to_hash)} objects ({sum(o.size for o in to_hash)} bytes) that have no S3 "
+               "SHA-256 checksum")
+    streamed = dict(zip((o.path for o in to_hash), parallel(client.stream_sha256, to_hash, concurrency)))
     digests = [sha or streamed[o.path] for o, sha in zip(objects, known)]
     manifest = []
     for obj, sha in zip(objects, digests):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -148,6 +149,24 @@ def test_a_publisher_killed_while_publishing_leaves_nothing_a_reader_accepts(hub
     assert s3.keys(MIRROR, "fleetcache/blobs/") and not s3.keys(MIRROR, "fleetcache/manifests/")
     result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", "--mirror-on-missing", "fail")
     assert result.code == 20 and record["reason"] == "MirrorIncomplete"
+
+
+def test_sigterm_while_publishing_ends_promptly_with_interrupted_and_no_manifest(hub, tiny, s3, tmp_path):
+    held = s3.inject(S3Fault("hang", bucket=MIRROR, key="fleetcache/blobs/*", method="PUT", seconds=60))
+    progress = tmp_path / "progress.json"
+    publisher = subprocess.Popen([AGENT, *fetch_args(hub, tmp_path / "publisher", "--progress-file", str(progress)),
+                                  *mirror_flags(s3, tmp_path, "publisher")],
+                                 env={**os.environ, **ENV, "FLEETCACHE_READ_TIMEOUT": "30"},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while held.times and time.monotonic() < deadline:  # until a blob's upload is in flight
+        time.sleep(0.05)
+    began = time.monotonic()
+    publisher.send_signal(signal.SIGTERM)
+    assert publisher.wait(timeout=60) == 128 + signal.SIGTERM
+    assert time.monotonic() - began < 10  # the held upload (30 s read timeout) does not hold the process
+    assert json.loads(progress.read_text())["reason"] == "Interrupted"
+    assert not s3.keys(MIRROR, "fleetcache/manifests/")
 
 
 def test_a_warm_reader_needs_nothing_from_a_mirror_that_expired_since(hub, tiny, s3, tmp_path):
