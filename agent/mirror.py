@@ -18,7 +18,8 @@ not start on a half-published mirror.
   `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
   `origin` fetches everything from the origin (publishing nothing: that is the publisher's job).
   With the manifest, each file comes from the mirror; a blob missing (404) or corrupt (digest
-  mismatch) falls back to the origin for that file and, once verified, is re-published; with
+  mismatch) falls back to the origin for that file and, once verified, is re-published (best
+  effort: a reader that may not write the mirror stays Ready); with
   `fail` it exits MirrorIncomplete naming the file.
 
 The record gains `bytesFrom` (Mirror when a reader did not find the mirror incomplete and took at
@@ -186,10 +187,19 @@ class MirrorSource:
                                          manifest_body(self.repo, self.commit, digest, entries))
             log.info("published %s to the mirror", manifest_key(self.config.prefix, digest))
         elif self._complete and self.fallen:
-            self._publish(layout, tuple(e for e in entries if e.path in self.fallen), check_present=False)
+            self._republish(layout, tuple(e for e in entries if e.path in self.fallen))
         origin, mirror = self.origin_bytes.value, self.mirror_bytes.value
         from_mirror = self.config.role == READER and self._complete is not False and mirror >= origin
         return {"bytesFrom": "Mirror" if from_mirror else "Origin", "originBytes": origin, "mirrorBytes": mirror}
+
+    def _republish(self, layout, entries: tuple[Entry, ...]) -> None:
+        """A reader's repair of the mirror is a courtesy: its own copy is verified and complete, so a
+        mirror it may not write (read-only credentials) or cannot reach costs a warning, not its Ready."""
+        try:
+            self._publish(layout, entries, check_present=False)
+        except AgentError as err:
+            log.warning("could not re-publish %d files to the mirror (%s: %s); the next reader falls back "
+                        "for them too", len(entries), err.reason, err.what)
 
     def _publish(self, layout, entries: tuple[Entry, ...], check_present: bool) -> None:
         """Upload verified blobs from the volume, once per content key; a publisher skips the ones

@@ -110,6 +110,17 @@ def test_a_damaged_mirror_blob_comes_from_the_origin_for_that_file_and_is_republ
     assert s3.get(MIRROR, blob_key(shard)) == good  # re-published
 
 
+def test_a_reader_that_may_not_write_the_mirror_is_ready_and_leaves_the_repair(hub, tiny, s3, tmp_path):
+    assert through_mirror(hub, s3, tmp_path, "publisher", "publisher")[0].code == 0
+    shard = hub_files(hub, tiny)[SHARD]
+    s3.delete(MIRROR, blob_key(shard))
+    s3.inject(S3Fault("auth", bucket=MIRROR, method="PUT", code="AccessDenied", times=None))
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader")
+    assert result.code == 0 and record["phase"] == "Ready", result.stderr
+    assert "could not re-publish 1 files to the mirror (AuthFailed" in result.stderr
+    assert_identical(hub, tmp_path, "reader", tiny)
+
+
 def test_with_on_missing_fail_a_corrupt_mirror_blob_exits_mirror_incomplete_naming_the_file(hub, tiny, s3,
                                                                                            tmp_path):
     assert through_mirror(hub, s3, tmp_path, "publisher", "publisher")[0].code == 0
