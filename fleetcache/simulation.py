@@ -20,16 +20,19 @@ import base64
 import contextlib
 import copy
 import datetime
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import grpc
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
@@ -52,6 +55,266 @@ Key = tuple[str, str, str]  # kind, namespace, name
 def key_of(resource: dict) -> Key:
     meta = resource.get("metadata", {})
     return resource.get("kind", ""), meta.get("namespace", ""), meta.get("name", "")
+
+
+# --- nodes and the pods that run on them ----------------------------------------------------
+
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+NODE_CACHE_LABEL_PREFIX = "node-cache.fleetcache.dev/"  # the only labels node-label may set
+SLOT_LEASE = re.compile(r"node-warm-slot-(\d+)$")
+SLOT_LABEL = "fleetcache.dev/node-warm-slot"
+# Taints the DaemonSet controller makes every daemon pod tolerate (NoExecute and NoSchedule
+# node-condition taints): a NotReady node keeps its warmer, the pod is just not Ready.
+DAEMON_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
+                    "node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure",
+                    "node.kubernetes.io/pid-pressure", "node.kubernetes.io/unschedulable")
+# The agent's periods, compressed as the demo's rounds compress a reconcile interval.
+AGENT_PERIODS = {"FLEETCACHE_NODE_AGENT_INTERVAL": "1", "FLEETCACHE_NODE_STATUS_INTERVAL": "1",
+                 "FLEETCACHE_NODE_RECHECK_SECONDS": "5", "FLEETCACHE_NODE_SLOT_POLL_SECONDS": "0.5"}
+PROBE_PERIOD = 1.0  # seconds between readiness probes of one container (periodSeconds: 30)
+AGENT_COMMAND = ["fleetcache-agent"]
+
+
+@dataclass
+class Node:
+    """A node: labels, taints, a directory standing in for its local filesystem, and the host
+    paths under it that are filesystems of their own (a dedicated NVMe disk mounted there)."""
+
+    name: str
+    disk: Path
+    labels: dict[str, str]
+    taints: list[dict]
+    capacity_bytes: int
+    filesystems: tuple[str, ...]
+    ready: bool = True
+
+    def host(self, path: str) -> Path:
+        """A path on the node, as the directory standing in for it."""
+        return self.disk / path.lstrip("/")
+
+    def manifest(self) -> dict:
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.name, "labels": dict(self.labels)},
+                "spec": {"taints": [dict(t) for t in self.taints]},
+                "status": {"capacity": {"ephemeral-storage": str(self.capacity_bytes)},
+                           "conditions": [{"type": "Ready",
+                                           "status": "True" if self.ready else "False"}]}}
+
+    def mountinfo(self) -> Path:
+        """/proc/self/mountinfo as a container with the node's paths bind-mounted would see
+        it: each dedicated filesystem mounted at its own root (what node-prepare checks)."""
+        path = self.disk.parent / f"{self.name}.mountinfo"
+        lines = [f"{100 + i} 1 259:{i} / {os.path.realpath(self.host(fs))} rw,relatime - ext4 "
+                 f"/dev/nvme{i}n1 rw" for i, fs in enumerate(self.filesystems)]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+
+def expression_matches(expression: Mapping, labels: Mapping[str, str]) -> bool:
+    """One NodeSelectorRequirement against a node's labels, as the scheduler reads it."""
+    key, operator = expression.get("key"), expression.get("operator")
+    values = expression.get("values") or []
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt") and key in labels:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if operator == "Gt" else have < want
+    return False
+
+
+def term_matches(term: Mapping, node: Node) -> bool:
+    """A NodeSelectorTerm: every matchExpression and matchField (metadata.name) holds; an
+    empty term matches nothing."""
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    return all(expression_matches(e, node.labels) for e in expressions) and all(
+        expression_matches(f, {"metadata.name": node.name}) for f in fields)
+
+
+def selector_matches(selector: Mapping | None, node: Node) -> bool:
+    """A NodeSelector (terms ORed); None matches every node."""
+    if selector is None:
+        return True
+    return any(term_matches(t, node) for t in selector.get("nodeSelectorTerms") or [])
+
+
+def node_affinity(pod_spec: Mapping) -> Mapping:
+    return kit.get_path(pod_spec, "affinity.nodeAffinity", {}) or {}
+
+
+def pod_fits(pod_spec: Mapping, node: Node) -> bool:
+    """nodeSelector and required node affinity (the NodeAffinity filter)."""
+    node_selector = pod_spec.get("nodeSelector") or {}
+    if any(node.labels.get(k) != v for k, v in node_selector.items()):
+        return False
+    return selector_matches(
+        node_affinity(pod_spec).get("requiredDuringSchedulingIgnoredDuringExecution"), node)
+
+
+def tolerated(taint: Mapping, tolerations: Iterable[Mapping]) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        if toleration.get("operator") == "Exists":
+            if not toleration.get("key") or toleration["key"] == taint.get("key"):
+                return True
+        elif toleration.get("key") == taint.get("key") and \
+                toleration.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def tolerates(pod_spec: Mapping, node: Node, daemon: bool = False) -> bool:
+    """The TaintToleration filter: every NoSchedule/NoExecute taint tolerated."""
+    tolerations = list(pod_spec.get("tolerations") or [])
+    if daemon:
+        tolerations += [{"key": k, "operator": "Exists"} for k in DAEMON_TOLERATED]
+    return all(tolerated(t, tolerations) for t in node.taints
+               if t.get("effect") in ("NoSchedule", "NoExecute"))
+
+
+def preference(pod_spec: Mapping, node: Node) -> int:
+    """The NodeAffinity score: the weights of the preferred terms the node matches."""
+    return sum(p.get("weight", 0) for p in
+               node_affinity(pod_spec).get("preferredDuringSchedulingIgnoredDuringExecution") or []
+               if term_matches(p.get("preference") or {}, node))
+
+
+def template_hash(template: Mapping) -> str:
+    """pod-template-hash: a changed template is a new generation of pods."""
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def expand(value: str, env: Mapping[str, str]) -> str:
+    """$(VAR) references in command, args and env, expanded as the kubelet does ($$ escapes)."""
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), value)
+
+
+class Unmountable(Exception):
+    """A volume the kubelet cannot set up yet (FailedMount): the pod waits and retries."""
+
+
+@lru_cache(maxsize=None)
+def agent_flags(subcommand: str) -> frozenset[str]:
+    """The options a fleetcache-agent subcommand takes."""
+    from fleetcache.agent.cli import main_group
+
+    command = main_group.commands.get(subcommand)
+    return frozenset(o for p in (command.params if command else ()) for o in p.opts)
+
+
+def run_probe(command: list[str]) -> bool:
+    """An exec probe: `fleetcache-agent ...` runs the agent's own command in this process
+    (exit 0 = ready; a Python start per probe of every pod would cost more CPU than the
+    copies); any other command cannot run here and counts as passing."""
+    if command[:1] != AGENT_COMMAND:
+        return True
+    from fleetcache.agent.cli import main_group
+
+    try:
+        return main_group.main(args=command[1:], prog_name="fleetcache-agent",
+                               standalone_mode=False) in (0, None)
+    except (Exception, SystemExit):  # noqa: BLE001 - a probe that errors fails, as exit != 0
+        return False
+
+
+@dataclass
+class Container:
+    """One container of a pod: a real agent process when its command is fleetcache-agent
+    (anything else, the engine, only counts as started)."""
+
+    spec: dict
+    argv: list[str] | None  # the process to run, None for an image this machine cannot run
+    env: dict[str, str]
+    mounts: dict[str, str]  # mountPath -> host directory
+    termination_log: Path
+    log: Path
+    process: subprocess.Popen | None = None
+    probed_at: float = float("-inf")
+    ready: bool = False
+    restarts: int = 0
+    not_before: float = 0.0  # CrashLoopBackOff: no restart before this time
+    spec_env: dict[str, str] = field(default_factory=dict)  # the env as the pod spec gives it
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+    def start(self) -> None:
+        if self.argv is not None:
+            self.termination_log.write_text("")
+            self.process = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.DEVNULL,
+                                            stderr=self.log.open("ab"))
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class NodePod:
+    """A pod bound to a node: init containers run to completion in order, then the
+    containers run (restartPolicy Always), probed for readiness."""
+
+    name: str
+    namespace: str
+    node: str
+    owner: Key
+    template_hash: str
+    spec: dict  # the pod template's spec
+    labels: dict
+    directory: Path
+    phase: str = "Pending"  # Pending | Running
+    message: str = ""  # why it is Pending
+    init: list[Container] = field(default_factory=list)
+    containers: list[Container] = field(default_factory=list)
+    status_files: dict[Path, tuple[Key, bool]] = field(default_factory=dict)  # file -> (ConfigMap, prune)
+    labels_file: Path | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "Running" and all(c.ready for c in self.containers)
+
+    def stop(self) -> None:
+        for container in self.init + self.containers:
+            container.stop()
+
+    def manifest(self) -> dict:
+        """The Pod object as `kubectl get pod -o yaml` would show its status."""
+        def terminated(c: Container) -> dict:
+            code = c.exited()
+            if code is None:
+                return {"name": c.name, "state": {"running": {}} if c.process else {"waiting": {}}}
+            return {"name": c.name, "state": {"terminated": {
+                "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                "message": c.termination_log.read_text() if c.termination_log.exists() else ""}}}
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             "labels": dict(self.labels)},
+                "spec": {**self.spec, "nodeName": self.node},
+                "status": {"phase": self.phase, "message": self.message,
+                           "conditions": [{"type": "Ready",
+                                           "status": "True" if self.ready else "False"}],
+                           "initContainerStatuses": [terminated(c) for c in self.init],
+                           "containerStatuses": [{**terminated(c), "ready": c.ready,
+                                                  "restartCount": c.restarts}
+                                                 for c in self.containers]}}
 
 
 # --- a cluster ------------------------------------------------------------------------------
@@ -88,6 +351,9 @@ class Cluster:
         self.endpoint_override = endpoint_override
         self.objects: dict[Key, dict] = {}
         self.jobs: dict[Key, JobRun] = {}
+        self.nodes: dict[str, Node] = {}  # none: pods are not placed (the first acts' clusters)
+        self.pods: dict[Key, list[NodePod]] = {}  # by DaemonSet or Deployment
+        self.pod_serial = 0
         root.mkdir(parents=True, exist_ok=True)
 
     def volume_dir(self, namespace: str, claim: str) -> Path:
@@ -105,9 +371,16 @@ class Cluster:
         self.objects[key] = applied
 
     def delete(self, key: Key) -> None:
-        self.objects.pop(key, None)
-        if key[0] == "PersistentVolumeClaim":  # dynamically provisioned: reclaimPolicy Delete
+        gone = self.objects.pop(key, None) or {}
+        volume = self.objects.get(("PersistentVolume", "", kit.get_path(gone, "spec.volumeName", "")))
+        if volume is not None:  # a pre-bound PV (reclaimPolicy Retain): Released, data kept
+            volume["status"] = {"phase": "Released"}
+        elif key[0] == "PersistentVolumeClaim":  # dynamically provisioned: reclaimPolicy Delete
             shutil.rmtree(self.volume_dir(key[1], key[2]), ignore_errors=True)
+        if key[0] == "ConfigMap":
+            (self.root / "configmaps" / key[1] / f"{key[2]}.json").unlink(missing_ok=True)
+        for pod in list(self.pods.pop(key, [])):
+            self.delete_pod(key, pod)
         run = self.jobs.pop(key, None)
         if run and run.pod and run.pod.process.poll() is None:
             run.pod.process.kill()
@@ -115,15 +388,19 @@ class Cluster:
 
     # -- controllers --------------------------------------------------------------------------
     def tick(self, now: float) -> None:
+        self.sync_slots()
         for key, obj in list(self.objects.items()):
             kind = key[0]
             if kind == "PersistentVolumeClaim":
-                self.volume_dir(key[1], key[2]).mkdir(parents=True, exist_ok=True)
-                obj["status"] = {"phase": "Bound"}
+                self.bind_claim(key, obj)
             elif kind == "Job":
                 self.run_job(key, obj, now)
             elif kind == "Deployment":
-                obj["status"] = self.deployment_status(obj)
+                obj["status"] = self.run_deployment(key, obj) if self.nodes else \
+                    self.deployment_status(obj)
+            elif kind == "DaemonSet":
+                obj["status"] = self.run_daemonset(key, obj)
+        self.collect_node_output()
 
     def run_job(self, key: Key, job: dict, now: float) -> None:
         run = self.jobs.setdefault(key, JobRun(started_at=now))
@@ -291,6 +568,441 @@ class Cluster:
                 "conditions": [{"type": "Available", "status": "True",
                                 "reason": "MinimumReplicasAvailable"}]}
 
+    # -- nodes (design/simulation.md "Nodes") ----------------------------------------------------
+    def add_node(self, name: str, labels: Mapping[str, str] | None = None, *,
+                 control_plane: bool = False, capacity: str = "1Ti",
+                 filesystems: Iterable[str] = (), taints: Iterable[dict] = ()) -> Node:
+        """A node joins: a control-plane node carries the role label and its NoSchedule
+        taint, as kubeadm sets them; `filesystems` are host paths with a disk of their own."""
+        all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                      **(labels or {})}
+        all_taints = [dict(t) for t in taints]
+        if control_plane:
+            all_labels[CONTROL_PLANE_ROLE] = ""
+            all_taints.append({"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"})
+        node = Node(name, self.root / "nodes" / name, all_labels, all_taints,
+                    kit.quantity_bytes(capacity, "capacity"), tuple(filesystems))
+        for path in ("/", *node.filesystems):
+            node.host(path).mkdir(parents=True, exist_ok=True)
+        self.nodes[name] = node
+        self.objects[("Node", "", name)] = node.manifest()
+        return node
+
+    def remove_node(self, name: str) -> None:
+        """The Node object is deleted (a scaled-in or lost machine); PodGC deletes its pods."""
+        self.nodes.pop(name, None)
+        self.objects.pop(("Node", "", name), None)
+        for owner, pods in self.pods.items():
+            for pod in [p for p in pods if p.node == name]:
+                self.delete_pod(owner, pod)
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
+        """`kubectl label node NAME k=v k-`."""
+        node = self.nodes[name]
+        for key, value in labels.items():
+            if value is None:
+                node.labels.pop(key, None)
+            else:
+                node.labels[key] = value
+        self.objects[("Node", "", name)] = node.manifest()
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        self.nodes[name].ready = ready
+        self.objects[("Node", "", name)] = self.nodes[name].manifest()
+
+    def node_pods(self, kind: str, namespace: str, name: str) -> list[NodePod]:
+        """The pods of a DaemonSet or Deployment, as `kubectl get pods -l ...` lists them."""
+        return list(self.pods.get((kind, namespace, name), []))
+
+    def delete_pod(self, owner: Key, pod: NodePod) -> None:
+        pod.stop()
+        if pod in self.pods.get(owner, []):
+            self.pods[owner].remove(pod)
+        self.objects.pop(("Pod", pod.namespace, pod.name), None)
+
+    def bind_claim(self, key: Key, claim: dict) -> None:
+        """A claim with volumeName binds to that PV when the PV's claimRef, class and capacity
+        allow it (the PV controller's static binding); any other claim is provisioned."""
+        volume_name = kit.get_path(claim, "spec.volumeName")
+        if not volume_name:
+            self.volume_dir(key[1], key[2]).mkdir(parents=True, exist_ok=True)
+            claim["status"] = {"phase": "Bound"}
+            return
+        volume = self.objects.get(("PersistentVolume", "", volume_name))
+        ref = kit.get_path(volume, "spec.claimRef") or {}
+        try:
+            fits = kit.quantity_bytes(kit.get_path(volume, "spec.capacity.storage"), "capacity") \
+                >= kit.quantity_bytes(kit.get_path(claim, "spec.resources.requests.storage"),
+                                      "request")
+        except kit.InputError:
+            fits = False
+        if volume is None or not fits or (ref and (ref.get("namespace"), ref.get("name")) !=
+                                          (key[1], key[2])) \
+                or kit.get_path(volume, "spec.storageClassName", "") != \
+                kit.get_path(claim, "spec.storageClassName", ""):
+            claim["status"] = {"phase": "Pending"}
+            return
+        volume["status"] = {"phase": "Bound"}
+        claim["status"] = {"phase": "Bound", "accessModes": volume["spec"].get("accessModes", []),
+                           "capacity": dict(volume["spec"].get("capacity", {}))}
+
+    def slots_dir(self, namespace: str) -> Path:
+        return self.root / "slots" / namespace
+
+    def sync_slots(self) -> None:
+        """The warm-slot Leases as flock'ed files (node-warm --slots-dir): one file per Lease,
+        gone with it; each Lease shows the holder its file names."""
+        wanted: dict[str, dict[str, dict]] = {}
+        for (kind, namespace, name), lease in self.objects.items():
+            match = SLOT_LEASE.match(name)
+            labels = lease.get("metadata", {}).get("labels") or {}
+            if kind == "Lease" and match and labels.get(SLOT_LABEL) == "true":
+                wanted.setdefault(namespace, {})[f"slot-{match.group(1)}"] = lease
+        for namespace in set(wanted) | {p.name for p in (self.root / "slots").glob("*")}:
+            directory = self.slots_dir(namespace)
+            directory.mkdir(parents=True, exist_ok=True)
+            leases = wanted.get(namespace, {})
+            for slot in directory.glob("slot-*"):
+                if slot.name not in leases:
+                    slot.unlink()
+            for slot, lease in leases.items():
+                path = directory / slot
+                path.touch()
+                holder = path.read_text().strip()
+                lease.setdefault("spec", {})["holderIdentity"] = holder or None
+
+    def run_daemonset(self, key: Key, daemonset: dict) -> dict:
+        """One pod per node the template's node affinity and tolerations admit; a node that
+        leaves or disappears loses its pod; a new template replaces every pod at once
+        (maxUnavailable 100%, all fleetcache's DaemonSets use)."""
+        template = daemonset["spec"]["template"]
+        digest = template_hash(template)
+        eligible = [name for name, node in sorted(self.nodes.items())
+                    if pod_fits(template["spec"], node)
+                    and tolerates(template["spec"], node, daemon=True)]
+        pods = self.pods.setdefault(key, [])
+        for pod in list(pods):
+            if pod.node not in eligible or pod.template_hash != digest:
+                self.delete_pod(key, pod)
+        placed = {pod.node for pod in pods}
+        for name in eligible:
+            if name not in placed:
+                pods.append(self.new_pod(key, template, digest, name))
+        for pod in pods:
+            self.run_pod(pod)
+        ready = sum(1 for pod in pods if pod.ready)
+        return {"desiredNumberScheduled": len(eligible), "currentNumberScheduled": len(pods),
+                "updatedNumberScheduled": len(pods), "numberMisscheduled": 0,
+                "numberReady": ready, "numberAvailable": ready,
+                "numberUnavailable": len(eligible) - ready, "observedGeneration": 1}
+
+    def run_deployment(self, key: Key, deployment: dict) -> dict:
+        """Pods scheduled onto nodes (filters: taints, node affinity, volume node affinity;
+        score: preferred node affinity), init containers run, the engine available when the
+        model directory its environment names holds config.json."""
+        template = deployment["spec"]["template"]
+        digest = template_hash(template)
+        replicas = deployment["spec"].get("replicas", 1)
+        pods = self.pods.setdefault(key, [])
+        for pod in list(pods):
+            if pod.template_hash != digest or len(pods) > replicas:
+                self.delete_pod(key, pod)
+        while len(pods) < replicas:
+            pods.append(self.new_pod(key, template, digest, ""))
+        for pod in pods:
+            if not pod.node:
+                pod.node, pod.message = self.schedule(pod)
+            if pod.node:
+                self.run_pod(pod)
+        problems = [pod.message or self.engine_problem(pod) for pod in pods]
+        problems = [p for p in problems if p] + \
+            [f"pod {pod.name} is not ready" for pod in pods if not pod.ready]
+        available = replicas - min(replicas, len(problems))
+        status = {"replicas": replicas, "readyReplicas": available,
+                  "availableReplicas": available, "updatedReplicas": replicas,
+                  "observedGeneration": 1}
+        if problems:
+            status.update(unavailableReplicas=replicas - available, conditions=[
+                {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+                 "message": problems[0]}])
+        else:
+            status["conditions"] = [{"type": "Available", "status": "True",
+                                     "reason": "MinimumReplicasAvailable"}]
+        return status
+
+    def schedule(self, pod: NodePod) -> tuple[str, str]:
+        """(node, "") or ("", the scheduler's FailedScheduling message). Among the nodes
+        that pass every filter the highest preferred-affinity score wins, then the name."""
+        why: dict[str, int] = {}
+        fits = []
+        for name, node in sorted(self.nodes.items()):
+            reason = "" if node.ready else "node(s) were not ready"
+            reason = reason or ("" if tolerates(pod.spec, node) else "node(s) had untolerated taint")
+            reason = reason or ("" if pod_fits(pod.spec, node) else
+                                "node(s) didn't match Pod's node affinity/selector")
+            reason = reason or self.volume_conflict(pod, node)
+            if reason:
+                why[reason] = why.get(reason, 0) + 1
+            else:
+                fits.append((-preference(pod.spec, node), name))
+        if fits:
+            return min(fits)[1], ""
+        return "", (f"0/{len(self.nodes)} nodes are available: " +
+                    ", ".join(f"{n} {r}" for r, n in sorted(why.items())) + ".")
+
+    def volume_conflict(self, pod: NodePod, node: Node) -> str:
+        """The VolumeBinding filter: claims bound, their PVs' node affinity admits the node."""
+        for volume in pod.spec.get("volumes", []):
+            claim_name = kit.get_path(volume, "persistentVolumeClaim.claimName")
+            if not claim_name:
+                continue
+            claim = self.objects.get(("PersistentVolumeClaim", pod.namespace, claim_name))
+            if kit.get_path(claim, "status.phase") != "Bound":
+                return "pod has unbound immediate PersistentVolumeClaims"
+            pv = self.objects.get(("PersistentVolume", "", kit.get_path(claim, "spec.volumeName",
+                                                                        "")))
+            if pv is not None and not selector_matches(
+                    kit.get_path(pv, "spec.nodeAffinity.required"), node):
+                return "node(s) had volume node affinity conflict"
+        return ""
+
+    def engine_problem(self, pod: NodePod) -> str:
+        """Why the engine would not start: the model directory its environment names (through
+        the pod's mounts and the link `select` wrote) lacks config.json."""
+        if pod.phase != "Running" or not pod.containers:
+            return ""
+        engine = pod.containers[0]
+        if engine.env.get("FLEETCACHE_DELIVERY") not in ("cache", "node"):
+            return ""
+        model = engine.env.get("FLEETCACHE_MODEL", "")
+        if (Path(model) / "config.json").is_file():
+            return ""
+        return f"the engine cannot find {engine.spec_env.get('FLEETCACHE_MODEL', model)}"
+
+    def new_pod(self, owner: Key, template: dict, digest: str, node: str) -> NodePod:
+        self.pod_serial += 1
+        name = f"{owner[2]}-{digest[:5]}-{self.pod_serial}"
+        directory = self.root / "pods" / name
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        return NodePod(name, owner[1], node, owner, digest, copy.deepcopy(template["spec"]),
+                       dict(kit.get_path(template, "metadata.labels", {}) or {}), directory)
+
+    def run_pod(self, pod: NodePod) -> None:
+        """The kubelet's loop for one pod: mount (retried until it works), init containers in
+        order, then the containers, restarted when they exit, probed for readiness."""
+        node = self.nodes[pod.node]
+        if not pod.init and not pod.containers:
+            try:
+                self.set_up(pod, node)
+            except Unmountable as err:
+                pod.message = str(err)
+                return
+        self.refresh_config_volumes(pod)
+        for container in pod.init:
+            if container.argv is None:
+                continue
+            code = container.exited()
+            if container.process is None or code not in (None, 0):
+                self.restart(container)
+            if container.exited() != 0:
+                pod.message = "PodInitializing"
+                return
+        pod.phase, pod.message = "Running", ""
+        for container in pod.containers:
+            if container.argv is not None and (container.process is None or
+                                               container.exited() is not None):
+                container.ready = False
+                self.restart(container)
+            self.probe(container, node)
+
+    def restart(self, container: Container) -> None:
+        """Started now, or after CrashLoopBackOff's doubling delay (compressed to half-seconds)."""
+        if container.process is not None:
+            if time.monotonic() < container.not_before:
+                return
+            container.restarts += 1
+            container.not_before = time.monotonic() + min(0.5 * 2 ** container.restarts, 30.0)
+        container.start()
+
+    def probe(self, container: Container, node: Node) -> None:
+        """The readiness probe's exec command every PROBE_PERIOD seconds; no probe: ready
+        while running. A NotReady node's pods are not ready."""
+        command = kit.get_path(container.spec, "readinessProbe.exec.command")
+        running = container.argv is None or container.exited() is None
+        if not (command and running and node.ready):
+            container.ready = running and node.ready and not command
+        elif time.monotonic() - container.probed_at >= PROBE_PERIOD:
+            container.probed_at = time.monotonic()
+            container.ready = run_probe([translate(expand(part, container.spec_env),
+                                                   container.mounts) for part in command])
+
+    @staticmethod
+    def agent_argv(command: list[str]) -> list[str] | None:
+        """The process for a container command: the agent runs from this checkout; any other
+        image cannot run here."""
+        if command[:1] != AGENT_COMMAND:
+            return None
+        return [sys.executable, "-c", "from fleetcache.agent.cli import main; main()",
+                *command[1:]]
+
+    def set_up(self, pod: NodePod, node: Node) -> None:
+        """Volumes to host directories, then each container's process (Unmountable: retry)."""
+        volumes = {v["name"]: self.volume_host(pod, v, node) for v in pod.spec.get("volumes", [])}
+        pod.init = [self.container(pod, spec, node, volumes)
+                    for spec in pod.spec.get("initContainers", [])]
+        pod.containers = [self.container(pod, spec, node, volumes)
+                          for spec in pod.spec.get("containers", [])]
+
+    def volume_host(self, pod: NodePod, volume: dict, node: Node) -> Path:
+        name = volume["name"]
+        if "persistentVolumeClaim" in volume:
+            claim_name = volume["persistentVolumeClaim"]["claimName"]
+            claim = self.objects.get(("PersistentVolumeClaim", pod.namespace, claim_name))
+            if kit.get_path(claim, "status.phase") != "Bound":
+                raise Unmountable(f"persistentvolumeclaim {claim_name!r} is not bound")
+            pv = self.objects.get(("PersistentVolume", "", kit.get_path(claim, "spec.volumeName",
+                                                                        "")))
+            if pv is None:
+                directory = self.volume_dir(pod.namespace, claim_name)
+                directory.mkdir(parents=True, exist_ok=True)
+                return directory
+            if not selector_matches(kit.get_path(pv, "spec.nodeAffinity.required"), node):
+                raise Unmountable("node(s) had volume node affinity conflict")
+            return self.host_path(node, kit.get_path(pv, "spec.hostPath", {}) or {}, name)
+        if "hostPath" in volume:
+            return self.host_path(node, volume["hostPath"], name)
+        directory = pod.directory / "volumes" / name
+        directory.mkdir(parents=True, exist_ok=True)
+        if "secret" in volume:
+            secret = self.objects.get(("Secret", pod.namespace, volume["secret"]["secretName"]))
+            for item in volume["secret"].get("items", []):
+                data = (secret or {}).get("data", {}).get(item["key"], "")
+                (directory / item["path"]).write_bytes(base64.b64decode(data))
+        if "configMap" in volume:
+            configmap = ("ConfigMap", pod.namespace, volume["configMap"]["name"])
+            if configmap not in self.objects and not volume["configMap"].get("optional"):
+                raise Unmountable(f"configmap {configmap[2]!r} not found")
+        return directory
+
+    @staticmethod
+    def host_path(node: Node, source: Mapping, volume: str) -> Path:
+        """hostPath on the node: type Directory must exist (the kubelet's type check),
+        DirectoryOrCreate is created."""
+        path = node.host(source.get("path", "/"))
+        if source.get("type") == "Directory" and not path.is_dir():
+            raise Unmountable(f"MountVolume.SetUp failed for volume {volume!r}: hostPath type "
+                              f"check failed: {source.get('path')} is not a directory")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def refresh_config_volumes(self, pod: NodePod) -> None:
+        """configMap volumes follow their ConfigMap (the kubelet's periodic sync), each file
+        replaced atomically."""
+        for volume in pod.spec.get("volumes", []):
+            source = volume.get("configMap")
+            if source is None:
+                continue
+            data = (self.objects.get(("ConfigMap", pod.namespace, source["name"])) or {}
+                    ).get("data") or {}
+            items = source.get("items") or [{"key": k, "path": k} for k in data]
+            directory = pod.directory / "volumes" / volume["name"]
+            for item in items:
+                if item["key"] in data:
+                    target = directory / item["path"]
+                    if not target.exists() or target.read_text() != data[item["key"]]:
+                        tmp = target.with_name(f".{target.name}.tmp")
+                        tmp.write_text(data[item["key"]])
+                        os.replace(tmp, target)
+
+    def container(self, pod: NodePod, spec: dict, node: Node, volumes: dict[str, Path]
+                  ) -> Container:
+        """A container's process: $(VAR) expanded, paths under a mount rewritten to the host
+        directory, and the in-cluster APIs the agent would call replaced by their file
+        stand-ins (status ConfigMap, slot Leases, Node labels)."""
+        mounts = {m["mountPath"]: str(volumes[m["name"]] / m.get("subPath", "")).rstrip("/")
+                  for m in spec.get("volumeMounts", [])}
+        fields = {"spec.nodeName": node.name, "metadata.name": pod.name,
+                  "metadata.namespace": pod.namespace, "spec.serviceAccountName":
+                  pod.spec.get("serviceAccountName", "default")}
+        spec_env: dict[str, str] = {}
+        for item in spec.get("env", []):
+            value = expand(item.get("value", ""), spec_env) if "value" in item else \
+                fields.get(kit.get_path(item, "valueFrom.fieldRef.fieldPath", ""), "")
+            spec_env[item["name"]] = value
+        (pod.directory / "home").mkdir(exist_ok=True)
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(pod.directory / "home"),
+               "TMPDIR": str(pod.directory), **AGENT_PERIODS,
+               "FLEETCACHE_MOUNTINFO": str(node.mountinfo()),
+               **{k: translate(v, mounts) for k, v in spec_env.items()}}
+        termination_log = pod.directory / f"{spec['name']}.termination-log"
+        command = [expand(part, spec_env) for part in
+                   [*spec.get("command", []), *spec.get("args", [])]]
+        argv = self.agent_argv([translate(part, mounts) for part in command])
+        if argv is not None:
+            argv = self.stand_ins(pod, node, argv)
+            subcommand = command[1] if len(command) > 1 else ""
+            if "--termination-log" in agent_flags(subcommand):
+                argv += ["--termination-log", str(termination_log)]
+        return Container(spec, argv, env, mounts, termination_log,
+                         pod.directory / f"{spec['name']}.log", spec_env=spec_env)
+
+    def stand_ins(self, pod: NodePod, node: Node, argv: list[str]) -> list[str]:
+        """This cluster serves no API: the status ConfigMap becomes a file merged into the
+        ConfigMap's data every tick, the slot Leases flock'ed files, the Node's labels a file
+        merged into the Node."""
+        argv = list(argv)
+        prune = "--prune-selector" in argv
+        for flag in ("--prune-selector", "--pruner-lease"):  # the cluster prunes, below
+            if flag in argv:
+                at = argv.index(flag)
+                del argv[at:at + 2]
+        if "--status-configmap" in argv:
+            at = argv.index("--status-configmap")
+            namespace, _, name = argv[at + 1].partition("/")
+            status_file = self.root / "configmaps" / (namespace or pod.namespace) / f"{name}.json"
+            argv[at:at + 2] = ["--status-file", str(status_file)]
+            pod.status_files[status_file] = (("ConfigMap", namespace or pod.namespace, name),
+                                             prune)
+        if "--slots-namespace" in argv:
+            at = argv.index("--slots-namespace")
+            argv[at:at + 2] = ["--slots-dir", str(self.slots_dir(argv[at + 1]))]
+        if "node-label" in argv and "--labels-file" not in argv:
+            pod.labels_file = pod.directory / "labels.json"
+            pod.labels_file.write_text(json.dumps(node.labels, sort_keys=True))
+            argv += ["--labels-file", str(pod.labels_file)]
+        return argv
+
+    def collect_node_output(self) -> None:
+        """What the agents wrote through their stand-ins, back into the API objects: status
+        records merged into their ConfigMap's data per node (records of nodes without a pod
+        pruned when the warmer asked for pruning), node-cache labels into the Node; and the
+        Pod objects, as `kubectl get pods` would show them."""
+        writers: dict[Path, tuple[Key, bool, set[str]]] = {}
+        for pods in self.pods.values():
+            for pod in pods:
+                for status_file, (configmap, prune) in pod.status_files.items():
+                    writers.setdefault(status_file, (configmap, prune, set()))[2].add(pod.node)
+                node = self.nodes.get(pod.node)
+                if pod.labels_file is not None and node is not None:
+                    labels = read_json_file(pod.labels_file)
+                    if isinstance(labels, dict):
+                        self.label_node(node.name, {
+                            **{k: None for k in node.labels if k.startswith(NODE_CACHE_LABEL_PREFIX)},
+                            **{k: v for k, v in labels.items()
+                               if k.startswith(NODE_CACHE_LABEL_PREFIX) and isinstance(v, str)}})
+                self.objects[("Pod", pod.namespace, pod.name)] = pod.manifest()
+        for status_file, (key, prune, nodes) in writers.items():
+            configmap = self.objects.get(key)
+            records = read_json_file(status_file)
+            if configmap is None or not isinstance(records, dict):
+                continue
+            data = dict(configmap.get("data") or {})
+            if prune:
+                data = {k: v for k, v in data.items() if k in nodes}
+                records = {k: v for k, v in records.items() if k in nodes}
+            configmap["data"] = {**data, **configmap_data(records)}
+
     def running_pods(self) -> int:
         return sum(1 for run in self.jobs.values()
                    if run.pod is not None and run.pod.process.poll() is None)
@@ -298,6 +1010,17 @@ class Cluster:
     def stop(self) -> None:
         for key in list(self.jobs):
             self.delete(key)
+        for owner, pods in list(self.pods.items()):
+            for pod in list(pods):
+                self.delete_pod(owner, pod)
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file an agent replaces atomically; None when absent or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def translate(value: str, mounts: dict[str, str]) -> str:
