@@ -699,36 +699,44 @@ class Cluster:
     def run_deployment(self, key: Key, deployment: dict) -> dict:
         """Pods scheduled onto nodes (filters: taints, node affinity, volume node affinity;
         score: preferred node affinity), init containers run, the engine available when the
-        model directory its environment names holds config.json."""
+        model directory its environment names holds config.json. A new template rolls: the
+        old pods go once the new ones are available (maxSurge 25% rounds up to them all at
+        fleetcache's one replica per Deployment)."""
         template = deployment["spec"]["template"]
         digest = template_hash(template)
         replicas = deployment["spec"].get("replicas", 1)
         pods = self.pods.setdefault(key, [])
-        for pod in list(pods):
-            if pod.template_hash != digest or len(pods) > replicas:
-                self.delete_pod(key, pod)
-        while len(pods) < replicas:
+        current = [pod for pod in pods if pod.template_hash == digest]
+        for pod in current[replicas:]:
+            self.delete_pod(key, pod)
+        for _ in range(replicas - len(current)):
             pods.append(self.new_pod(key, template, digest, ""))
         for pod in pods:
             if not pod.node:
                 pod.node, pod.message = self.schedule(pod)
             if pod.node:
                 self.run_pod(pod)
-        problems = [pod.message or self.engine_problem(pod) for pod in pods]
-        problems = [p for p in problems if p] + \
-            [f"pod {pod.name} is not ready" for pod in pods if not pod.ready]
-        available = replicas - min(replicas, len(problems))
-        status = {"replicas": replicas, "readyReplicas": available,
-                  "availableReplicas": available, "updatedReplicas": replicas,
+        updated = [pod for pod in pods if pod.template_hash == digest]
+        if sum(1 for pod in updated if self.available(pod)) >= replicas:
+            for pod in [pod for pod in pods if pod.template_hash != digest]:
+                self.delete_pod(key, pod)
+        available = min(replicas, sum(1 for pod in pods if self.available(pod)))
+        status = {"replicas": len(pods), "readyReplicas": available,
+                  "availableReplicas": available, "updatedReplicas": len(updated),
                   "observedGeneration": 1}
-        if problems:
+        if available < replicas:
+            why = next((pod.message or self.engine_problem(pod) or f"pod {pod.name} is not ready"
+                        for pod in updated if not self.available(pod)), "")
             status.update(unavailableReplicas=replicas - available, conditions=[
                 {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
-                 "message": problems[0]}])
+                 "message": why}])
         else:
             status["conditions"] = [{"type": "Available", "status": "True",
                                      "reason": "MinimumReplicasAvailable"}]
         return status
+
+    def available(self, pod: NodePod) -> bool:
+        return pod.ready and not self.engine_problem(pod)
 
     def schedule(self, pod: NodePod) -> tuple[str, str]:
         """(node, "") or ("", the scheduler's FailedScheduling message). Among the nodes
