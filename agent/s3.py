@@ -42,12 +42,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
-import boto3.exceptions
 import botocore.exceptions
 import urllib3
-from botocore import UNSIGNED
-from botocore.config import Config
 
 from .errors import AgentError
 from .hub import CONNECT_TIMEOUT, READ_TIMEOUT, Retryable, RetryPolicy, describe, redact_url
@@ -180,6 +176,12 @@ class S3Client:
         self.location = location
         self.policy = policy
         self.secrets: tuple[str, ...] = ()
+        # boto3 is imported here, when a client is made: every other agent command (a readiness probe
+        # runs every few seconds on every node) is spared its ~0.2 s of CPU at start.
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+
         session_args = {}
         if location.credentials_dir:
             key_id, secret = read_credentials(location.credentials_dir)
@@ -206,8 +208,7 @@ class S3Client:
         def attempt():
             try:
                 return fn(**params)
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
-                    boto3.exceptions.S3UploadFailedError) as err:  # the last: a multipart upload's failure
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
                 raise classify_boto(err, what) from None
         return self.policy.run(attempt, what)
 
@@ -370,7 +371,14 @@ class S3Client:
         size = path.stat().st_size
         what = f"PutObject {key}"
         if size > SINGLE_PUT_LIMIT:
-            self._call(what, self.s3.upload_file, Filename=str(path), Bucket=self.location.bucket, Key=key)
+            from boto3.exceptions import S3UploadFailedError  # loaded with the client already
+
+            def upload():
+                try:
+                    self.s3.upload_file(Filename=str(path), Bucket=self.location.bucket, Key=key)
+                except S3UploadFailedError:  # a part failed (boto3 wraps S3's answer): upload again
+                    raise Retryable(AgentError("SourceUnreachable", f"{what}: the multipart upload failed")) from None
+            self._call(what, upload)
             return
 
         def put():

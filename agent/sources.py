@@ -37,6 +37,8 @@ MANIFEST_KEYS = frozenset({"path", "size", "sha256", "versionId", "etag"})
 
 
 class Source(Protocol):
+    """What the fetch engine needs of the place an entry's bytes come from (see the module docstring)."""
+
     def url(self, entry: Entry) -> str: ...
 
     def open_range(self, url: str, start: int, end: int, size: int): ...

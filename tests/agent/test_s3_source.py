@@ -401,3 +401,15 @@ def test_a_listing_longer_than_one_page_is_read_to_the_end(s3, tmp_path, version
     listed = client.list_objects()
     assert [o.key for o in listed] == keys
     assert listed[0].size == len(b"a newer version" if versioned else keys[0].encode())
+
+
+def test_a_file_larger_than_one_put_is_uploaded_in_parts(s3, tmp_path, monkeypatch):
+    monkeypatch.setattr("fleetcache.agent.s3.SINGLE_PUT_LIMIT", 1 << 20)  # stands for S3's 5 GiB
+    s3.make_bucket(BUCKET)
+    data = random.Random(3).randbytes(9 << 20)  # above boto3's 8 MiB multipart threshold
+    (tmp_path / "blob").write_bytes(data)
+    client = S3Client(S3Location(BUCKET, endpoint=s3.endpoint,
+                                 credentials_dir=str(s3.credentials_dir(tmp_path / "creds"))), RetryPolicy())
+    client.put_file("fleetcache/blobs/sha256/x", tmp_path / "blob", hashlib.sha256(data).hexdigest())
+    assert s3.get(BUCKET, "fleetcache/blobs/sha256/x") == data
+    assert s3.client.head_object(Bucket=BUCKET, Key="fleetcache/blobs/sha256/x")["ETag"].endswith('-2"')
