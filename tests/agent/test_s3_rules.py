@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import subprocess
+import sys
 
 import pytest
 
@@ -98,3 +100,10 @@ def test_the_commit_changes_with_a_pin_even_when_the_bytes_do_not():
     assert manifest_commit(pinned) != manifest_commit(repinned)
     assert manifest_commit(pinned) == manifest_commit([dict(ITEM)])
     assert manifest_commit(pinned).startswith("s3-") and len(manifest_commit(pinned)) == 43
+
+
+def test_the_agent_imports_boto3_only_when_it_makes_an_s3_client():
+    """node-ready runs as a readiness probe on every node: its start-up must not pay for boto3."""
+    probe = "import sys, fleetcache.agent.cli; print('boto3' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False"
