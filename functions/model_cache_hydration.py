@@ -671,7 +671,7 @@ def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
 
 def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.FleetClusterView,
                    names: Names, seen: Seen, phase: Phase, pruning: Pruning,
-                   outcome: kit.Outcome, manifest: list[dict] | None = None) -> None:
+                   outcome: kit.Outcome, pinned: list[dict] | None = None) -> None:
     namespace = request.namespace
     labels = labels_for(spec)
 
@@ -719,9 +719,9 @@ def compose_remote(request: kit.Request, spec: HydrationSpec, cluster: kit.Fleet
                 names.object(what), remote_name, namespace, cluster.provider_config, ref,
                 labels), exists(request, key))
             mounts.append(sources.secret_mount(what, remote_name, ref))
-    if spec.origin.pinned_manifest and manifest is not None:
+    if spec.origin.pinned_manifest and pinned is not None:
         remote(MANIFEST_KEY, "manifest", sources.manifest_configmap(
-            names.manifest, namespace, manifest, labels), exists(request, MANIFEST_KEY))
+            names.manifest, namespace, pinned, labels), exists(request, MANIFEST_KEY))
         mounts.append(sources.manifest_mount(names.manifest))
     if spec.existing_volume:
         mounts.append(sources.claim_mount(spec.origin.fields["claimName"]))
