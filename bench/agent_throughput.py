@@ -7,8 +7,15 @@ over loopback:
   (c) the floor: one plain sequential GET per file into a file, no hashing, no fsync;
       also reported with an fsync per file, to show what durability alone costs.
 Then a warm rerun of (a) and `fleetcache-agent verify`. Each runs as a child process, so
-wall time, CPU time and peak RSS (wait4 rusage) are its own. The machine is shared and
-noisy: compare ratios within a run, not absolute figures across runs.
+wall time, CPU time and peak RSS (wait4 rusage) are its own, and the hub's CPU (this
+process) is never counted. The machine is shared and noisy: compare ratios within a run,
+not absolute figures across runs.
+
+CPU per verified GiB (issue 12, item 5): (a)'s user+sys CPU against the floor of the same
+bytes, measured in the same round: `transfer` (the agent's HTTP client, urllib3, reading
+every file from the same hub into one reused 4 MiB buffer and discarding it, a whole
+process like the agent) plus `sha256` (the CPU of hashing the same bytes from memory,
+timed around the hash calls alone).
 
     .venv/bin/python bench/agent_throughput.py [--size-gib 2] [--rounds 1] [--stream-rate B/s] [--json out.json]
 
@@ -22,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +47,7 @@ from huggingface_hub import snapshot_download
 snapshot_download(sys.argv[1], cache_dir=sys.argv[2], endpoint=sys.argv[3], token=False)
 """
 
-# The floor: the least any client must do - read every byte once over the same loopback into a file.
+# The least any client must do - read every byte once over the same loopback into a file.
 SEQUENTIAL_READ = """
 import json, os, sys, urllib3
 endpoint, repo, dest = sys.argv[1:4]
@@ -59,22 +67,77 @@ for sibling in info["siblings"]:
     resp.release_conn()
 """
 
+# Floor, part one: the same client reads the same bytes and discards them. urllib3's own
+# readinto copies through a new bytes object; the http.client response under it fills the
+# buffer straight from the socket, as the agent reads.
+TRANSFER = """
+import json, sys, urllib3
+endpoint, repo = sys.argv[1:3]
+http = urllib3.PoolManager()
+info = json.loads(http.request("GET", f"{endpoint}/api/models/{repo}/revision/main").data)
+buffer = memoryview(bytearray(4 << 20))
+for sibling in info["siblings"]:
+    resp = http.request("GET", f"{endpoint}/{repo}/resolve/main/{sibling['rfilename']}", preload_content=False)
+    while resp._fp.readinto(buffer):
+        pass
+    resp.release_conn()
+"""
+
+# Floor, part two: sha256 of the same bytes (the hub's content, generated in memory); only
+# the hash calls are timed, so neither start-up nor generating the bytes counts.
+SHA256 = """
+import hashlib, sys, time
+from fleetcache.testhub import make_model
+from fleetcache.testhub.content import iter_content
+spent = 0.0
+for content in make_model(int(sys.argv[1]), shards=4).values():
+    digest = hashlib.sha256()
+    for chunk in iter_content(content, block=4 << 20):
+        began = time.thread_time()
+        digest.update(chunk)
+        spent += time.thread_time() - began
+print(spent)
+"""
+
 
 def run(argv: list[str], prime: tuple[Path, int] | None = None) -> dict:
-    """Wall, user+sys CPU and peak RSS of one child process."""
+    """Wall, user+sys CPU and peak RSS of one child process (and its last stdout line)."""
     if prime:
         prime_memory(*prime)
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{argv[:3]} failed: {err[-2000:]}")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{argv[:3]} failed: {err.read().decode(errors='replace')[-2000:]}")
+        last = out.read().decode(errors="replace").strip().rsplit("\n", 1)[-1]
     return {"wall_s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+            "user_s": round(usage.ru_utime, 3), "sys_s": round(usage.ru_stime, 3),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "out": last}
+
+
+def cpu_per_gib(row: dict, total: int) -> dict:
+    """CPU-seconds per GiB of the agent's fetch and of its floor (transfer + sha256), and their ratio."""
+    gib = total / (1 << 30)
+    transfer = row["transfer"]["cpu_s"] / gib
+    sha256 = float(row["sha256"]["out"]) / gib
+    agent = row["agent"]["cpu_s"] / gib
+    return {"agent": round(agent, 3), "transfer": round(transfer, 3), "sha256": round(sha256, 3),
+            "floor": round(transfer + sha256, 3), "agent_over_floor": round(agent / (transfer + sha256), 3)}
+
+
+def summary(rounds: list[dict]) -> dict:
+    """The median of each figure the issue's targets name, over the rounds."""
+    return {
+        **{f"cpu_per_gib_{key}": statistics.median(r["cpu_per_gib"][key] for r in rounds)
+           for key in ("agent", "transfer", "sha256", "floor", "agent_over_floor")},
+        **{f"wall_s_{key}": statistics.median(r[key]["wall_s"] for r in rounds) for key in ("agent", "hf")},
+        "hf_over_agent": statistics.median(r["ratios"]["hf_over_agent"] for r in rounds),
+    }
 
 
 def drop_tree(path: Path) -> None:
@@ -133,6 +196,9 @@ def main() -> None:
             drop_tree(agent_dir)
             row["hf"] = run([sys.executable, "-c", SNAPSHOT_DOWNLOAD, REPO, str(hf_dir), hub.endpoint], prime)
             drop_tree(hf_dir)
+            row["transfer"] = run([sys.executable, "-c", TRANSFER, hub.endpoint, REPO])
+            row["sha256"] = run([sys.executable, "-c", SHA256, str(size)])
+            row["cpu_per_gib"] = cpu_per_gib(row, total)
             row["ratios"] = {
                 "hf_over_agent": round(row["hf"]["wall_s"] / row["agent"]["wall_s"], 2),
                 "agent_over_floor": round(row["agent"]["wall_s"] / row["floor"]["wall_s"], 2),
@@ -143,6 +209,8 @@ def main() -> None:
             results["rounds"].append(row)
             print(json.dumps(row), flush=True)
     drop_tree(work)
+    results["median"] = summary(results["rounds"])
+    print(json.dumps({"median": results["median"]}), flush=True)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=2))
 
