@@ -35,6 +35,7 @@ import threading
 from dataclasses import dataclass
 
 from .errors import AgentError
+from .fetch import body_reader
 from .plan import SHA256, Entry
 from .s3 import S3Client
 from .sources import parallel
@@ -80,16 +81,18 @@ class _Counter:
 
 
 class _Counted:
-    """A response whose received bytes are added to one counter (origin or mirror)."""
+    """A response whose received bytes are added to one counter (origin or mirror); it reads the
+    way the engine reads any response (straight from the socket into its buffer)."""
 
     def __init__(self, resp, counter: _Counter):
         self.resp, self.counter = resp, counter
         self.final_url = resp.final_url
+        self._readinto = body_reader(resp)
 
-    def read1(self, n: int) -> bytes:
-        chunk = self.resp.read1(n)
-        self.counter.add(len(chunk))
-        return chunk
+    def readinto(self, view: memoryview) -> int:
+        n = self._readinto(view)
+        self.counter.add(n)
+        return n
 
     def release_conn(self) -> None:
         self.resp.release_conn()
