@@ -23,6 +23,7 @@ record is skipped, every count is clamped to the DaemonSet's own numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -623,34 +624,55 @@ def compose_objects(request: kit.Request, h: Hydration, names: Names, node_cache
 # --- 5. the hook: decide, compose, report --------------------------------------------------
 
 
+def warmer_commit(outcome: kit.Outcome) -> str:
+    """The commit the warmer DaemonSet of this call warms (composed, or kept as observed);
+    "" when there is none."""
+    resource = outcome.desired.get(WARMER_KEY)
+    containers = kit.get_path(resource[0] if resource else None,
+                              "spec.forProvider.manifest.spec.template.spec.containers")
+    args = containers[0].get("args") if isinstance(containers, list) and containers \
+        and isinstance(containers[0], dict) else None
+    if not isinstance(args, list) or "--commit" not in args[:-1]:
+        return ""
+    commit = args[args.index("--commit") + 1]
+    return commit if isinstance(commit, str) and kit.COMMIT_SHAPE.match(commit) else ""
+
+
+WAITS = ("AwaitingVolumeTier", "NodeCapacityLow")  # keep what exists; the rest removes it
+
+
 def run(request: kit.Request, h: Hydration, fleet_cluster: dict | None,
         cluster: kit.FleetClusterView | None, volume_claim: str, volume: VolumeTier,
         replicas: list[dict] | None, outcome: kit.Outcome) -> dict:
     """Decide, compose and return status.nodeTier.
 
-    What exists stays while the tier waits for its volume (the warmers keep the commit they
-    warmed until the volume holds the new one) or for room; the hydration's own hold keeps
-    it too. A node eviction or a cluster without a usable spec.nodeCache removes it.
+    What exists stays while the tier waits for its volume or for room, and while the
+    hydration holds what it has; the counts are then those of the commit the warmers keep
+    (during a model update, the previous one until the volume holds the new one). A node
+    eviction, or a cluster whose spec.nodeCache cannot serve this cache, removes it.
     """
     node_cache = NodeCache.of(kit.get_path(fleet_cluster, "spec.nodeCache"))
     decision = Decision.of(kit.get_path(fleet_cluster, "status.nodeCache"), h.key)
     names = Names(h, pool_hash(node_cache.pool) if node_cache and node_cache.pool else "")
     verdict = blocked(request, h, cluster, node_cache, decision, volume)
-    counts = count(request, h.commit)
     if verdict is None:
         compose_objects(request, h, names, node_cache, cluster, volume_claim,
                         kept_on_nodes(replicas, h), outcome)
-        verdict = from_counts(h, names, counts)
-    elif verdict.phase == "Evicted":
-        for key in KEYS:  # the FleetCluster's decision, also over the hydration's hold
+    elif verdict.reason in WAITS and volume.composing:
+        kit.carry_over(request, outcome, [k for k in KEYS if k in request.observed])
+    elif verdict.reason not in WAITS and not volume.problem:
+        for key in KEYS:  # also over the hydration's hold: this cache has no node tier here
             outcome.desired.pop(key, None)
-    elif verdict.reason in ("AwaitingVolumeTier", "NodeCapacityLow"):
-        if volume.composing:
-            kit.carry_over(request, outcome, [k for k in KEYS if k in request.observed])
-        elif volume.ready and counts.observed and not volume.problem:
-            verdict = from_counts(h, names, counts)  # held as it is: it still serves
+    warmed = warmer_commit(outcome) if not volume.problem else ""
+    counts = count(request, warmed or h.commit)
+    if verdict is None or (warmed and counts.observed):
+        kept = from_counts(dataclasses.replace(h, commit=warmed or h.commit), names, counts)
+        if verdict is not None and warmed != h.commit:
+            kept = Verdict(kept.phase, kept.reason, f"{kept.message}; they keep "
+                           f"{warmed[:10]} until the volume holds {h.commit[:10]}")
+        verdict = kept
     labelled = node_cache is None or node_cache.labels
-    status = {"phase": verdict.phase, "commit": h.commit,
+    status = {"phase": verdict.phase, "commit": warmed or h.commit,
               "labelKey": label_key(h.namespace, h.cache) if labelled else "",
               **Counts(True).as_status(), "reason": verdict.reason, "message": verdict.message}
     if names.pool_hash:

@@ -412,6 +412,29 @@ def test_a_new_commit_keeps_the_warmers_on_the_old_one_until_the_volume_holds_it
     assert outcome.status["nodeTier"]["reason"] == "AwaitingVolumeTier"
 
 
+def test_while_the_volume_updates_the_status_counts_the_commit_the_nodes_keep():
+    observed = observe(run(), states={node_tier.WARMER_KEY: daemonset(2, 2)},
+                       data={node_tier.STATUS_KEY: {"a": record("Ready"), "b": record("Ready")}})
+    xr = with_status(hydration_xr(tier="Node", commit=NEW_COMMIT), **READY_VOLUME)
+    tier = run(xr, observed=observed).status["nodeTier"]
+    assert (tier["phase"], tier["commit"], tier["summary"]) == ("Ready", COMMIT, "2/2")
+    assert tier["message"].endswith(f"they keep {COMMIT[:10]} until the volume holds "
+                                    f"{NEW_COMMIT[:10]}")
+
+
+def test_a_held_hydration_reports_the_nodes_it_keeps():
+    observed = observe(run(), states={node_tier.WARMER_KEY: daemonset(1, 1)},
+                       data={node_tier.STATUS_KEY: {"a": record("Ready")}})
+    xr = with_status(hydration_xr(tier="Node", removal={"since": "2026-01-10T12:00:00Z",
+                                                        "until": "2026-01-10T13:00:00Z"},
+                                  commit=NEW_COMMIT), **READY_VOLUME)
+    outcome = run(xr, observed=observed)
+    assert outcome.status["reason"] == "LeftPlacement"
+    assert node_keys(outcome) == node_keys(run())
+    assert (outcome.status["nodeTier"]["phase"], outcome.status["nodeTier"]["commit"]) == \
+        ("Ready", COMMIT)
+
+
 def test_a_cluster_that_is_not_ready_keeps_the_node_objects_and_says_why():
     observed = observe(run())
     not_ready = node_cluster()
