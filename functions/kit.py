@@ -867,6 +867,9 @@ PATTERN_MEANINGS: dict[str, str] = {
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]"
     r"([-A-Za-z0-9_.]*[A-Za-z0-9])?$": "a label key, e.g. gpu or example.com/gpu",
     r"^[^=]+$": "an environment variable name (no '=')",
+    r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$":
+        "a label value (letters, digits, '-', '_' and '.', starting and ending with a letter "
+        "or digit), e.g. enabled",
     r"^/\S*$": "an HTTP path starting with /, e.g. /health",
     POSITIVE_QUANTITY: "a positive quantity, e.g. 20Gi or 500M (no zero, sign, exponent "
                        "or milli)",

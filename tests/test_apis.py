@@ -296,6 +296,7 @@ def test_fleet_cluster_columns_show_provider_config_capacity_and_how_full_it_is(
         "PROVIDERCONFIG": (".status.providerConfigName", "string"),
         "CAPACITY": (".status.cache.capacityHuman", "string"),
         "USED": (".status.cache.usedHuman", "string"),
+        "NODE-CACHE": (".status.nodeCache.summary", "string"),
     }
 
 
@@ -321,20 +322,26 @@ def test_kubectl_get_shows_the_ready_condition_and_age(xrd):
 
 def test_fleet_cluster_spec_has_the_designed_fields():
     spec = spec_props("FleetCluster")
-    assert set(spec) == {"kubeconfigSecretRef", "providerConfigRef", "cache", "agent"}
+    assert set(spec) == {"kubeconfigSecretRef", "providerConfigRef", "cache", "agent", "nodeCache"}
     assert keys_of(spec["kubeconfigSecretRef"]) == {"namespace", "name", "key"}
     assert keys_of(spec["providerConfigRef"]) == {"name"}
     assert keys_of(spec["cache"]) == {"storageClassName", "accessMode", "capacity",
                                       "highWatermark", "lowWatermark"}
     assert keys_of(spec["agent"]) == {"image"}
+    assert keys_of(spec["nodeCache"]) == {
+        "nodeSelector", "optInLabel", "path", "storageClassName", "capacityPerNode",
+        "highWatermark", "lowWatermark", "maxConcurrentNodes", "tolerations", "labels"}
 
 
 def test_fleet_cluster_status_has_the_provider_config_name_and_the_cache_decisions():
     status = status_props("FleetCluster")
-    assert set(status) == {"providerConfigName", "cache"}
+    assert set(status) == {"providerConfigName", "cache", "nodeCache"}
     assert keys_of(status["cache"]) == {
         "capacityBytes", "capacityHuman", "usedBytes", "usedHuman", "reservedBytes",
         "usedPercent", "admitted", "waiting", "waitingCount", "evicted"}
+    assert keys_of(status["nodeCache"]) == {
+        "capacityPerNodeBytes", "demandBytes", "usedPercent", "summary", "admitted", "waiting",
+        "evicted"}
 
 
 def test_model_cache_spec_has_the_designed_fields():
