@@ -116,6 +116,7 @@ class Assembly:
         self.start_url = self.url = url
         self.fd = self.direct = self.journal = -1
         self.spans = list(task.done)
+        self.claims: set[int] = set()  # starts of blocks their writers are about to hash from memory
         self.lock = threading.Lock()
         self.hash_lock = threading.Lock()
         self.hasher = new_hasher(self.entry)
@@ -181,40 +182,56 @@ class Assembly:
             self.written(position, position + len(data), data)
 
     def written(self, start: int, end: int, data: memoryview) -> None:
-        """Journal the span, then hash: straight from `data` when it extends the hashed prefix."""
+        """Journal the span, then hash.
+
+        A block that extends the written prefix is hashed from `data` by its writer, who waits
+        for the digest to reach it (other hashers stop reading back at its start); a block
+        ahead of a gap is read back by whoever hashes once the gap is filled.
+        """
         os.write(self.journal, b"%d %d\n" % (start, end))
         with self.lock:
+            extends = self._contiguous() == start
             self.spans = merge_spans(self.spans + [(start, end)])
-        self.advance_hash(wait=False, fresh=(start, data))
+            if extends:
+                self.claims.add(start)
+        self.advance_hash(wait=extends, fresh=(start, data) if extends else None)
 
-    def contiguous(self) -> int:
+    def _contiguous(self) -> int:
+        return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
+
+    def hashable(self) -> int:
+        """The written prefix, up to the first block whose writer hashes it from memory."""
         with self.lock:
-            return self.spans[0][1] if self.spans and self.spans[0][0] == 0 else 0
+            return min(self._contiguous(), *self.claims) if self.claims else self._contiguous()
 
     def advance_hash(self, wait: bool, fresh: tuple[int, memoryview] | None = None) -> None:
-        """Hash the written prefix; without `wait`, leave it to whoever already hashes this file.
-
-        Bytes that extend the prefix are hashed from memory; bytes that arrived ahead of a
-        gap are read back once the gap is filled.
-        """
+        """Hash the written prefix; without `wait`, leave it to whoever already hashes this file."""
         while True:
             if not self.hash_lock.acquire(blocking=wait):
                 return
             try:
-                if fresh is not None and fresh[0] == self.hashed and not self.short_read:
-                    self.hasher.update(fresh[1])
-                    self.hashed += len(fresh[1])
-                fresh = None
-                target = self.contiguous()
-                while self.hashed < target and not self.short_read:
-                    self._read_back(target)
+                if fresh is not None:
+                    try:
+                        self._read_to(fresh[0])
+                        if fresh[0] == self.hashed and not self.short_read:
+                            self.hasher.update(fresh[1])
+                            self.hashed += len(fresh[1])
+                    finally:
+                        with self.lock:
+                            self.claims.discard(fresh[0])
+                    fresh = None
+                self._read_to(self.hashable())
                 if self.direct < 0 and self.hashed - self.flushed >= WRITEBACK_STEP:
                     start_writeback(self.fd, self.flushed, self.hashed - self.flushed)
                     self.flushed = self.hashed
             finally:
                 self.hash_lock.release()
-            if wait or self.short_read or self.contiguous() <= self.hashed:
+            if wait or self.short_read or self.hashable() <= self.hashed:
                 return
+
+    def _read_to(self, target: int) -> None:
+        while self.hashed < target and not self.short_read:
+            self._read_back(target)
 
     def _read_back(self, target: int) -> None:
         """Hash the next written bytes up to `target` from the file, in whole blocks when direct."""
