@@ -1,20 +1,26 @@
-"""A cluster's cache capacity: which hydrations may start and which copies are evicted.
+"""A cluster's cache capacity: which copies may start and which are evicted, for both tiers.
 
-One writer (DESIGN §7): compose-fleet-cluster reads the ModelCacheHydrations of its cluster,
-turns each into a `Copy`, asks `decide` and publishes the `Decision` in its status.cache;
-compose-model-cache-hydration obeys it. `decide` is pure and deterministic: the same copies in
-any order, with the same latched lists, give the same answer.
+One writer (DESIGN §7): compose-fleet-cluster decides, the ModelCacheHydrations obey. The
+same rules serve both tiers, through this one `decide`:
+- the volume tier: each hydration's volume is a `Copy` (functions/fleet_cluster.py), against
+  spec.cache.capacity, published in status.cache;
+- the node tier: each tier-Node cache's copy on every pool node is a `Copy`
+  (functions/node_capacity.py maps its node-tier phases onto the volume tier's), against
+  spec.nodeCache.capacityPerNode, published in status.nodeCache.
+`decide` is pure and deterministic: the same copies in any order, with the same latched
+lists, give the same answer.
 
-- usage: the sum of the copies' measured usedBytes (each hydration's volume is its own PVC);
+- usage: the sum of the copies' usage (measured volumes; a node copy's bytes once started);
 - reserved: what admitted downloads still running may add (requested size minus usage);
 - eviction, first: only while usage is above the high watermark, Ready copies that are
   neither pinned nor mounted nor wanted by a placed replica, lapsed first, then least
   recently used, until usage is at or below the low watermark. An evicted copy counts
   nothing from then on and stays evicted until it asks to be warmed again;
 - admission, then: copies that have not started (nor lapsed, nor left the placement), oldest
-  first, while used + reserved + their size stays under the high watermark; the first that
-  does not fit waits, and so does every later one (no overtaking, so a large copy is not
-  starved). Admission is latched.
+  first, while used + reserved + their size stays under the high watermark (and, when the
+  disk's free space was measured, reserved + their size fits in it); the first that does not
+  fit waits, and so does every later one (no overtaking, so a large copy is not starved).
+  Admission is latched.
 What is not known (a usage never measured, a mount count not reported) reads as "keep".
 """
 
@@ -30,14 +36,15 @@ STARTED_PHASES = ("Hydrating", "Ready")
 
 @dataclass(frozen=True)
 class Copy:
-    """One ModelCacheHydration on the cluster, as its spec and status say."""
+    """One copy on the cluster, as its hydration's spec and status say: a volume (the
+    hydration's phase) or a cache's node copies (its node-tier phase, mapped onto these)."""
 
-    key: str  # namespace/name
+    key: str  # namespace/name (volume tier) or namespace/cache (node tier)
     created: str  # metadata.creationTimestamp, as written ("" if absent)
-    size: int | None  # spec.storage.size in bytes; None if unreadable (it cannot be admitted)
-    used: int | None  # status.usedBytes; None until measured
-    phase: str  # status.phase ("" if absent)
-    serving: bool  # status.servingCommit set: a snapshot was Ready on the volume
+    size: int | None  # bytes it needs (spec.storage.size); None if unreadable: never admitted
+    used: int | None  # bytes it holds (status.usedBytes); None until known
+    phase: str  # Pending | Hydrating | Ready | Failed | Evicted ("" if absent)
+    serving: bool  # it holds a commit already (a snapshot was Ready): needs no admission
     pinned: bool | None  # status.pinned; None if not reported
     mounted_by: int | None  # status.mountedBy; None if not reported
     placed: int | None  # status.placedReplicas; None if not reported
@@ -90,8 +97,11 @@ class Decision:
 
 
 def decide(copies: Iterable[Copy], capacity: int | None, high_percent: int, low_percent: int,
-           admitted: Iterable[str], evicted: Iterable[str]) -> Decision:
-    """`admitted` and `evicted` are the lists the last decision published (latched)."""
+           admitted: Iterable[str], evicted: Iterable[str], free: int | None = None
+           ) -> Decision:
+    """`admitted` and `evicted` are the lists the last decision published (latched); `free`
+    is the least free space measured on the disk the copies share (None: not measured), which
+    admission never overcommits, whatever the budget says."""
     by_key = {c.key: c for c in copies}
     ordered = sorted(by_key.values(), key=lambda c: c.key)
     evicted_now = still_evicted(ordered, set(evicted))
@@ -121,7 +131,8 @@ def decide(copies: Iterable[Copy], capacity: int | None, high_percent: int, low_
             if len(admitted_now) < LISTED:
                 admitted_now.add(copy.key)
             continue
-        fits = copy.size is not None and used + reserved + copy.size <= high
+        fits = copy.size is not None and used + reserved + copy.size <= high \
+            and (free is None or reserved + copy.size <= free)
         if waiting or not fits or len(admitted_now) >= LISTED:
             waiting.append(copy.key)
             continue
