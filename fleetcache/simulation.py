@@ -498,9 +498,19 @@ class Cluster:
                 for item in volume["secret"].get("items", []):
                     data = (secret or {}).get("data", {}).get(item["key"], "")
                     (host / item["path"]).write_bytes(base64.b64decode(data))
+            if "configMap" in volume:
+                self.write_configmap_files(namespace, volume["configMap"], host)
             host.mkdir(parents=True, exist_ok=True)
             mounts[mount["mountPath"]] = str(host)
         return mounts
+
+    def write_configmap_files(self, namespace: str, source: Mapping, host: Path) -> None:
+        """A Job's configMap volume (the pinned manifest of an S3 or volume source): each data
+        key a file, as the kubelet projects it when the pod starts."""
+        configmap = self.objects.get(("ConfigMap", namespace, source["name"])) or {}
+        host.mkdir(parents=True, exist_ok=True)
+        for key, value in (configmap.get("data") or {}).items():
+            (host / key).write_text(value)
 
     def claim_mounts(self, namespace: str, pod_spec: dict, container: dict) -> dict[str, str]:
         """mountPath -> the directory standing in for each mounted PVC."""

@@ -812,7 +812,7 @@ def pruning_note(pruning: Pruning) -> str:
 def bytes_from(request: kit.Request, spec: HydrationSpec, seen: Seen, phase: Phase) -> dict:
     """Where this copy's bytes came from: Volume for an existing volume; else the agent's
     record (bytesFrom, originBytes, mirrorBytes: a mirror fetch writes them), else as
-    latched, else Origin once bytes moved. Absent before anything did."""
+    latched, else (without a mirror) Origin once bytes moved. Absent before that."""
     if spec.existing_volume:
         return {"bytesFrom": "Volume", "originBytes": 0, "mirrorBytes": 0}
     found: dict = {}
@@ -822,8 +822,8 @@ def bytes_from(request: kit.Request, spec: HydrationSpec, seen: Seen, phase: Pha
                      **{k: max(0, kit.as_int(source.get(k))) for k in ("originBytes",
                                                                         "mirrorBytes")}}
             break
-    if not found and phase.phase in ("Hydrating", "Ready"):
-        found = {"bytesFrom": "Origin"}
+    if not found and not spec.mirror and phase.phase in ("Hydrating", "Ready"):
+        found = {"bytesFrom": "Origin"}  # a mirror fetch says which in its last record
     return found
 
 

@@ -1,0 +1,146 @@
+"""Issue 12's "Done when", end to end: a ModelCache from S3, one from an existing volume, and
+a Hub ModelCache through a fleet mirror converge on a five-cluster fleet with verified bytes;
+with the mirror the Hub serves the model about once (≤ 1.05x its size, against about 5x
+without, measured in the same test); a publisher that fails hands over.
+
+Real function server, real agents against the test hub and an S3 API server on loopback
+(fleetcache.demo_sources, the demo's act), fleetcache.simulation for Crossplane and the
+clusters.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache import demo_sources as act
+from fleetcache import render as rendering
+from fleetcache.demo_day_two import Stage
+from fleetcache.functions import kit
+from fleetcache.simulation import Cluster, ControlPlane, Provider
+from fleetcache.testhub.content import make_model
+from fleetcache.testhub.server import Fault, TestHub
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTERS = ("gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e")
+MODEL_BYTES = 2 * 2**20
+DEADLINE = 120.0
+
+
+def fleet_cluster(name: str) -> dict:
+    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
+            "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
+                                             "name": f"{name}-kubeconfig"}}}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Five clusters, a hub, a corrupting proxy in front of it, and an S3 server."""
+    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
+                    for d in rendering.load_documents(ROOT / "compositions")
+                    if d.get("kind") == "Composition"}
+    schemas = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
+    root = tmp_path_factory.mktemp("sources")
+    with TestHub() as hub, TestHub() as proxy, act.S3Store() as s3, \
+            rendering.function_process() as address, rendering.channel_to(address) as channel:
+        proxy.inject(Fault("corrupt", path="/lfs/*", host="cdn", times=None, offset=4096))
+        stub = grpcv1.FunctionRunnerServiceStub(channel)
+
+        def pipeline(composite, composition, observed, required):
+            return rendering.run_pipeline(stub, composite, composition, observed, required)
+
+        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
+        control = ControlPlane(pipeline, compositions, schemas,
+                               Provider(clusters, lambda: control.secrets()))
+        stage = Stage(control, clusters, (hub,), None, act.NAMESPACE, "", "", MODEL_BYTES,
+                      CLUSTERS, 0.05, time.monotonic() + DEADLINE, lambda line: None)
+        try:
+            for name in CLUSTERS:
+                control.apply(fleet_cluster(name))
+            s3.make_bucket(act.BUCKET)
+            s3.make_bucket(act.MIRROR_BUCKET)
+            control.apply(act.grant(CLUSTERS))
+            control.apply(act.credentials_secret())
+            yield stage, hub, proxy, s3
+        finally:
+            for cluster in clusters.values():
+                cluster.stop()
+
+
+def add_repo(hubs: tuple[TestHub, ...], repo: str, seed: int) -> int:
+    """The same repo on the hub and the proxy (their commits agree only while their histories
+    do); the model's size."""
+    files = dict(make_model(MODEL_BYTES, shards=2, seed=seed))
+    for each in hubs:
+        each.add_repo(repo, files)
+    return sum(c.size for c in files.values())
+
+
+def settle(stage: Stage, name: str, clusters=CLUSTERS) -> None:
+    stage.deadline = time.monotonic() + DEADLINE
+    assert act.settle(stage, name, clusters) == ""
+
+
+def test_an_s3_model_cache_converges_with_verified_bytes(fleet):
+    stage, _, _, s3 = fleet
+    stage.deadline = time.monotonic() + DEADLINE
+    assert act.s3_act(stage, s3, list(CLUSTERS[:2]), MODEL_BYTES, lambda line: None) == []
+
+
+def test_an_existing_volume_converges_and_a_changed_file_fails_naming_it(fleet):
+    stage = fleet[0]
+    stage.deadline = time.monotonic() + DEADLINE
+    assert act.volume_act(stage, list(CLUSTERS[:3]), MODEL_BYTES, lambda line: None) == []
+    assert not (stage.clusters["gpu-a"].volume_dir(act.NAMESPACE, kit.cache_volume_name(
+        act.VOLUME_CACHE))).exists()  # nothing composed a volume of its own
+
+
+def test_a_mirror_reads_the_origin_once_for_the_fleet_instead_of_once_per_cluster(fleet):
+    stage, hub, proxy, s3 = fleet
+    size = add_repo((hub, proxy), "fleetcache-test/direct", seed=31)
+    before = hub.bytes_sent()
+    stage.control.apply(act.mirror_cache("direct", "fleetcache-test/direct", hub.endpoint,
+                                         CLUSTERS, None))
+    settle(stage, "direct")
+    without = hub.bytes_sent() - before
+
+    assert add_repo((hub, proxy), "fleetcache-test/mirrored", seed=32) == size
+    before = hub.bytes_sent()
+    stage.control.apply(act.mirror_cache("mirrored", "fleetcache-test/mirrored", hub.endpoint,
+                                         CLUSTERS, s3.endpoint))
+    settle(stage, "mirrored")
+    with_mirror = hub.bytes_sent() - before
+
+    assert without >= 4.9 * size
+    assert with_mirror <= 1.05 * size
+    status = act.status_of(stage.control, "mirrored")
+    assert status["mirror"] == {"publisher": "gpu-a", "published": True,
+                                "commit": status["resolved"]["commit"]}
+    assert {r["name"]: r["bytesFrom"] for r in status["clusters"]} == \
+        {c: "Origin" if c == "gpu-a" else "Mirror" for c in CLUSTERS}
+    digests = act.reverified_digests(stage.clusters, "mirrored", "fleetcache-test/mirrored",
+                                     status["resolved"]["commit"])
+    assert set(digests.values()) == {status["resolved"]["manifestDigest"]}
+
+
+def test_a_failed_publisher_hands_over_to_the_next_cluster(fleet):
+    stage, hub, proxy, s3 = fleet
+    add_repo((hub, proxy), "fleetcache-test/handover", seed=33)
+    stage.clusters["gpu-a"].endpoint_override = proxy.endpoint  # corrupts every LFS byte
+    try:
+        stage.control.apply(act.mirror_cache("handover", "fleetcache-test/handover",
+                                             hub.endpoint, CLUSTERS, s3.endpoint))
+        settle(stage, "handover")
+    finally:
+        stage.clusters["gpu-a"].endpoint_override = None
+    status = act.status_of(stage.control, "handover")
+    assert (status["mirror"]["publisher"], status["mirror"]["published"]) == ("gpu-b", True)
+    phases = act.phases(stage.control, "handover", CLUSTERS)
+    assert phases == {"gpu-a": "Failed", **{c: "Ready" for c in CLUSTERS[1:]}}
+    rows = {r["name"]: r for r in status["clusters"]}
+    assert rows["gpu-a"]["reason"] == "DigestMismatch"
+    assert {c: rows[c].get("bytesFrom") for c in CLUSTERS[2:]} == \
+        {c: "Mirror" for c in CLUSTERS[2:]}
