@@ -41,7 +41,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache import demo_day_two, demo_tenants
+from fleetcache import demo_day_two, demo_sources, demo_tenants
 from fleetcache.simulation import (Clock, Cluster, ControlPlane, Provider, all_text,
                                    function_server, kubectl_table, step)
 from fleetcache.testhub.content import make_model
@@ -286,6 +286,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
                     stage, lambda revision: model_cache(hub.endpoint, revision), hub.endpoint)
                 if not problems:
                     problems = demo_tenants.play(stage, hub.endpoint)
+                if not problems:
+                    problems = demo_sources.play(stage, hub, out)
                 if not problems:
                     commit = kit.get_path(tiny_chat(control), "status.resolved.commit", "")
                     out("\nEvery Ready cluster re-verifies the updated cache:")

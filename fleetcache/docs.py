@@ -120,7 +120,7 @@ WHERE = {
     "UsageUnknown": "ModelCacheGrant `OverQuota` condition (Unknown)",
     # The node tier (functions/node_tier.py, node_rollup.py)
     "NodeTierNotConfigured": NODE_TIER,
-    "NodeCacheModeUnsupported": NODE_TIER,
+    "NodeCacheModeUnsupported": NODE_TIER + "; FleetCluster `NodeAgent` condition",
     "NoEligibleNodes": NODE_TIER,
     "AwaitingVolumeTier": NODE_TIER,
     "VolumeNotShared": NODE_TIER,
@@ -128,6 +128,12 @@ WHERE = {
     "NodesWarm": NODE_TIER,
     "NodeTierDegraded": "ModelCache `Degraded` condition; ModelCacheHydration "
                         "`status.nodeTier.reason`",
+    # The FleetCluster's node tier (functions/node_capacity.py, node_system.py)
+    "NodeCapacityLow": "FleetCluster `NodeCapacityLow` condition and `status.nodeCache.waiting`; "
+                       "ModelCacheHydration `status.nodeTier.reason` (Pending: waits for room)",
+    "NodeCapacityAvailable": "FleetCluster `NodeCapacityLow` condition (False)",
+    "NodeAgentReady": "FleetCluster `NodeAgent` condition (True)",
+    "NodeAgentNotReady": "FleetCluster `NodeAgent` condition",
 }
 
 # What to do for the reasons of composers that say no remedy in their code (their states

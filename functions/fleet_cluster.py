@@ -1,29 +1,36 @@
 """compose-fleet-cluster: one provider-kubernetes ClusterProviderConfig per FleetCluster,
-and the cache capacity decisions for its cluster.
+the cache capacity decisions for its cluster, and its node tier.
 
 Lifecycle, top to bottom:
 1. read and validate the spec: exactly one of kubeconfigSecretRef / providerConfigRef,
-   and the cache defaults other composers read (accessMode, capacity, watermarks,
-   storageClassName); require the ModelCacheHydrations of this cluster by label (in every
-   namespace: the selector names none);
+   the cache defaults other composers read (accessMode, capacity, watermarks,
+   storageClassName) and spec.nodeCache; require the ModelCacheHydrations of this cluster
+   by label (in every namespace: the selector names none);
 2. compose a ClusterProviderConfig named after the FleetCluster from the kubeconfig
    Secret, or adopt the named one (compose nothing);
 3. decide capacity (functions/capacity.py): which hydrations may start, which copies are
    evicted; the hydrations read the decision from status.cache and obey it;
-4. report status.providerConfigName, status.cache and the CapacityLow condition; the
-   FleetCluster is Ready once its ProviderConfig exists (observed), or at once when adopted.
+4. with spec.nodeCache (a path): decide the per-node capacity of the tier-Node caches
+   (functions/node_capacity.py, the same rules) and compose the node agent, its keep-list
+   and the warm slots in fleetcache-system on the cluster (functions/node_system.py);
+5. report status.providerConfigName, status.cache, status.nodeCache and the CapacityLow,
+   NodeCapacityLow and NodeAgent conditions; the FleetCluster is Ready once its
+   ProviderConfig exists (observed), or at once when adopted: the node tier never holds
+   the volume tier back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetcache.functions import capacity, kit
+from fleetcache.functions import capacity, kit, node_capacity, node_system
 from fleetcache.functions.models.fleet_cluster import FleetCluster
+from fleetcache.functions.node_tier import NodeCache
 
 PROVIDER_CONFIG_KEY = "provider-config"
 HYDRATIONS_KEY = "model-cache-hydrations"
 NAMED = 5  # hydrations named in the CapacityLow message
+OBJECT_NAMESPACE = "crossplane-system"  # where the Objects of a cluster-scoped FleetCluster live
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -37,6 +44,14 @@ class ClusterSpec:
     capacity: int | None  # spec.cache.capacity in bytes; None: no budget
     high: int  # spec.cache.highWatermark, percent
     low: int  # spec.cache.lowWatermark, percent
+    image: str = kit.DEFAULT_AGENT_IMAGE  # spec.agent.image
+    node_cache: NodeCache | None = None  # spec.nodeCache; None: no node tier
+    node_settings: node_capacity.Settings | None = None  # its capacity and watermarks
+    node_slots: int = 0  # spec.nodeCache.maxConcurrentNodes
+
+    @property
+    def provider_config(self) -> str:
+        return self.adopted or self.name
 
 
 def read_spec(request: kit.Request) -> ClusterSpec:
@@ -46,10 +61,28 @@ def read_spec(request: kit.Request) -> ClusterSpec:
     cache = spec["cache"]
     budget = cache.get("capacity")
     budget = kit.quantity_bytes(budget, "spec.cache.capacity") if budget is not None else None
-    watermarks = {"high": cache["highWatermark"], "low": cache["lowWatermark"]}
+    node = node_spec(spec.get("nodeCache"))
+    options = {"high": cache["highWatermark"], "low": cache["lowWatermark"],
+               "image": kit.get_path(spec, "agent.image") or kit.DEFAULT_AGENT_IMAGE, **node}
     if "providerConfigRef" in spec:
-        return ClusterSpec(name, None, spec["providerConfigRef"]["name"], budget, **watermarks)
-    return ClusterSpec(name, spec["kubeconfigSecretRef"], None, budget, **watermarks)
+        return ClusterSpec(name, None, spec["providerConfigRef"]["name"], budget, **options)
+    return ClusterSpec(name, spec["kubeconfigSecretRef"], None, budget, **options)
+
+
+def node_spec(node: dict | None) -> dict:
+    """spec.nodeCache (validated and defaulted by the model) as ClusterSpec fields; the pool
+    and path are read by node_tier.NodeCache, as the hydrations read them, so the node
+    agent and the node PVs can never disagree on either."""
+    if node is None:
+        return {}
+    node_cache = NodeCache.of(node)
+    if node_cache.problem:
+        raise kit.InputError(node_cache.problem)
+    settings = node_capacity.Settings(
+        kit.quantity_bytes(node["capacityPerNode"], "spec.nodeCache.capacityPerNode"),
+        node["highWatermark"], node["lowWatermark"])
+    return {"node_cache": node_cache, "node_settings": settings,
+            "node_slots": node["maxConcurrentNodes"]}
 
 
 def hydrations_requirement(spec: ClusterSpec) -> kit.Requirement:
@@ -140,9 +173,6 @@ def decide(request: kit.Request, spec: ClusterSpec) -> capacity.Decision | None:
                            latched(request, "admitted"), latched(request, "evicted"))
 
 
-# --- 4. report ----------------------------------------------------------------------------
-
-
 def cache_status(decision: capacity.Decision) -> dict:
     status: dict = {
         "capacityHuman": kit.human_bytes(decision.capacity) if decision.capacity
@@ -186,6 +216,75 @@ def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: 
                       kit.with_remedy("; ".join(said), "CapacityLow"))
 
 
+# --- 4. the node tier ----------------------------------------------------------------------
+
+
+def compose_node_tier(request: kit.Request, spec: ClusterSpec, outcome: kit.Outcome) -> None:
+    """The node agent, the keep-list and the slots on the cluster, and the per-node capacity
+    decision. While the hydrations are not fetched nothing is decided anew: the last
+    status.nodeCache stands and the keep-list is kept as observed (never an empty one that
+    would have every node delete its caches)."""
+    node_cache = spec.node_cache
+    if node_cache is None:
+        return
+    if node_cache.storage_class:
+        outcome.condition("NodeAgent", False, "NodeCacheModeUnsupported", kit.with_remedy(
+            f"spec.nodeCache.storageClassName {node_cache.storage_class} is reserved: nothing "
+            "is composed for the node tier on this cluster and its Node caches stay on the "
+            "volume", "NodeCacheModeUnsupported"))
+        return
+    labels = {kit.LABEL_MANAGED_BY: "fleetcache", kit.LABEL_CLUSTER: kit.label_value(spec.name)}
+
+    def remote(key: str, manifest: dict, policies: tuple[str, ...] | None = None) -> None:
+        seen = bool(kit.remote_manifest(request.observed.get(key)))
+        outcome.compose(key, kit.remote_object(
+            kit.child_name(spec.name, key), OBJECT_NAMESPACE, manifest, spec.provider_config,
+            management_policies=policies, labels=labels), seen)
+
+    for key, (manifest, policies) in node_system.manifests(
+            node_cache, spec.node_slots, spec.image, labels).items():
+        remote(key, manifest, policies)
+    hydrations = request.required.get(HYDRATIONS_KEY)
+    if hydrations is None:
+        kit.carry_over(request, outcome, [node_system.DIRS_KEY])
+        latched = kit.mapping_at(request.status, "nodeCache")
+        if latched:
+            outcome.status["nodeCache"] = latched
+    else:
+        caches = node_capacity.node_hydrations(spec.name, hydrations)
+        decision = node_capacity.decide(spec.node_settings, caches,
+                                        kit.get_path(request.status, "nodeCache"))
+        keep = node_capacity.keep_list(caches, decision, request.now)
+        remote(node_system.DIRS_KEY, node_system.dirs_manifest(
+            node_capacity.keep_json(keep), labels))
+        outcome.status["nodeCache"] = node_capacity.status_of(decision)
+        node_capacity.condition(spec.name, spec.node_settings, decision,
+                                node_capacity.least_free(caches), outcome, NAMED)
+    agent_condition(request, outcome)
+
+
+def agent_condition(request: kit.Request, outcome: kit.Outcome) -> None:
+    """NodeAgent: whether every pool node runs the node agent (the DaemonSet's numbers)."""
+    daemonset = kit.mapping_at(kit.remote_manifest(
+        request.observed.get(node_system.AGENT_KEY)), "status")
+    where = f"DaemonSet {node_system.SYSTEM_NAMESPACE}/{node_system.NAME}"
+    if "desiredNumberScheduled" not in daemonset:
+        outcome.condition("NodeAgent", False, "NodeAgentNotReady", kit.with_remedy(
+            f"waiting for {where} to report its nodes", "NodeAgentNotReady"))
+        return
+    desired = max(0, kit.as_int(daemonset.get("desiredNumberScheduled")))
+    ready = max(0, kit.as_int(daemonset.get("numberReady")))
+    said = f"{min(ready, desired)}/{desired} pool nodes run the node agent ({where})"
+    if ready >= desired:
+        outcome.condition("NodeAgent", True, "NodeAgentReady", said)
+    else:
+        outcome.condition("NodeAgent", False, "NodeAgentNotReady",
+                          kit.with_remedy(said, "NodeAgentNotReady"))
+
+
+# --- 5. report ----------------------------------------------------------------------------
+
+
 def compose(request: kit.Request) -> kit.Outcome:
     outcome = kit.Outcome()
     spec = read_spec(request)
@@ -204,4 +303,5 @@ def compose(request: kit.Request) -> kit.Outcome:
         outcome.status["cache"] = cache
     if decision:
         capacity_condition(spec, decision, outcome)
+    compose_node_tier(request, spec, outcome)
     return outcome

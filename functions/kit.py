@@ -302,6 +302,20 @@ REASONS: dict[str, Reason] = {
         Reason("NodesWarming", "None: the pool nodes copy from the cluster's volume, at most "
                "spec.nodeCache.maxConcurrentNodes at once per cluster; raise it to go faster."),
         Reason("NodesWarm", "None: every eligible pool node holds the verified commit."),
+        # The FleetCluster's node tier (functions/node_capacity.py, node_system.py).
+        Reason("NodeCapacityLow", "Raise the FleetCluster's spec.nodeCache.capacityPerNode or "
+               "highWatermark (only as far as the pool nodes' disks really hold), remove "
+               "tier-Node caches from this cluster or set their spec.storage.tier to Volume, "
+               "or unpin node caches no replica needs so they can be evicted; the volume "
+               "serves meanwhile."),
+        Reason("NodeCapacityAvailable", "None: every tier-Node cache on the cluster fits under "
+               "spec.nodeCache.highWatermark of capacityPerNode."),
+        Reason("NodeAgentReady", "None: every pool node runs the node agent "
+               "(fleetcache-system/fleetcache-node-agent)."),
+        Reason("NodeAgentNotReady", "See the node agent's pods on the named cluster (kubectl -n "
+               "fleetcache-system get pods -l app.kubernetes.io/component=node-agent): a pod "
+               "that cannot mount spec.nodeCache.path means the path is missing on that node "
+               "(create the filesystem, or remove the node's opt-in label)."),
         # Sources beyond the Hub and the fleet mirror (functions/sources.py, functions/mirror.py).
         Reason("AwaitingManifest", "None: an S3 or existing-volume source is fetched or verified "
                "against the manifest its ModelCache latched (status.resolved.manifest); if it "
