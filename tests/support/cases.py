@@ -134,6 +134,36 @@ def _fleet_cluster_deciding_capacity() -> Case:
                 required={"model-cache-hydrations": hydrations})
 
 
+def _fleet_cluster_node_tier() -> Case:
+    """A FleetCluster with spec.nodeCache over three tier-Node caches: one warm on its
+    nodes and mounted, one admitted, one waiting for room per node; the node agent
+    DaemonSet reporting two of three pool nodes ready."""
+    def hydration(cache: str, gib: int, hour: int, **status) -> dict:
+        return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+                "metadata": {"name": f"{cache}-gpu-east-1", "namespace": "ml",
+                             "creationTimestamp": f"2026-12-01T{hour:02}:00:00Z",
+                             "labels": {kit.LABEL_CLUSTER: "gpu-east-1"}},
+                "spec": {"clusterName": "gpu-east-1", "modelCacheName": cache, "tier": "Node",
+                         "commit": builders.COMMIT, "bytes": gib * GIB,
+                         "storage": {"size": f"{gib + 1}Gi"}},
+                "status": status}
+
+    xr = builders.fleet_cluster_xr(providerConfigRef={"name": "gpu-east-1"}, nodeCache={
+        "nodeSelector": {"matchLabels": {"gpu": "h100"}}, "path": "/mnt/nvme0",
+        "capacityPerNode": "100Gi", "maxConcurrentNodes": 2})
+    hydrations = [
+        hydration("qwen", 50, 1, nodeTier={"phase": "Ready", "readyNodes": 3,
+                                           "minFreeBytes": 60 * GIB},
+                  servingCommit=builders.COMMIT, mountedBy=1, placedReplicas=1, pinned=False),
+        hydration("mistral", 20, 2),
+        hydration("llama", 40, 3),
+    ]
+    daemonset = {"status": {"atProvider": {"manifest": {
+        "status": {"desiredNumberScheduled": 3, "numberReady": 2}}}}}
+    return Case("fleet-cluster-decides-node-capacity", xr, {"node-agent": daemonset},
+                required={"model-cache-hydrations": hydrations})
+
+
 def _grant_deciding_three_caches() -> Case:
     """A ModelCacheGrant of 100Gi over the gpu=h100 clusters deciding three caches in
     creation order: one admitted, one past the projection (OverQuota), one naming a cluster
@@ -190,6 +220,7 @@ CASES: list[Case] = [
     Case("fleet-cluster-adopts-provider-config",
          builders.fleet_cluster_xr(providerConfigRef={"name": "existing"})),
     _fleet_cluster_deciding_capacity(),
+    _fleet_cluster_node_tier(),
     _grant_deciding_three_caches(),
     _case_of("hydration-first-call", builders.hydration_request()),
     _hydrating(),
