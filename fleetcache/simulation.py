@@ -255,8 +255,9 @@ class Container:
     def start(self) -> None:
         if self.argv is not None:
             self.termination_log.write_text("")
-            self.process = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.DEVNULL,
-                                            stderr=self.log.open("ab"))
+            with self.log.open("ab") as log:
+                self.process = subprocess.Popen(self.argv, env=self.env,
+                                                stdout=subprocess.DEVNULL, stderr=log)
 
     def exited(self) -> int | None:
         return None if self.process is None else self.process.poll()

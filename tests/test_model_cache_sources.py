@@ -138,7 +138,8 @@ def test_custom_credential_keys_are_read_from_the_users_secret_under_their_names
     source["s3"]["credentialsSecretRef"] = {"name": "s3-keys", "accessKeyIdKey": "id",
                                             "secretAccessKeyKey": "key"}
     secret = {**SECRET, "data": {"id": "a", "key": "b"}}
-    refs = compose(cache(source), secrets=[secret]).desired["resolve-token"][0]["spec"]["references"]
+    secret_object = compose(cache(source), secrets=[secret]).desired["resolve-token"][0]
+    refs = secret_object["spec"]["references"]
     assert [r["patchesFrom"]["fieldPath"] for r in refs] == ["data.id", "data.key"]
     assert [r["toFieldPath"] for r in refs] == ["data.AWS_ACCESS_KEY_ID",
                                                 "data.AWS_SECRET_ACCESS_KEY"]
@@ -298,7 +299,8 @@ def test_an_s3_fetch_pins_commit_digest_and_manifest_file():
             flag(args, "--manifest-file"), flag(args, "--s3-bucket"),
             flag(args, "--credentials-dir")) == (S3_COMMIT, DIGEST, sources.MANIFEST_FILE,
                                                  "models", sources.CREDENTIALS_MOUNT_PATH)
-    mounts = {m["mountPath"] for m in job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {sources.MANIFEST_MOUNT_PATH, sources.CREDENTIALS_MOUNT_PATH,
             kit.CACHE_MOUNT_PATH} <= mounts
     assert restricted_violations(job["spec"]["template"]["spec"]) == []
