@@ -49,7 +49,8 @@ log = logging.getLogger("fleetcache.agent")
 STAGE_BLOCK = 4 << 20  # bytes per write, and per read-back for the digest
 READ_MIN = 64 << 10  # a slow stream's reads shrink to this so each returns within about FLUSH_AFTER
 FLUSH_AFTER = 0.05  # seconds a slow stream's bytes may wait in the stage before they are written
-ALIGN = 4096  # O_DIRECT transfers whole blocks from block-aligned memory (mmap is page-aligned)
+ALIGN = 4096  # O_DIRECT transfers whole blocks from block-aligned memory
+HUGE_PAGE = 2 << 20
 O_DIRECT = getattr(os, "O_DIRECT", 0)
 PART_SIZE = 32 << 20
 WRITEBACK_STEP = 16 << 20
@@ -75,13 +76,26 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
         _sync_file_range(fd, ctypes.c_longlong(offset), ctypes.c_longlong(length), SYNC_FILE_RANGE_WRITE)
 
 
+def aligned_buffer(size: int) -> memoryview:
+    """Private memory on a 2 MiB boundary, in transparent huge pages where the kernel allows:
+    pinning a huge page for a direct transfer costs a fraction of pinning 512 small ones
+    (direct I/O's system time fell about threefold here)."""
+    area = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        area.madvise(mmap.MADV_HUGEPAGE)
+    except (AttributeError, OSError):  # no THP: small pages, still page-aligned
+        pass
+    skip = -ctypes.addressof(ctypes.c_char.from_buffer(area)) % HUGE_PAGE
+    return memoryview(area)[skip : skip + size]
+
+
 _buffers = threading.local()
 
 
 def read_back_buffer() -> memoryview:
-    """The calling worker's page-aligned buffer for reading written bytes back into the digest."""
+    """The calling worker's buffer for reading written bytes back into the digest."""
     if not hasattr(_buffers, "back"):
-        _buffers.back = memoryview(mmap.mmap(-1, STAGE_BLOCK))
+        _buffers.back = aligned_buffer(STAGE_BLOCK)
     return _buffers.back
 
 
@@ -320,7 +334,7 @@ class Fetcher:
                 self.jobs.put(None)
 
     def _worker(self) -> None:
-        stage = memoryview(mmap.mmap(-1, STAGE_BLOCK))
+        stage = aligned_buffer(STAGE_BLOCK)
         while not self.abort.is_set():
             job = self.jobs.get()
             if job is None:
