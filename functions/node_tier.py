@@ -452,10 +452,9 @@ def blocked(request: kit.Request, h: Hydration, cluster: kit.FleetClusterView | 
     if not (decision.admitted or started or request.observed.get(WARMER_KEY)):
         waiting = "has not decided on it yet" if not decision.known else \
             "has no room for it under spec.nodeCache.highWatermark yet"
-        return Verdict("Pending", "NodeCapacityLow", (
+        return Verdict("Pending", "NodeCapacityLow", kit.with_remedy(
             f"FleetCluster {h.cluster} {waiting} (status.nodeCache): the node copies of "
-            f"{h.key} wait; raise spec.nodeCache.capacityPerNode or highWatermark, or remove "
-            "Node-tier caches from the cluster"))
+            f"{h.key} wait", "NodeCapacityLow"))
     return None
 
 

@@ -390,6 +390,7 @@ def test_a_cache_not_admitted_on_the_nodes_waits_and_composes_nothing_of_the_tie
     outcome = run(cluster=node_cluster(admitted=()))
     assert node_keys(outcome) == set()
     assert outcome.status["nodeTier"]["reason"] == "NodeCapacityLow"
+    assert outcome.status["nodeTier"]["message"].endswith(kit.remedy("NodeCapacityLow"))
 
 
 def test_before_the_cluster_decides_the_node_tier_waits_for_it():
