@@ -23,6 +23,7 @@ from fleetcache.functions import kit
 from fleetcache.simulation import Cluster, ControlPlane, Provider
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import Fault, TestHub
+from tests.support import xrd
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ("gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e")
@@ -144,3 +145,11 @@ def test_a_failed_publisher_hands_over_to_the_next_cluster(fleet):
     assert rows["gpu-a"]["reason"] == "DigestMismatch"
     assert {c: rows[c].get("bytesFrom") for c in CLUSTERS[2:]} == \
         {c: "Mirror" for c in CLUSTERS[2:]}
+
+
+def test_every_manifest_of_the_demos_sources_act_is_valid_against_its_xrd():
+    xrd.assert_valid(act.grant(CLUSTERS))
+    xrd.assert_valid(act.s3_cache("http://127.0.0.1:1", CLUSTERS))
+    xrd.assert_valid(act.volume_cache(CLUSTERS))
+    xrd.assert_valid(act.mirror_cache(act.MIRROR_CACHE, act.MIRROR_REPO, "http://127.0.0.1:1",
+                                      CLUSTERS, "http://127.0.0.1:2"))
