@@ -204,6 +204,15 @@ def compared_of(record: dict) -> list[dict]:
         return []
 
 
+def stands(latched: dict | None, spec: CacheSpec) -> bool:
+    """A latched result still answers this spec: the same source, something selected, and
+    for an S3 prefix or a volume's file the pinned manifest every hydration needs (a status
+    without it, or with a broken one, resolves again rather than strand the fleet)."""
+    return bool(latched) and latched["sourceDigest"] == spec.source_digest \
+        and not is_empty(latched) \
+        and ("manifest" in latched or not spec.origin.pinned_manifest)
+
+
 def is_empty(resolved: dict) -> bool:
     """A resolve that selected nothing: fanning it out would make empty caches Ready."""
     return resolved["bytes"] <= 0 or resolved["files"] <= 0
@@ -226,7 +235,7 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
     if raw is not None and latched is None:
         outcome.warnings.append(f"status.resolved {kit.shown(raw)} is not a resolve result "
                                 "(an object with a 40-hex commit); resolving again")
-    if latched and latched["sourceDigest"] == spec.source_digest and not is_empty(latched):
+    if stands(latched, spec):
         return Resolution(latched, "Resolved")
 
     token_problem = sources.secret_problem(request, spec.secret, TOKEN_SECRET_KEY)
@@ -938,7 +947,7 @@ def latched_resolution(request: kit.Request, spec: CacheSpec, admitted: Admissio
                        ) -> Resolution:
     """Without a grant nothing resolves: the latched result still stands for this source."""
     latched = read_resolved(request.status.get("resolved"))
-    if latched and latched["sourceDigest"] == spec.source_digest and not is_empty(latched):
+    if stands(latched, spec):
         return Resolution(latched, "Resolved")
     return Resolution(None, admitted.reason, admitted.message)
 

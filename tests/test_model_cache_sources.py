@@ -412,3 +412,13 @@ def test_the_cluster_row_carries_where_its_bytes_came_from():
     xr = with_status(xr, resolved=outcome.status["resolved"])
     rows = {r["name"]: r for r in compose(xr, observed, secrets=[SECRET]).status["clusters"]}
     assert rows[CLUSTER]["bytesFrom"] == "Origin"
+
+
+def test_a_latched_s3_result_without_its_manifest_resolves_again():
+    xr = cache(S3_SOURCE)
+    latched = resolved(xr, record()).status["resolved"]
+    stripped = {k: v for k, v in latched.items() if k != "manifest"}
+    assert "resolve-job" not in compose(with_status(xr, resolved=latched),
+                                        secrets=[SECRET]).desired
+    again = compose(with_status(xr, resolved=stripped), secrets=[SECRET])
+    assert "resolve-job" in again.desired and hydrations(again) == {}
