@@ -621,3 +621,12 @@ def test_while_the_replicas_are_not_known_the_warmers_stay_as_they_are():
 def test_node_replicas_count_as_mounting_the_volume_they_fall_back_to():
     outcome = run(replicas=[node_replica(COMMIT)])
     assert (outcome.status["mountedBy"], outcome.status["placedReplicas"]) == (1, 1)
+
+
+def test_a_model_cache_refuses_the_node_tier_for_an_existing_volume_source():
+    spec = model_cache_xr(storage={"tier": "Node"},
+                          source={"volume": {"claimName": "weights",
+                                             "manifest": {"file": ".fleetcache/manifest.json"}}}
+                          )["spec"]
+    with pytest.raises(kit.InputError, match="spec.storage.tier Node needs a huggingFace or s3"):
+        model_cache.read_spec(spec)
