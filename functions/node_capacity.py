@@ -213,6 +213,8 @@ def condition(cluster: str, settings: Settings, decision: capacity.Decision, fre
         said.append(f"{len(decision.waiting)} node cache(s) wait for room ({names})"
                     + ("" if decision.stuck else f"; {where}")
                     + ("" if free is None else
-                       f"; the fullest pool node has {kit.human_bytes(free)} free"))
+                       f"; the fullest pool node has {kit.human_bytes(free)} free (if the "
+                       "disks hold less than capacityPerNode, set it to what they hold, so "
+                       "unused node copies are evicted)"))
     outcome.condition("NodeCapacityLow", True, "NodeCapacityLow",
                       kit.with_remedy("; ".join(said), "NodeCapacityLow"))
