@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from fleetcache.functions import kit, model_cache, model_cache_hydration
+from fleetcache.functions import kit, model_cache, model_cache_hydration, sources
 from tests.support import builders
 from tests.support.deployments import NO_CACHE, cache_required, cache_row, deployment, replica_xr
 from tests.support.fleet import (GIB, fleet_cluster, grant, grant_admitting, model_cache_xr,
@@ -196,6 +196,30 @@ def _grant_deciding_three_caches() -> Case:
                           "model-cache-hydrations": hydrations})
 
 
+def _s3_hydration_fetching() -> Case:
+    """An S3 hydration whose ModelCache latched the pinned manifest: the manifest ConfigMap
+    and the fetch Job pinned to it (functions/sources.py)."""
+    manifest = [{"path": "config.json", "size": 10, "sha256": "1" * 64, "etag": '"e1"'}]
+    digest = sources.digest_of_manifest(manifest)
+    commit = "s3-" + "5" * 40
+    xr = builders.hydration_xr(source={"s3": {"bucket": "models", "prefix": "llama"},
+                                       "allowPatterns": [], "ignorePatterns": []},
+                               commit=commit, manifestDigest=digest)
+    cache = {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+             "metadata": {"name": "qwen", "namespace": "ml"},
+             "status": {"resolved": {"commit": commit, "manifestDigest": digest,
+                                     "manifest": manifest}}}
+    required = {"fleet-cluster": [fleet_cluster("gpu-east-1")], "model-cache": [cache]}
+    first = model_cache_hydration.compose(kit.Request(composite=xr, required=required))
+    return Case("hydration-s3-fetching-a-pinned-manifest", xr, builders.observe(first),
+                required)
+
+
+def _mirror_waiting_for_publisher() -> Case:
+    xr = with_resolved(model_cache_xr(distribution={"mirror": {"s3": {"bucket": "mirror"}}}))
+    return Case("model-cache-readers-wait-for-the-mirror", xr, required=_granted(xr))
+
+
 CASES: list[Case] = [
     Case("model-cache-asks-for-fleet-clusters", model_cache_xr()),
     Case("model-cache-resolving", model_cache_xr(), required=_granted(model_cache_xr())),
@@ -225,6 +249,8 @@ CASES: list[Case] = [
     _case_of("hydration-first-call", builders.hydration_request()),
     _hydrating(),
     _node_tier_warming(),
+    _s3_hydration_fetching(),
+    _mirror_waiting_for_publisher(),
     Case("model-deployment-cache-ready-hydrating-absent",
          deployment(replicas=3, maxReplicasPerCluster=1),
          required={"fleet-clusters": FLEET,
