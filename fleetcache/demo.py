@@ -18,7 +18,10 @@ provider-kubernetes and the clusters. The story:
    one; a TTL lapse (the clock skips a day) unpins a cache that is then evicted; with
    nothing left to evict, CapacityLow holds a new copy until capacity grows;
 6. a second tenant (fleetcache.demo_tenants): its grant refuses a cache past its budget
-   with the numbers, then admits it once the budget grows.
+   with the numbers, then admits it once the budget grows;
+7. the node tier (fleetcache.demo_node_tier): two more clusters with nodes warm every
+   opted-in GPU node from their volume (one Hub download per cluster), a joining node
+   without the Hub, a removed node drops out of the counts, and replicas read the node copy.
 
 It exits non-zero unless the fleet converges exactly like that.
 """
@@ -41,7 +44,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache import demo_day_two, demo_sources, demo_tenants
+from fleetcache import demo_day_two, demo_node_tier, demo_sources, demo_tenants
 from fleetcache.simulation import (Clock, Cluster, ControlPlane, Provider, all_text,
                                    function_server, kubectl_table, step)
 from fleetcache.testhub.content import make_model
@@ -292,6 +295,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
                     commit = kit.get_path(tiny_chat(control), "status.resolved.commit", "")
                     out("\nEvery Ready cluster re-verifies the updated cache:")
                     problems = verify_caches(clusters, commit, out)
+                if not problems:
+                    problems = demo_node_tier.play(stage, Path(tmp) / "node-tier")
         finally:
             for cluster in clusters.values():
                 cluster.stop()
@@ -302,7 +307,9 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             "serves from the source; the token never appeared in any status; a full-weight "
             "update fit and freed the old commit; a stale cache was evicted, a pinned one "
             "kept, a lapsed one evicted and reported Lapsed, CapacityLow held a new copy until "
-            "capacity grew; team-b's grant refused a cache past its budget, then admitted it")
+            "capacity grew; team-b's grant refused a cache past its budget, then admitted it; "
+            "every opted-in GPU node was warmed from its cluster's volume (one Hub download per "
+            "cluster), a joining node without the Hub, and replicas read the node copy")
         return 0
     out(f"\ndemo FAILED after {elapsed:.0f}s" + ("" if converged else " (did not converge)"))
     for problem in problems:

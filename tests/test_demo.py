@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleetcache import demo, demo_day_two, demo_tenants
+from fleetcache import demo, demo_day_two, demo_node_tier, demo_tenants
 from tests.support import xrd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,3 +134,71 @@ def test_every_cache_of_the_demo_names_its_grant():
         cache = demo_day_two.crowd_manifest(stage, name, retention, "http://127.0.0.1:1")
         assert cache["spec"]["grantRef"] == {"name": demo.GRANT}
         xrd.assert_valid(cache)
+
+
+# --- the node tier act (fleetcache.demo_node_tier) ------------------------------------------
+
+
+def node_tier_act(output: str) -> str:
+    return output[output.index("node tier: ModelCache"):]
+
+
+def tier_tables(text: str) -> list[dict[str, list[str]]]:
+    """Every node-count table printed, in order: cluster -> its row after the name."""
+    tables = []
+    for block in text.split("CLUSTER      VOLUME")[1:]:
+        rows = {}
+        for line in block.splitlines()[1:]:
+            if not line.startswith("  gpu-nodes-"):
+                break
+            rows[line.split()[0]] = line.split()[1:]
+        tables.append(rows)
+    return tables
+
+
+def test_the_node_tier_act_warms_every_opted_in_node_of_both_clusters(demo_output):
+    act = node_tier_act(demo_output)
+    converged = tier_tables(act[:act.index("$ kubectl get nodes")])[-1]
+    assert {c: row[:4] for c, row in converged.items()} == {
+        c: ["Ready", "Ready", "2", "2"] for c in demo_node_tier.CLUSTERS}
+
+
+def test_only_opted_in_pool_nodes_carry_the_warm_label(demo_output):
+    act = node_tier_act(demo_output)
+    table = act[act.index("$ kubectl get nodes"):].split("\n\n")[0].splitlines()[2:]
+    warm = {line.split()[0]: line.split()[-1] != "<none>" for line in table}
+    assert warm == {"control-plane": False, "gpu-1": True, "gpu-2": True, "gpu-3": False}
+
+
+def test_a_joining_node_is_warmed_without_the_hub_and_a_removed_one_leaves_the_counts(demo_output):
+    act = node_tier_act(demo_output)
+    assert f"{demo_node_tier.JOINING} warmed from the cluster volume" in act
+    assert "0 requests since it joined" in act
+    removed = act.index(f"node {demo_node_tier.LEAVING} is removed")
+    joined = [t[demo_node_tier.CHURN_CLUSTER][2] for t in tier_tables(act[:removed])]
+    after = tier_tables(act[removed:act.index("ModelDeployment edge-chat")])
+    assert joined[-1] == "3"
+    assert after[-1][demo_node_tier.CHURN_CLUSTER][:4] == ["Ready", "Ready", "2", "2"]
+
+
+def test_node_tier_replicas_run_on_warm_nodes_reading_the_node_copy(demo_output):
+    act = node_tier_act(demo_output)
+    table = act[act.index("NODE WARM"):].split("\n\n")[0].splitlines()[1:]
+    assert len(table) == len(demo_node_tier.CLUSTERS)
+    for line in table:
+        cluster, _, node, warm, select, reason, reads = line.split()
+        assert (select, reason) == ("node", "(NodeCopyReady)") and warm != "no"
+        assert reads.startswith(f"{node}:{demo_node_tier.CACHE_PATH}/")
+
+
+def test_each_node_tier_cluster_shows_the_bytes_it_read_from_the_hub(demo_output):
+    act = node_tier_act(demo_output)
+    table = act[act.index("HUB BYTES READ"):].split("\n\n")[0].splitlines()[1:]
+    assert [line.split()[0] for line in table] == list(demo_node_tier.CLUSTERS)
+
+
+def test_every_manifest_of_the_node_tier_act_is_valid_against_its_xrd():
+    for resource in [*map(demo_node_tier.fleet_cluster, demo_node_tier.CLUSTERS),
+                     demo_node_tier.grant(), demo_node_tier.model_cache("http://127.0.0.1:1"),
+                     demo_node_tier.model_deployment()]:
+        xrd.assert_valid(resource)
