@@ -43,13 +43,15 @@ def printer_columns() -> dict[str, list[dict]]:
 
 # Usage is measured on a volume; an evicted copy has none, so kubectl prints <none> there.
 MEASURED = (".status.usedHuman",)
-# Node counts exist only on caches of tier Node; kubectl prints <none> on the others.
-NODE_TIER = (".status.nodeTier.summary",)
+# Node counts exist only on caches of tier Node, node capacity only on FleetClusters with
+# spec.nodeCache; kubectl prints <none> on the others.
+NODE_TIER = (".status.nodeTier.summary", ".status.nodeCache.summary")
 
 
 def on_node_tier(obj: dict) -> bool:
     spec = obj.get("spec", {})
-    return "Node" in (spec.get("tier"), spec.get("storage", {}).get("tier"))
+    return "Node" in (spec.get("tier"), spec.get("storage", {}).get("tier")) \
+        or "path" in spec.get("nodeCache", {})
 
 
 @pytest.fixture(scope="module")
