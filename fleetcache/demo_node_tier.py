@@ -1,7 +1,7 @@
 """`fleetcache demo`, the node tier: a model on each GPU node's own disk, warmed from its
 cluster's verified volume, and a replica on a warm node reading that copy.
 
-Played after the other acts, on two more clusters of the demo's control plane, each with
+Played after the other acts, on a control plane of its own with two clusters, each with
 four nodes: two GPU nodes opted in to the node cache, one GPU node in the pool that did not
 opt in, and a control-plane node. Each cluster has its own Hub counter (its agents are
 pointed at their own copy of the test hub), so the bytes each one reads from the origin show.
@@ -23,6 +23,7 @@ pointed at their own copy of the test hub), so the bytes each one reads from the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -32,7 +33,8 @@ from typing import Callable
 
 from fleetcache.demo_day_two import Stage
 from fleetcache.functions import kit
-from fleetcache.simulation import CONTROL_PLANE_ROLE, Cluster, NodePod, kubectl_table
+from fleetcache.simulation import (CONTROL_PLANE_ROLE, Cluster, ControlPlane, NodePod, Provider,
+                                   kubectl_table)
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import TestHub
 
@@ -301,9 +303,19 @@ def add_clusters(stage: Stage, hubs: dict[str, TestHub], root: Path) -> Fleet:
                  sum(c.size for c in model.values()))
 
 
-def play(stage: Stage, root: Path) -> list[str]:
-    """The act in order; a later step only plays on a fleet the earlier one left right."""
+def play(demo: Stage, root: Path) -> list[str]:
+    """The act in order on a control plane of its own (the demo's function server and
+    Compositions): a second management cluster, so its rounds do not wait for the earlier
+    acts' composites. A later step only plays on a fleet the earlier one left right."""
+    clusters: dict[str, Cluster] = {}
+    old = demo.control
+    control = ControlPlane(old.pipeline, old.compositions, old.schemas,
+                           Provider(clusters, lambda: control.secrets()))
+    stage = dataclasses.replace(demo, control=control, clusters=clusters, hubs=(),
+                                namespace=NAMESPACE, cache=CACHE, repo=REPO, healthy=CLUSTERS,
+                                rounds=0)
     with contextlib.ExitStack() as stack:
+        stack.callback(lambda: [cluster.stop() for cluster in clusters.values()])
         hubs = {name: stack.enter_context(TestHub()) for name in CLUSTERS}
         fleet = add_clusters(stage, hubs, root)
         show = Printer(stage)

@@ -621,10 +621,6 @@ class Cluster:
         self.nodes[name].ready = ready
         self.objects[("Node", "", name)] = self.nodes[name].manifest()
 
-    def node_pods(self, kind: str, namespace: str, name: str) -> list[NodePod]:
-        """The pods of a DaemonSet or Deployment, as `kubectl get pods -l ...` lists them."""
-        return list(self.pods.get((kind, namespace, name), []))
-
     def delete_pod(self, owner: Key, pod: NodePod) -> None:
         pod.stop()
         if pod in self.pods.get(owner, []):

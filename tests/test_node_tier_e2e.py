@@ -54,6 +54,7 @@ class Story:
     removal: list[dict] = field(default_factory=list)  # east's node tier, rounds after removal
     cache_sums: dict = field(default_factory=dict)
     replicas: list[dict] = field(default_factory=list)
+    not_ready: dict = field(default_factory=dict)  # east's node tier with a node NotReady
     pod_specs: dict[tuple, dict] = field(default_factory=dict)  # every composed pod template
     corrupt: dict = field(default_factory=dict)
 
@@ -170,6 +171,12 @@ def play(fleet: Fleet) -> None:
             "node_copy": os.path.realpath(fleet.node_copy(cluster, pod.node)),
             "delivery": (replica["spec"]["delivery"], kit.get_path(replica, "status.delivery"))})
 
+    # a node turns NotReady: its warmer pod is not Ready, so its copy stops counting
+    east.set_node_ready(act.JOINING, False)
+    fleet.until(lambda: fleet.tier(EAST).get("readyNodes") == 1,
+                "the NotReady node to stop counting as ready")
+    story.not_ready = dict(fleet.tier(EAST))
+
     # west's volume is corrupted; then a node joins there
     volume = fleet.clusters[WEST].volume_dir(act.NAMESPACE, kit.cache_volume_name(act.CACHE))
     snapshot = next(volume.glob(f"hub/*/snapshots/{story.commit}"))
@@ -261,6 +268,11 @@ def test_a_removed_node_stops_counting_at_the_first_reconcile_after_its_pod_is_g
     assert [r["desiredNodes"] for r in story.removal[1:]] == [2, 2]
     assert all(r["readyNodes"] + r["downloadingNodes"] + r["failedNodes"] <= 2
                for r in story.removal[1:])
+
+
+def test_a_not_ready_node_stays_desired_but_stops_counting_as_ready(story):
+    assert (story.not_ready["desiredNodes"], story.not_ready["readyNodes"]) == (2, 1)
+    assert story.not_ready["phase"] != "Ready"
 
 
 def test_the_model_cache_sums_the_node_counts_of_its_clusters(story):
