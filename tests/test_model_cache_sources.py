@@ -422,3 +422,15 @@ def test_a_latched_s3_result_without_its_manifest_resolves_again():
                                         secrets=[SECRET]).desired
     again = compose(with_status(xr, resolved=stripped), secrets=[SECRET])
     assert "resolve-job" in again.desired and hydrations(again) == {}
+
+
+def test_once_ready_the_credentials_and_the_manifest_configmap_are_no_longer_composed():
+    first, _ = settled(s3_hydration())
+    assert {"token-secret", "manifest"} <= set(first.desired)
+    job_key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    observed = observe(first, states={"volume": {"phase": "Bound"}, job_key: job_complete()})
+    request = hydration_request(s3_hydration(), observed=observed, replicas=[])
+    request.required["model-cache"] = [model_cache_with(S3_COMMIT, MANIFEST)]
+    outcome = model_cache_hydration.compose(request)
+    assert outcome.status["phase"] == "Ready"
+    assert not {"token-secret", "manifest", job_key} & set(outcome.desired)
