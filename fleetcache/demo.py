@@ -19,7 +19,11 @@ provider-kubernetes and the clusters. The story:
    nothing left to evict, CapacityLow holds a new copy until capacity grows;
 6. a second tenant (fleetcache.demo_tenants): its grant refuses a cache past its budget
    with the numbers, then admits it once the budget grows;
-7. the node tier (fleetcache.demo_node_tier): two more clusters with nodes warm every
+7. sources beyond the Hub (fleetcache.demo_sources): a ModelCache from S3 (an S3 server on
+   loopback), one from a volume filled by hand (one cluster's copy changed: it fails with
+   SourceVolumeMismatch naming the file), and a Hub ModelCache through a fleet mirror that
+   reads the Hub once for all five clusters;
+8. the node tier (fleetcache.demo_node_tier): two more clusters with nodes warm every
    opted-in GPU node from their volume (one Hub download per cluster), a joining node
    without the Hub, a removed node drops out of the counts, and replicas read the node copy.
 
@@ -308,6 +312,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             "update fit and freed the old commit; a stale cache was evicted, a pinned one "
             "kept, a lapsed one evicted and reported Lapsed, CapacityLow held a new copy until "
             "capacity grew; team-b's grant refused a cache past its budget, then admitted it; "
+            "an S3 cache and a hand-filled volume converged verified (a changed file named), "
+            "and a fleet mirror read the Hub once for five clusters; "
             "every opted-in GPU node was warmed from its cluster's volume (one Hub download per "
             "cluster), a joining node without the Hub, and replicas read the node copy")
         return 0
