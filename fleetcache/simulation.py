@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -1274,9 +1275,18 @@ def step(control: ControlPlane, clusters: Iterable[Cluster]) -> float:
 
 def files_bytes(directory: Path) -> int:
     """Bytes in the files under a directory; symlinks (hf-cache snapshots) are not counted,
-    so a blob two snapshots share counts once."""
-    return sum(p.stat().st_size for p in directory.rglob("*")
-               if p.is_file() and not p.is_symlink())
+    so a blob two snapshots share counts once. A running agent renames and deletes part
+    files meanwhile: what vanishes between listing and stat is not counted."""
+    total = 0
+    for parent, _, names in os.walk(directory):
+        for name in names:
+            try:
+                status = os.lstat(os.path.join(parent, name))
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(status.st_mode):
+                total += status.st_size
+    return total
 
 
 def kubectl_table(rows: list[list[str]]) -> list[str]:
