@@ -89,14 +89,9 @@ def aligned_buffer(size: int) -> memoryview:
     return memoryview(area)[skip : skip + size]
 
 
-_buffers = threading.local()
+_spare_buffers: list[memoryview] = []  # read-back buffers, as many as read-backs ever ran at once
 
 
-def read_back_buffer() -> memoryview:
-    """The calling worker's buffer for reading written bytes back into the digest."""
-    if not hasattr(_buffers, "back"):
-        _buffers.back = aligned_buffer(STAGE_BLOCK)
-    return _buffers.back
 
 
 def body_reader(resp):
@@ -244,12 +239,22 @@ class Assembly:
                 return
 
     def _read_to(self, target: int) -> None:
-        while self.hashed < target and not self.short_read:
-            self._read_back(target)
+        """Read back and hash up to `target`, through a buffer shared with other files' read-backs
+        (fewer than the workers run at once, and each new buffer's first touch costs here)."""
+        if self.hashed >= target or self.short_read:
+            return
+        try:
+            back = _spare_buffers.pop()
+        except IndexError:
+            back = aligned_buffer(STAGE_BLOCK)
+        try:
+            while self.hashed < target and not self.short_read:
+                self._read_back(target, back)
+        finally:
+            _spare_buffers.append(back)
 
-    def _read_back(self, target: int) -> None:
+    def _read_back(self, target: int, back: memoryview) -> None:
         """Hash the next written bytes up to `target` from the file, in whole blocks when direct."""
-        back = read_back_buffer()
         skip = self.hashed % ALIGN if self.direct >= 0 else 0
         base = self.hashed - skip
         length = min(len(back), target - base)
