@@ -235,7 +235,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
     """Play the fleet until it converges; 0 when it ends as the story says, else 1.
 
     `on_composite` sees every composite after each of its reconciles (the Argo CD health
-    checks and the printer-column test read those)."""
+    checks and the printer-column test read those), except the node-tier act's, which plays
+    on a control plane of its own."""
     pace = FAST if fast else FULL
     started = time.monotonic()
     token = "hf_" + secrets.token_hex(16)
@@ -300,7 +301,9 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
                     out("\nEvery Ready cluster re-verifies the updated cache:")
                     problems = verify_caches(clusters, commit, out)
                 if not problems:
-                    problems = demo_node_tier.play(stage, Path(tmp) / "node-tier")
+                    problems = demo_node_tier.play(
+                        stage, Path(tmp) / "node-tier",
+                        lambda *args: rendering.run_pipeline(stub, *args))
         finally:
             for cluster in clusters.values():
                 cluster.stop()

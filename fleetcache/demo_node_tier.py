@@ -26,11 +26,11 @@ import contextlib
 import dataclasses
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from fleetcache import render as rendering
 from fleetcache.demo_day_two import Stage
 from fleetcache.functions import kit
 from fleetcache.simulation import (CONTROL_PLANE_ROLE, Cluster, ControlPlane, NodePod, Provider,
@@ -55,8 +55,6 @@ NODES = (("gpu-1", {**POOL, **OPT_IN}, False), ("gpu-2", {**POOL, **OPT_IN}, Fal
          ("gpu-3", dict(POOL), False), ("control-plane", dict(OPT_IN), True))
 JOINING, LEAVING = "gpu-3", "gpu-2"  # gpu-3 opts in; gpu-2 is removed while gpu-3 warms
 ORIGIN_SLACK = 1.05  # a cluster's Hub bytes: at most this many models (metadata on top)
-
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -303,13 +301,15 @@ def add_clusters(stage: Stage, hubs: dict[str, TestHub], root: Path) -> Fleet:
                  sum(c.size for c in model.values()))
 
 
-def play(demo: Stage, root: Path) -> list[str]:
-    """The act in order on a control plane of its own (the demo's function server and
-    Compositions): a second management cluster, so its rounds do not wait for the earlier
-    acts' composites. A later step only plays on a fleet the earlier one left right."""
+def play(demo: Stage, root: Path, pipeline: Callable[..., rendering.Rendered]) -> list[str]:
+    """The act in order on a control plane of its own (`pipeline` runs the demo's function
+    server; the same Compositions): a second management cluster, so its rounds do not wait
+    for the earlier acts' composites, and what reads the first fleet's final states (the
+    Argo CD checks) still reads them. A later step only plays on a fleet the earlier one
+    left right."""
     clusters: dict[str, Cluster] = {}
     old = demo.control
-    control = ControlPlane(old.pipeline, old.compositions, old.schemas,
+    control = ControlPlane(pipeline, old.compositions, old.schemas,
                            Provider(clusters, lambda: control.secrets()))
     stage = dataclasses.replace(demo, control=control, clusters=clusters, hubs=(),
                                 namespace=NAMESPACE, cache=CACHE, repo=REPO, healthy=CLUSTERS,

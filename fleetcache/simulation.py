@@ -277,7 +277,7 @@ class NodePod:
     name: str
     namespace: str
     node: str
-    owner: Key
+    owner: Key  # its DaemonSet or Deployment
     template_hash: str
     spec: dict  # the pod template's spec
     labels: dict
@@ -382,7 +382,7 @@ class Cluster:
         if key[0] == "ConfigMap":
             (self.root / "configmaps" / key[1] / f"{key[2]}.json").unlink(missing_ok=True)
         for pod in list(self.pods.pop(key, [])):
-            self.delete_pod(key, pod)
+            self.delete_pod(pod)
         run = self.jobs.pop(key, None)
         if run and run.pod and run.pod.process.poll() is None:
             run.pod.process.kill()
@@ -604,9 +604,9 @@ class Cluster:
         """The Node object is deleted (a scaled-in or lost machine); PodGC deletes its pods."""
         self.nodes.pop(name, None)
         self.objects.pop(("Node", "", name), None)
-        for owner, pods in self.pods.items():
+        for pods in self.pods.values():
             for pod in [p for p in pods if p.node == name]:
-                self.delete_pod(owner, pod)
+                self.delete_pod(pod)
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> None:
         """`kubectl label node NAME k=v k-`."""
@@ -622,10 +622,10 @@ class Cluster:
         self.nodes[name].ready = ready
         self.objects[("Node", "", name)] = self.nodes[name].manifest()
 
-    def delete_pod(self, owner: Key, pod: NodePod) -> None:
+    def delete_pod(self, pod: NodePod) -> None:
         pod.stop()
-        if pod in self.pods.get(owner, []):
-            self.pods[owner].remove(pod)
+        if pod in self.pods.get(pod.owner, []):
+            self.pods[pod.owner].remove(pod)
         self.objects.pop(("Pod", pod.namespace, pod.name), None)
 
     def bind_claim(self, key: Key, claim: dict) -> None:
@@ -691,7 +691,7 @@ class Cluster:
         pods = self.pods.setdefault(key, [])
         for pod in list(pods):
             if pod.node not in eligible or pod.template_hash != digest:
-                self.delete_pod(key, pod)
+                self.delete_pod(pod)
         placed = {pod.node for pod in pods}
         for name in eligible:
             if name not in placed:
@@ -716,7 +716,7 @@ class Cluster:
         pods = self.pods.setdefault(key, [])
         current = [pod for pod in pods if pod.template_hash == digest]
         for pod in current[replicas:]:
-            self.delete_pod(key, pod)
+            self.delete_pod(pod)
         for _ in range(replicas - len(current)):
             pods.append(self.new_pod(key, template, digest, ""))
         for pod in pods:
@@ -727,7 +727,7 @@ class Cluster:
         updated = [pod for pod in pods if pod.template_hash == digest]
         if sum(1 for pod in updated if self.available(pod)) >= replicas:
             for pod in [pod for pod in pods if pod.template_hash != digest]:
-                self.delete_pod(key, pod)
+                self.delete_pod(pod)
         available = min(replicas, sum(1 for pod in pods if self.available(pod)))
         status = {"replicas": len(pods), "readyReplicas": available,
                   "availableReplicas": available, "updatedReplicas": len(updated),
@@ -1026,9 +1026,9 @@ class Cluster:
     def stop(self) -> None:
         for key in list(self.jobs):
             self.delete(key)
-        for owner, pods in list(self.pods.items()):
+        for pods in list(self.pods.values()):
             for pod in list(pods):
-                self.delete_pod(owner, pod)
+                self.delete_pod(pod)
 
 
 def read_json_file(path: Path) -> Any:
