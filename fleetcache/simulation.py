@@ -9,8 +9,12 @@ Secrets, and reports the remote object and its readiness (the Object's CEL query
 evaluated with cel-python) the way the real provider does. `Cluster` stands in for a
 cluster's controllers: PVCs bind to directories, Jobs run the real `fleetcache-agent`
 as processes with their volumes mapped to directories, and derive their status as the
-Job controller does (podFailurePolicy, backoffLimit, activeDeadlineSeconds).
-design/simulation.md says exactly where this differs from the real thing.
+Job controller does (podFailurePolicy, backoffLimit, activeDeadlineSeconds). A cluster
+can have `Node`s (joining, leaving, relabelled, NotReady): then hostPath PVs resolve to
+each node's directory, a DaemonSet controller runs one pod of real agent processes per
+matching node, probed for readiness, and Deployment pods are scheduled by node affinity,
+their init containers run. design/simulation.md says exactly where this differs from the
+real thing.
 """
 
 from __future__ import annotations
