@@ -320,3 +320,89 @@ def test_the_node_a_corrupt_volume_failed_is_named_with_its_reason(story):
     assert (tier["failedNodes"], tier["readyNodes"]) == (1, 2)
     assert tier["firstFailure"]["node"] == act.JOINING
     assert tier["firstFailure"]["reason"] == "DigestMismatch"
+
+
+# --- the simulation's placement rules (no agents run: the pods' image is not the agent) -----
+
+
+def nodes_cluster(tmp_path: Path) -> Cluster:
+    cluster = Cluster("c", tmp_path)
+    for node, labels, control_plane in act.NODES:
+        cluster.add_node(node, labels, control_plane=control_plane,
+                         filesystems=(act.CACHE_PATH,))
+    return cluster
+
+
+def pool_affinity() -> dict:
+    return {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": key, "operator": "In", "values": [value]}
+        for key, value in {**act.POOL, **act.OPT_IN}.items()]}]}
+
+
+def engine_pod(**spec) -> dict:
+    return {"metadata": {"labels": {"app": "engine"}},
+            "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai"}], **spec}}
+
+
+def test_a_daemonset_runs_on_matching_untainted_nodes_and_leaves_one_that_stops_matching(
+        tmp_path):
+    cluster = nodes_cluster(tmp_path)
+    cluster.apply({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                   "metadata": {"name": "d", "namespace": "ns"},
+                   "spec": {"template": engine_pod(affinity={"nodeAffinity": {
+                       "requiredDuringSchedulingIgnoredDuringExecution": pool_affinity()}})}})
+    placed = []
+    for change in (lambda: None, lambda: cluster.label_node("gpu-2", {act.OPT_IN_KEY: None})):
+        change()
+        cluster.tick(time.monotonic())
+        placed.append((sorted(p.node for p in cluster.pods[("DaemonSet", "ns", "d")]),
+                       cluster.objects[("DaemonSet", "ns", "d")]["status"][
+                           "desiredNumberScheduled"]))
+    cluster.stop()
+    assert placed == [(["gpu-1", "gpu-2"], 2), (["gpu-1"], 1)]
+
+
+def test_a_pod_whose_volume_affinity_admits_no_node_stays_pending_with_the_schedulers_words(
+        tmp_path):
+    cluster = nodes_cluster(tmp_path)
+    cluster.apply({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"},
+                   "spec": {"capacity": {"storage": "1Gi"}, "storageClassName": "local",
+                            "hostPath": {"path": act.CACHE_PATH, "type": "Directory"},
+                            "claimRef": {"namespace": "ns", "name": "claim"},
+                            "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "zone", "operator": "In",
+                                                       "values": ["nowhere"]}]}]}}}})
+    cluster.apply({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": "claim", "namespace": "ns"},
+                   "spec": {"storageClassName": "local", "volumeName": "pv",
+                            "resources": {"requests": {"storage": "1Gi"}}}})
+    cluster.apply({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "engine", "namespace": "ns"},
+                   "spec": {"replicas": 1, "template": engine_pod(volumes=[
+                       {"name": "cache", "persistentVolumeClaim": {"claimName": "claim"}}])}})
+    for _ in range(2):
+        cluster.tick(time.monotonic())
+    status = cluster.objects[("Deployment", "ns", "engine")]["status"]
+    pods = [(p.node, p.phase) for p in cluster.pods[("Deployment", "ns", "engine")]]
+    cluster.stop()
+    assert cluster.objects[("PersistentVolumeClaim", "ns", "claim")]["status"]["phase"] == "Bound"
+    assert pods == [("", "Pending")]
+    assert status["conditions"][0]["status"] == "False"
+    assert status["conditions"][0]["message"] == (
+        "0/4 nodes are available: 1 node(s) had untolerated taint, "
+        "3 node(s) had volume node affinity conflict.")
+
+
+def test_a_preferred_node_affinity_wins_among_the_nodes_that_fit(tmp_path):
+    cluster = nodes_cluster(tmp_path)
+    cluster.label_node("gpu-2", {"warm": "yes"})
+    cluster.apply({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "engine", "namespace": "ns"},
+                   "spec": {"replicas": 1, "template": engine_pod(affinity={"nodeAffinity": {
+                       "preferredDuringSchedulingIgnoredDuringExecution": [
+                           {"weight": 100, "preference": {"matchExpressions": [
+                               {"key": "warm", "operator": "In", "values": ["yes"]}]}}]}})}})
+    cluster.tick(time.monotonic())
+    nodes = [p.node for p in cluster.pods[("Deployment", "ns", "engine")]]
+    cluster.stop()
+    assert nodes == ["gpu-2"]
