@@ -32,7 +32,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fleetcache.functions import kit, model_cache, node_delivery
+from fleetcache.functions import kit, model_cache, node_delivery, node_tier
 from fleetcache.functions.models import model_deployment as api
 from fleetcache.functions.model_replica import Engine, hf_snapshot_path, with_remedy
 from fleetcache.functions.node_delivery import NodePolicy, NodeTier
@@ -490,7 +490,7 @@ def model_replica(request: kit.Request, engine_digest: str, model: Model,
         replica_spec["cache"] = model.cache_mount(placement.commit)
     if placement.delivery == "Node":
         replica_spec["cache"] = model.cache_mount(placement.commit,
-                                                  node_delivery.VOLUME_MOUNT_PATH)
+                                                  node_tier.VOLUME_MOUNT)
         replica_spec["nodeCache"] = dict(placement.node)
     if placement.delivery_reason:
         replica_spec["deliveryReason"] = placement.delivery_reason

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from fleetcache.agent.layout import HUB_DIR, repo_folder
-from fleetcache.functions import kit, node_delivery
+from fleetcache.functions import kit, node_delivery, node_tier
 from fleetcache.functions.models import model_deployment as deployment_api
 from fleetcache.functions.models import model_replica as api
 
@@ -237,8 +237,8 @@ def read_spec(request: kit.Request) -> ReplicaSpec:
     """The spec read through the ModelReplica model; the ModelDeployment writes it."""
     spec = kit.read_spec(api.ModelReplica, request.composite.get("spec"))
     delivery = spec["delivery"]
-    if delivery == "Node" and spec["cache"]["mountPath"] != node_delivery.VOLUME_MOUNT_PATH:
-        raise kit.InputError(f"spec.cache.mountPath must be {node_delivery.VOLUME_MOUNT_PATH} "
+    if delivery == "Node" and spec["cache"]["mountPath"] != node_tier.VOLUME_MOUNT:
+        raise kit.InputError(f"spec.cache.mountPath must be {node_tier.VOLUME_MOUNT} "
                              "on Node (the select step links the volume there)")
     model = spec.get("model", {})
     return ReplicaSpec(

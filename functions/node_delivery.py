@@ -22,9 +22,8 @@ from typing import Any, Mapping
 
 from fleetcache.agent.layout import repo_folder
 from fleetcache.functions import kit
+from fleetcache.functions.node_tier import NODE_MOUNT, VOLUME_MOUNT
 
-NODE_MOUNT_PATH = "/var/cache/fleetcache-node"      # the node PVC: this node's copy
-VOLUME_MOUNT_PATH = "/var/cache/fleetcache-volume"  # the cluster PVC: the in-pod fallback
 RUN_PATH = "/var/run/fleetcache"                    # emptyDir holding the link `select` writes
 LINK_PATH = f"{RUN_PATH}/cache"                     # HF_HUB_CACHE of a Node replica
 NODE_VOLUME, VOLUME_VOLUME, RUN_VOLUME = "node-cache", "model-cache", "fleetcache-run"
@@ -205,8 +204,8 @@ def pod_volumes(node: NodeMount, volume_claim: str) -> tuple[list[dict], list[di
 
 
 def mounts(run_read_only: bool) -> list[dict]:
-    return [{"name": NODE_VOLUME, "mountPath": NODE_MOUNT_PATH, "readOnly": True},
-            {"name": VOLUME_VOLUME, "mountPath": VOLUME_MOUNT_PATH, "readOnly": True},
+    return [{"name": NODE_VOLUME, "mountPath": NODE_MOUNT, "readOnly": True},
+            {"name": VOLUME_VOLUME, "mountPath": VOLUME_MOUNT, "readOnly": True},
             {"name": RUN_VOLUME, "mountPath": RUN_PATH, "readOnly": run_read_only}]
 
 
@@ -220,7 +219,7 @@ def select_container(node: NodeMount, repo: str, image: str) -> dict:
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["fleetcache-agent"],
-        "args": ["select", "--node", NODE_MOUNT_PATH, "--volume", VOLUME_MOUNT_PATH,
+        "args": ["select", "--node", NODE_MOUNT, "--volume", VOLUME_MOUNT,
                  "--repo", repo,
                  "--commit", node.commit, "--manifest-digest", node.manifest_digest,
                  "--link", LINK_PATH],

@@ -17,6 +17,7 @@ import json
 import pytest
 
 from fleetcache.functions import kit, node_delivery
+from fleetcache.functions.node_tier import VOLUME_MOUNT
 from fleetcache.functions import model_deployment as composer
 from tests.support import xrd
 from tests.support.deployments import (CACHE, NAMESPACE, cache_required, cache_row,
@@ -141,8 +142,8 @@ def test_a_node_replica_carries_the_node_copy_and_the_volume_it_falls_back_to():
                                  "requireTimeout": "15m"}
     assert spec["cache"] == {
         "modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
-        "mountPath": node_delivery.VOLUME_MOUNT_PATH, "commit": COMMIT,
-        "snapshotPath": f"{node_delivery.VOLUME_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/"
+        "mountPath": VOLUME_MOUNT, "commit": COMMIT,
+        "snapshotPath": f"{VOLUME_MOUNT}/hub/models--Qwen--Qwen3-0.6B/"
                         f"snapshots/{COMMIT}"}
     assert spec["model"] == {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": COMMIT}
     assert spec["deliveryReason"] == f"NodeReady: 2/5 nodes warm on {COMMIT[:12]}"

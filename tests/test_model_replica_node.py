@@ -19,9 +19,10 @@ import pytest
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render
-from fleetcache.functions import kit, node_delivery
+from fleetcache.functions import kit, node_delivery, node_tier
 from fleetcache.functions import model_deployment
 from fleetcache.functions import model_replica as composer
+from tests.test_model_replica import env_of, pod_spec, remote
 from tests.support import xrd
 from tests.support.deployments import (CACHE, CLUSTER, NAMESPACE, REPLICA_ENGINE,
                                        cache_required, cache_row, deployment, replica_xr)
@@ -41,7 +42,7 @@ def node_xr(**node: Any) -> dict:
     spec_node = {"claimName": CLAIM, "labelKey": LABEL_KEY, "commit": COMMIT,
                  "manifestDigest": DIGEST, "policy": "Prefer", "requireTimeout": "15m"}
     spec_node.update(node)
-    mount = node_delivery.VOLUME_MOUNT_PATH
+    mount = node_tier.VOLUME_MOUNT
     xr = replica_xr("Cache", nodeCache={k: v for k, v in spec_node.items() if v is not None},
                     deliveryReason=f"NodeReady: 3/3 nodes warm on {COMMIT[:12]}",
                     cache={"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
@@ -64,18 +65,6 @@ def compose(xr: dict, observed: dict | None = None, now: datetime.datetime = NOW
         composite=xr, observed=observed or {}, now=now,
         required={composer.FLEET_CLUSTER_KEY: [cluster()],
                   composer.DEPLOYMENT_KEY: [deployment(engine=REPLICA_ENGINE)]}))
-
-
-def remote(outcome: kit.Outcome, key: str) -> dict:
-    return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
-
-
-def pod_spec(outcome: kit.Outcome) -> dict:
-    return remote(outcome, "deployment")["spec"]["template"]["spec"]
-
-
-def env_of(outcome: kit.Outcome) -> dict[str, str]:
-    return {e["name"]: e.get("value") for e in pod_spec(outcome)["containers"][0]["env"]}
 
 
 def select_of(outcome: kit.Outcome) -> dict:
