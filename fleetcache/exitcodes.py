@@ -24,24 +24,34 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         10,
         "AuthFailed",
         True,
-        "Check the token in the Secret named by spec.source.huggingFace.tokenSecretRef: it "
-        "must be a valid Hugging Face token with read access, and for a gated model its "
-        "account must accept the model's terms on the Hub.",
+        "The source or the fleet mirror refused the credentials. Hub: the Secret named by "
+        "spec.source.huggingFace.tokenSecretRef must hold a valid token with read access (for "
+        "a gated model, its account must accept the model's terms). S3: the keys in "
+        "spec.source.s3.credentialsSecretRef (unset: the cluster's own identity) need "
+        "s3:ListBucket and s3:GetObject on the bucket, and the mirror's "
+        "(spec.distribution.mirror.s3 or regions[].s3 credentialsSecretRef) also s3:PutObject "
+        "for the publisher.",
     ),
     ExitCode(
         11,
         "SourceNotFound",
         True,
-        "Check spec.source.huggingFace.repo and revision (and endpoint, for a mirror). A "
-        "private repo needs spec.source.huggingFace.tokenSecretRef.",
+        "Check where the source points: spec.source.huggingFace.repo, revision and endpoint "
+        "(a private repo needs spec.source.huggingFace.tokenSecretRef), or "
+        "spec.source.s3.bucket, prefix, region and endpoint (an object version pinned at "
+        "resolve and deleted since must be restored); for a publisher, the mirror's bucket "
+        "(spec.distribution.mirror).",
     ),
     ExitCode(
         12,
         "DigestMismatch",
         True,
-        "The bytes served did not match the Hub's published digest, even after retries; "
+        "The bytes served did not match the digest pinned at resolve, even after retries; "
         "nothing unverified was published. Check the mirror or proxy between the cluster and "
-        "the endpoint, then delete the failed hydration's Job to retry.",
+        "the source (spec.source.huggingFace.endpoint, spec.source.s3.endpoint); an S3 object "
+        "overwritten since resolve needs its resolved content back, or versioning on the "
+        "bucket so the pinned version stays readable. Then delete the failed hydration's Job "
+        "to retry.",
     ),
     ExitCode(
         13,
@@ -54,11 +64,11 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         14,
         "InvalidSource",
         True,
-        "The repository listing has an unsafe or malformed entry (absolute path, '..', "
-        "symlink escape, bad size or duplicate path), or it has no file that "
-        "spec.source.allowPatterns and ignorePatterns select; fleetcache refuses it rather "
-        "than sanitize it or call an empty cache Ready. Fix the patterns or the repository, "
-        "or pin another revision.",
+        "The source's listing (Hub repository, S3 prefix, or the volume's manifest) has an "
+        "unsafe or malformed entry (absolute path, '..', symlink escape, bad size or "
+        "duplicate path), or no file that spec.source.allowPatterns and ignorePatterns "
+        "select; fleetcache refuses it rather than sanitize it or call an empty cache Ready. "
+        "Fix the patterns or the source (its files or S3 keys), or pin another revision.",
     ),
     ExitCode(
         15,
@@ -78,16 +88,21 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         17,
         "SourceUnreachable",
         False,
-        "The endpoint could not be reached (resets, timeouts, 5xx) after retries; the Job "
-        "retries on its own. Check the cluster's egress to the endpoint, or set "
-        "spec.source.huggingFace.endpoint to a reachable mirror.",
+        "The source or the fleet mirror could not be reached (resets, timeouts, 5xx) after "
+        "retries; the Job retries on its own. Check the cluster's egress to the endpoint the "
+        "message names: spec.source.huggingFace.endpoint (or set it to a reachable Hub "
+        "mirror), spec.source.s3.endpoint and region, or the mirror's "
+        "(spec.distribution.mirror).",
     ),
     ExitCode(
         18,
         "RateLimited",
         False,
-        "The Hub rate-limited the requests; the Job retries on its own. Use a token (higher "
-        "limits), a mirror, or a lower spec.rollout.maxConcurrent.",
+        "The source or the fleet mirror asked the agent to slow down (Hub 429, S3 503 "
+        "SlowDown); the Job retries on its own. Lower spec.rollout.maxConcurrent or "
+        "spec.agent.concurrency; for the Hub, set spec.source.huggingFace.tokenSecretRef "
+        "(higher limits) or a fleet mirror (spec.distribution.mirror) so one cluster "
+        "downloads.",
     ),
     ExitCode(
         19,
