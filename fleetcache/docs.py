@@ -44,6 +44,9 @@ WHERE = {
                        "`status.reason`",
     "NoClusters": "ModelCache `Progressing` condition; ModelDeployment `ReplicasScheduled`",
     "TokenSecretMissing": "ModelCache `Resolved` condition",
+    "CredentialsSecretMissing": "ModelCache `Resolved` condition (the S3 source's Secret), "
+                                "`Progressing` condition and `status.clusters[].reason` (a "
+                                "mirror's Secret)",
     "HydrationFailed": "ModelCache `Degraded` condition; ModelReplica PHASE under "
                        "`onHydrationFailure: Fail`; " + PLACEMENT,
     "DeadlineExceeded": "ModelCacheHydration REASON",

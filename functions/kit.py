@@ -218,6 +218,11 @@ REASONS: dict[str, Reason] = {
                "or list them in spec.placement.clusterNames."),
         Reason("TokenSecretMissing", "Create the Secret named by "
                "spec.source.huggingFace.tokenSecretRef in this namespace, with the key it names."),
+        Reason("CredentialsSecretMissing", "Create the Secret named by the field in the message "
+               "(spec.source.s3.credentialsSecretRef, spec.distribution.mirror.s3 or "
+               "regions[].s3 credentialsSecretRef) in this namespace, with the keys it names "
+               "(accessKeyIdKey and secretAccessKeyKey, AWS_ACCESS_KEY_ID and "
+               "AWS_SECRET_ACCESS_KEY by default), or fix the name."),
         Reason("HydrationFailed", "See the failed clusters' ModelCacheHydration status for the "
                "cause (kubectl get modelcachehydrations)."),
         Reason("DeadlineExceeded", "The agent Job ran longer than spec.job.activeDeadlineSeconds: "

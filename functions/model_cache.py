@@ -31,6 +31,8 @@ from fleetcache.functions.models.model_cache import ModelCache
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 GRANT_KEY = "model-cache-grant"
 TOKEN_SECRET_KEY = "token-secret"
+MIRROR_SECRET_PREFIX = "mirror-secret-"  # + the Secret's name: each mirror's credentials
+CREDENTIALS_MISSING = "CredentialsSecretMissing"
 RESOLVE_PREFIX = "resolve-"
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 HYDRATION_PREFIX = "hydration-"
@@ -238,12 +240,13 @@ def resolve(request: kit.Request, spec: CacheSpec, targets: list[Target],
     if stands(latched, spec):
         return Resolution(latched, "Resolved")
 
-    token_problem = sources.secret_problem(request, spec.secret, TOKEN_SECRET_KEY)
-    if token_problem:  # the resolve step stays; compose() keeps the hydrations
+    secret_problem = sources.secret_problem(request, spec.secret, TOKEN_SECRET_KEY)
+    if secret_problem:  # the resolve step stays; compose() keeps the hydrations
         kit.carry_over(request, outcome, [k for k in request.observed
                                           if k.startswith(RESOLVE_PREFIX)])
-        return Resolution(None, "TokenSecretMissing",
-                          kit.with_remedy(token_problem, "TokenSecretMissing"))
+        reason = CREDENTIALS_MISSING if spec.origin.kind == sources.S3 \
+            else "TokenSecretMissing"
+        return Resolution(None, reason, kit.with_remedy(secret_problem, reason))
     resolver = next((t.cluster for t in targets if t.ready), None)
     if resolver is None:
         missing = [t.name for t in targets if t.cluster is None]
@@ -571,6 +574,8 @@ def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: st
     for key in ("storageClassName", "accessMode"):
         if spec.storage.get(key):
             storage[key] = spec.storage[key]
+    mirrored = fleet.for_hydration(cluster, kit.get_path(
+        request.observed.get(hydration_key(cluster)), "spec.mirror.role")) if fleet else None
     return {
         "apiVersion": kit.API_VERSION,
         "kind": "ModelCacheHydration",
@@ -592,9 +597,7 @@ def hydration(request: kit.Request, spec: CacheSpec, resolved: dict, cluster: st
             "job": job_spec(kit.JobPolicy.of(spec.job)),
             **({"agent": dict(spec.agent)} if spec.agent else {}),
             "retention": spec.retention.for_hydration(),
-            **({"mirror": fleet.for_hydration(cluster, kit.get_path(
-                request.observed.get(hydration_key(cluster)), "spec.mirror.role"))}
-               if fleet is not None else {}),
+            **({"mirror": mirrored} if mirrored else {}),
         },
     }
 
@@ -664,33 +667,63 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
 
 def fleet_mirror(request: kit.Request, spec: CacheSpec, resolved: dict,
                  targets: list[Target]) -> mirror.Mirror | None:
-    """Who publishes the resolved commit to the fleet mirror, and whether it has (one writer,
-    functions/mirror.py); None without spec.distribution.mirror."""
-    pinned = [(t.name, observed if observed is not None and pinned_to(observed, resolved)
-               else None)
-              for t in targets if t.ready
-              for observed in [request.observed.get(hydration_key(t.name))]]
-    return mirror.decide(spec.mirror, resolved["commit"], pinned, request.status.get("mirror"))
+    """Which mirror each target reads (by its FleetCluster's region label), who publishes
+    the resolved commit to each, and whether it has (one writer per mirror,
+    functions/mirror.py); None without spec.distribution.mirror. A named cluster that does
+    not exist uses no mirror."""
+    candidates = [mirror.Candidate(t.name, t.cluster.labels, t.ready,
+                                   observed if pinned_to(observed, resolved) else None)
+                  for t in targets if t.cluster is not None
+                  for observed in [request.observed.get(hydration_key(t.name))]]
+    return mirror.decide(spec.mirror, resolved["commit"], candidates,
+                         request.status.get("mirror"))
+
+
+def mirror_secret_key(ref: sources.SecretRef) -> str:
+    return f"{MIRROR_SECRET_PREFIX}{ref.name}"
+
+
+def missing_mirror_secrets(request: kit.Request, spec: CacheSpec) -> dict[str, str]:
+    """Why each mirror's credentials Secret cannot be used, by region ("" for the default
+    mirror); checked before fan-out, so no hydration is composed that would wait for it."""
+    problems = {}
+    for location in mirror.locations(spec.mirror):
+        ref = location.secret
+        problem = sources.secret_problem(request, ref, mirror_secret_key(ref)) if ref else ""
+        if problem:
+            problems[location.region] = kit.with_remedy(problem, CREDENTIALS_MISSING)
+    return problems
 
 
 def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
                        targets: list[Target], outcome: kit.Outcome,
-                       fleet: mirror.Mirror | None = None) -> list[ClusterReport]:
+                       fleet: mirror.Mirror | None = None,
+                       missing_secrets: dict[str, str] | None = None) -> list[ClusterReport]:
     """One hydration per target; at most maxConcurrent not Ready, taken in name order.
 
     A hydration already pinned to the resolved commit keeps its slot; a cluster still on
     an older commit keeps its old hydration (and cache) until a slot frees up. Failed
     hydrations hold their slot, so a bad source stops the rollout instead of failing
     the whole fleet; evicted ones do not (they fetch nothing until a replica returns).
-    With a fleet mirror, a cluster other than the publisher is not composed on the resolved
-    commit before the mirror holds it (it waits as Pending, WaitingForMirror).
+    With a fleet mirror, a cluster other than its mirror's publisher is not composed on the
+    resolved commit before that mirror holds it (it waits as Pending, WaitingForMirror). A
+    cluster whose mirror's credentials Secret is missing (missing_secrets, by region) gets
+    nothing new: what it has is kept as observed, and it is Pending CredentialsSecretMissing.
     """
     reports = []
     in_flight = 0
     waiting: list[tuple[Target, dict | None]] = []
+    missing = missing_secrets or {}
+    held = {t.name: missing[group.region] for t in targets if fleet is not None
+            for group in [fleet.group_of(t.name)] if group and group.region in missing}
     for target in targets:
         observed = request.observed.get(hydration_key(target.name))
-        if observed is not None and pinned_to(observed, resolved):
+        if target.name in held:
+            kit.carry_over(request, outcome, [hydration_key(target.name)])
+            if pinned_to(observed, resolved) and \
+                    kit.get_path(observed, "status.phase") not in ("Ready", "Evicted"):
+                in_flight += 1
+        elif observed is not None and pinned_to(observed, resolved):
             outcome.compose(hydration_key(target.name),
                             hydration(request, spec, resolved, target.name, fleet),
                             ready=kit.get_path(observed, "status.phase") == "Ready")
@@ -722,7 +755,10 @@ def compose_hydrations(request: kit.Request, spec: CacheSpec, resolved: dict,
             if report.serving_commit:
                 report.message += f"; serving {report.serving_commit[:10]} until then"
         if fleet is not None and target.name in for_mirror:
-            report.reason, report.message = "WaitingForMirror", fleet.waiting_message
+            report.reason = "WaitingForMirror"
+            report.message = fleet.waiting_message(target.name)
+        if target.name in held and target.ready and report.phase == "Pending":
+            report.reason, report.message = CREDENTIALS_MISSING, held[target.name]
         reports.append(report)
     return reports
 
@@ -800,8 +836,11 @@ def previously_retained(request: kit.Request) -> list:
 
 def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
            admitted: Admission, reports: list[ClusterReport],
-           kept: list[retention.Kept] | None, mounted: int, outcome: kit.Outcome) -> None:
-    """kept is None when retention did not run (the grant has not admitted this spec)."""
+           kept: list[retention.Kept] | None, mounted: int, outcome: kit.Outcome,
+           missing_secrets: list[str] | None = None) -> None:
+    """kept is None when retention did not run (the grant has not admitted this spec);
+    missing_secrets: why mirror credentials Secrets cannot be used (the cache is not Ready
+    until they can)."""
     rollup = Rollup(reports)
     desired = len(reports)
     ready, failed = rollup.count("Ready"), rollup.count("Failed")
@@ -859,6 +898,9 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
     elif desired == 0:
         outcome.condition("Progressing", False, "NoClusters",
                           kit.with_remedy("no FleetCluster matches spec.placement", "NoClusters"))
+    elif missing_secrets:
+        outcome.condition("Progressing", False, CREDENTIALS_MISSING,
+                          kit.clipped("; ".join(missing_secrets), kit.MESSAGE_LIMIT))
     elif ready == desired:
         outcome.condition("Progressing", False, "Complete", f"all {desired} clusters are Ready")
     elif missing and ready + len(missing) == desired:
@@ -901,7 +943,7 @@ def report(request: kit.Request, spec: CacheSpec, resolution: Resolution,
         outcome.condition("Degraded", True, "HydrationFailed", f"{failed_on}. {first}".strip())
     else:
         outcome.condition("Degraded", False, "NoFailures", "no cluster has failed")
-    outcome.composite_ready = available
+    outcome.composite_ready = available and not missing_secrets
 
 
 def short_of(reports: list[ClusterReport]) -> list[ClusterReport]:
@@ -960,6 +1002,9 @@ def compose(request: kit.Request) -> kit.Outcome:
     if spec.secret:
         outcome.require(TOKEN_SECRET_KEY, kit.Requirement(
             "v1", "Secret", match_name=spec.secret.name, namespace=request.namespace))
+    for ref in filter(None, (m.secret for m in mirror.locations(spec.mirror))):
+        outcome.require(mirror_secret_key(ref), kit.Requirement(
+            "v1", "Secret", match_name=ref.name, namespace=request.namespace))
     if FLEET_CLUSTERS_KEY not in request.required or GRANT_KEY not in request.required:
         kit.carry_over(request, outcome, request.observed)
         return outcome
@@ -975,10 +1020,11 @@ def compose(request: kit.Request) -> kit.Outcome:
         admitted = admission_of(request, spec, grant, resolution.resolved, targets,
                                 request.required[FLEET_CLUSTERS_KEY])
     fleet = None
+    missing_secrets = missing_mirror_secrets(request, spec)
     if resolution.resolved and admitted.admitted:
         fleet = fleet_mirror(request, spec, resolution.resolved, targets)
         reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome,
-                                     fleet)
+                                     fleet, missing_secrets)
     else:
         # Resolving under the grant's admission: the targets keep their hydrations, and
         # retention decides on the others. Not admitted: every hydration stays as it is.
@@ -994,7 +1040,8 @@ def compose(request: kit.Request) -> kit.Outcome:
     mounted = retention.mounted_replicas([h for k, h in sorted(request.observed.items())
                                           if k.startswith(HYDRATION_PREFIX)
                                           and k in outcome.desired])
-    report(request, spec, resolution, admitted, reports, kept, mounted, outcome)
+    report(request, spec, resolution, admitted, reports, kept, mounted, outcome,
+           list(missing_secrets.values()))
     if fleet is not None:
         outcome.status["mirror"] = fleet.as_status()
     node_rollup.apply(spec.storage.get("tier", "Volume"),

@@ -353,7 +353,8 @@ def test_model_cache_spec_has_the_designed_fields():
     assert keys_of(spec["source"]["properties"]["s3"]) == \
         {"bucket", "prefix", "region", "endpoint", "credentialsSecretRef", "layout"}
     assert keys_of(spec["source"]["properties"]["volume"]) == {"claimName", "manifest", "subPath"}
-    assert keys_of(spec["distribution"]["properties"]["mirror"]) == {"s3", "onMissing"}
+    assert keys_of(spec["distribution"]["properties"]["mirror"]) == \
+        {"s3", "onMissing", "regionLabel", "regions"}
     assert keys_of(spec["source"]["properties"]["huggingFace"]) == \
         {"repo", "revision", "endpoint", "tokenSecretRef"}
     assert keys_of(spec["placement"]) == {"clusterSelector", "clusterNames"}
@@ -377,7 +378,9 @@ def test_model_cache_status_has_every_field_the_composer_writes():
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest",
          "compared", "manifest"}
-    assert keys_of(status["mirror"]) == {"publisher", "published", "commit"}
+    assert keys_of(status["mirror"]) == {"publisher", "published", "commit", "groups"}
+    assert keys_of(status["mirror"]["properties"]["groups"]["items"]) == \
+        {"region", "bucket", "publisher", "published", "clusters"}
     assert keys_of(status["nodeTier"]) == {"desiredNodes", "readyNodes", "downloadingNodes",
                                            "failedNodes", "readyClusters", "summary"}
     assert keys_of(status["clusters"]["items"]) == \

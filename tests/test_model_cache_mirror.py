@@ -16,6 +16,9 @@ NAMES = ["gpu-a", "gpu-b", "gpu-c"]
 FLEET = [fleet_cluster(n) for n in NAMES]
 MIRROR = {"s3": {"bucket": "fleet-mirror", "endpoint": "https://minio.example.com",
                  "credentialsSecretRef": {"name": "mirror-keys"}}, "onMissing": "Fail"}
+MIRROR_KEYS = {"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "mirror-keys", "namespace": "ml"},
+               "data": {"AWS_ACCESS_KEY_ID": "QUtJQQ==", "AWS_SECRET_ACCESS_KEY": "c2VjcmV0"}}
 
 
 def cache() -> dict:
@@ -26,7 +29,8 @@ def cache() -> dict:
 def compose(xr: dict, observed: dict | None = None) -> kit.Outcome:
     return model_cache.compose(kit.Request(
         composite=xr, observed=observed or {},
-        required={"fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)]}))
+        required={"fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)],
+                  "mirror-secret-mirror-keys": [MIRROR_KEYS]}))
 
 
 def observed_as(outcome: kit.Outcome, **phases: str) -> dict:
@@ -46,8 +50,10 @@ def test_only_the_first_cluster_by_name_is_composed_and_publishes():
     mirror = hydrations(outcome)["gpu-a"]["spec"]["mirror"]
     assert (mirror["role"], mirror["onMissing"], mirror["s3"]["bucket"]) == \
         ("Publisher", "Fail", "fleet-mirror")
-    assert outcome.status["mirror"] == {"publisher": "gpu-a", "published": False,
-                                        "commit": COMMIT}
+    assert outcome.status["mirror"] == {
+        "publisher": "gpu-a", "published": False, "commit": COMMIT,
+        "groups": [{"region": "", "bucket": "fleet-mirror", "publisher": "gpu-a",
+                    "published": False, "clusters": 3}]}
 
 
 def test_the_others_wait_for_the_mirror_naming_the_publisher():
@@ -89,13 +95,12 @@ def test_a_failed_publisher_hands_over_to_the_next_name():
 
 
 def test_with_every_hydration_failed_nobody_publishes():
-    spec = model_cache.read_spec(cache()["spec"])
-    observed = {f"hydration-{n}": with_status(model_cache.hydration(
-        kit.Request(composite=cache()), spec, cache()["status"]["resolved"], n,
-        model_cache.mirror.Mirror(MIRROR, COMMIT, "gpu-a", False)), phase="Failed")
-        for n in NAMES}
-    assert compose(cache(), observed).status["mirror"] == \
-        {"publisher": "", "published": False, "commit": COMMIT}
+    xr = with_status(cache(), resolved=cache()["status"]["resolved"],
+                     mirror={"publisher": "gpu-a", "published": True, "commit": COMMIT})
+    observed = {f"hydration-{n}": with_status(h, phase="Failed")
+                for n, h in hydrations(compose(xr)).items()}
+    status = compose(cache(), observed).status["mirror"]
+    assert (status["publisher"], status["published"]) == ("", False)
 
 
 def test_a_cluster_that_is_not_ready_is_never_chosen_to_publish():

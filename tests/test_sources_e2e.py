@@ -119,7 +119,10 @@ def test_a_mirror_reads_the_origin_once_for_the_fleet_instead_of_once_per_cluste
     assert with_mirror <= 1.05 * size
     status = act.status_of(stage.control, "mirrored")
     assert status["mirror"] == {"publisher": "gpu-a", "published": True,
-                                "commit": status["resolved"]["commit"]}
+                                "commit": status["resolved"]["commit"],
+                                "groups": [{"region": "", "bucket": act.MIRROR_BUCKET,
+                                            "publisher": "gpu-a", "published": True,
+                                            "clusters": len(CLUSTERS)}]}
     assert {r["name"]: r["bytesFrom"] for r in status["clusters"]} == \
         {c: "Origin" if c == "gpu-a" else "Mirror" for c in CLUSTERS}
     digests = act.reverified_digests(stage.clusters, "mirrored", "fleetcache-test/mirrored",

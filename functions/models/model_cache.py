@@ -213,7 +213,7 @@ class Distribution(BaseModel):
     mirror: Annotated[
         Mirror | None,
         Field(
-            description='A fleet mirror in an S3-compatible bucket: the first cluster by name fetches each commit from the origin and publishes it; the others wait for it and read the mirror, so the origin is read once per fleet.'
+            description='Fleet mirrors in S3-compatible buckets, one per region: in each group of clusters sharing a mirror the first cluster by name fetches each commit from the origin and publishes it; the others wait for it and read the mirror, so the origin is read once per mirror. A cluster uses the regions[] entry matching its FleetCluster label regionLabel, else s3, else reads the origin.'
         ),
     ] = None
 
@@ -231,6 +231,35 @@ class GrantRef(BaseModel):
             pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
         ),
     ]
+
+
+class Group(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    region: Annotated[
+        str | None,
+        Field(
+            description='The regions[] entry\'s region; "" for the default mirror (spec.distribution.mirror.s3).'
+        ),
+    ] = None
+    bucket: Annotated[str | None, Field(description="The mirror's bucket.")] = None
+    publisher: Annotated[
+        str | None,
+        Field(
+            description='The group\'s cluster that fetches from the origin and publishes; "" when none can.'
+        ),
+    ] = None
+    published: Annotated[
+        StrictBool | None,
+        Field(
+            description="The group's publisher was Ready on the resolved commit (latched per commit)."
+        ),
+    ] = None
+    clusters: Annotated[
+        StrictInt | None,
+        Field(description='How many target clusters use this mirror.', ge=0),
+    ] = None
 
 
 class HuggingFace(BaseModel):
@@ -446,11 +475,27 @@ class Mirror(BaseModel):
         extra='forbid',
     )
     s3: Annotated[
-        S31,
+        S31 | None,
         Field(
-            description='The mirror bucket. Blobs are stored content-addressed (<prefix>/blobs/sha256/<hex>) and a manifest last, so a copy is complete only once its manifest exists; every byte read from it is verified against the manifest digest latched at resolve.'
+            description='The default mirror bucket, for clusters of no regions[] entry (optional when regions is set). Blobs are stored content-addressed (<prefix>/blobs/sha256/<hex>) and a manifest last, so a copy is complete only once its manifest exists; every byte read from it is verified against the manifest digest latched at resolve.'
         ),
-    ]
+    ] = None
+    region_label: Annotated[
+        str | None,
+        Field(
+            alias='regionLabel',
+            description="The FleetCluster label (metadata.labels) whose value selects a cluster's regions[] entry.",
+            max_length=317,
+            pattern='^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$',
+        ),
+    ] = 'topology.kubernetes.io/region'
+    regions: Annotated[
+        list[Region] | None,
+        Field(
+            description="A mirror per region: clusters whose regionLabel value equals an entry's region use its bucket, with a publisher of their own; clusters of no listed region use s3, or the origin without it.",
+            max_length=32,
+        ),
+    ] = None
     on_missing: Annotated[
         Literal['Origin', 'Fail'] | None,
         Field(
@@ -467,17 +512,24 @@ class Mirror1(BaseModel):
     publisher: Annotated[
         str | None,
         Field(
-            description='The cluster that fetches from the origin and publishes; "" when none can.'
+            description='The publisher of the default mirror\'s group, else of the first group by region; "" when none can publish.'
         ),
     ] = None
     published: Annotated[
         StrictBool | None,
         Field(
-            description='The publisher is Ready on the resolved commit, so the mirror holds it complete.'
+            description="Every group's mirror holds the resolved commit complete (its publisher was Ready on it)."
         ),
     ] = None
     commit: Annotated[
         str | None, Field(description='The commit the mirror state speaks of.')
+    ] = None
+    groups: Annotated[
+        list[Group] | None,
+        Field(
+            description='One row per mirror that target clusters use, by region ("" for the default mirror, s3): its bucket, its publisher, whether it holds the commit, and how many targets read it.',
+            max_length=33,
+        ),
     ] = None
 
 
@@ -571,6 +623,27 @@ class Placement(BaseModel):
             min_length=1,
         ),
     ] = None
+
+
+class Region(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    region: Annotated[
+        str,
+        Field(
+            description='The value of the FleetCluster label regionLabel this mirror serves, e.g. eu-west-1.',
+            max_length=63,
+            min_length=1,
+            pattern='^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$',
+        ),
+    ]
+    s3: Annotated[
+        S32,
+        Field(
+            description='The mirror bucket. Blobs are stored content-addressed (<prefix>/blobs/sha256/<hex>) and a manifest last, so a copy is complete only once its manifest exists; every byte read from it is verified against the manifest digest latched at resolve.'
+        ),
+    ]
 
 
 class Resolved(BaseModel):
@@ -749,6 +822,53 @@ class S3(BaseModel):
 
 
 class S31(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    bucket: Annotated[
+        str,
+        Field(
+            description="The bucket's name.",
+            max_length=63,
+            min_length=3,
+            pattern='^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$',
+        ),
+    ]
+    prefix: Annotated[
+        str | None,
+        Field(
+            description="Folder in the bucket for the mirror's blobs and manifests.",
+            max_length=1024,
+            pattern='^$|^[^/\\s]\\S*$',
+        ),
+    ] = 'fleetcache'
+    region: Annotated[
+        str | None,
+        Field(
+            description="The bucket's region.",
+            max_length=64,
+            min_length=1,
+            pattern='^[a-z0-9][-a-z0-9]{0,62}$',
+        ),
+    ] = 'us-east-1'
+    endpoint: Annotated[
+        str | None,
+        Field(
+            description='Base URL of an S3-compatible store (MinIO, Ceph, R2, ...); unset means AWS S3. Requests to it use path-style addressing.',
+            max_length=2048,
+            pattern='^https?://[^\\s/?#]+(/[^\\s?#]*)?$',
+        ),
+    ] = None
+    credentials_secret_ref: Annotated[
+        CredentialsSecretRef | None,
+        Field(
+            alias='credentialsSecretRef',
+            description="Optional Secret in this namespace with the access key pair. It is copied to a cluster only while a Job there needs it, mounted as files, and never appears in any status. Unset: the cluster's own identity (IRSA, instance profile), or anonymous for a public bucket.",
+        ),
+    ] = None
+
+
+class S32(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -1052,7 +1172,7 @@ class Status(BaseModel):
     mirror: Annotated[
         Mirror1 | None,
         Field(
-            description="The fleet mirror's state for the resolved commit (spec.distribution.mirror)."
+            description="The fleet mirrors' state for the resolved commit (spec.distribution.mirror)."
         ),
     ] = None
     clusters: Annotated[
