@@ -1,0 +1,157 @@
+"""Per-region fleet mirrors end to end (round-four contract §A): four clusters in two regions
+(the topology.kubernetes.io/region label on their FleetClusters), a mirror bucket per region.
+The Hub serves the model once per region (at most 2 x 1.05 x its size), each region's first
+cluster by name publishes to its own bucket and the other reads it, every cluster's bytes
+re-verify to the resolved manifest digest; a publisher that fails hands over to the next
+cluster of its own region while the other region is untouched.
+
+Real function server over gRPC, real agents against the test hub and moto's S3 server on
+loopback (fleetcache.demo_sources' S3Store), fleetcache.simulation for Crossplane and the
+clusters.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache import demo_sources as act
+from fleetcache import render as rendering
+from fleetcache.demo_day_two import Stage
+from fleetcache.functions import kit
+from fleetcache.simulation import Cluster, ControlPlane, Provider
+from fleetcache.testhub.content import make_model
+from fleetcache.testhub.server import Fault, TestHub
+from tests.support import xrd
+
+ROOT = Path(__file__).resolve().parents[1]
+REGIONS = {"gpu-a": "eu-west-1", "gpu-b": "us-east-1", "gpu-c": "eu-west-1",
+           "gpu-d": "us-east-1"}
+CLUSTERS = tuple(sorted(REGIONS))
+BUCKETS = {"eu-west-1": "mirror-eu", "us-east-1": "mirror-us"}
+MODEL_BYTES = 2 * 2**20
+DEADLINE = 120.0
+
+
+def fleet_cluster(name: str) -> dict:
+    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster",
+            "metadata": {"name": name,
+                         "labels": {"topology.kubernetes.io/region": REGIONS[name]}},
+            "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
+                                             "name": f"{name}-kubeconfig"}}}
+
+
+def regional_cache(name: str, repo: str, hub_endpoint: str, mirror_endpoint: str) -> dict:
+    """A Hub ModelCache with a mirror per region and no default mirror."""
+    regions = [{"region": region, "s3": {"bucket": bucket, "endpoint": mirror_endpoint,
+                                         "credentialsSecretRef": {"name": "s3-keys"}}}
+               for region, bucket in sorted(BUCKETS.items())]
+    return act.cache(name, {"huggingFace": {"repo": repo, "endpoint": hub_endpoint}},
+                     CLUSTERS, distribution={"mirror": {"regions": regions}})
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Four clusters in two regions, a hub, a corrupting proxy in front of it, and an S3
+    server with a mirror bucket per region."""
+    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
+                    for d in rendering.load_documents(ROOT / "compositions")
+                    if d.get("kind") == "Composition"}
+    schemas = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
+    root = tmp_path_factory.mktemp("regions")
+    with TestHub() as hub, TestHub() as proxy, act.S3Store() as s3, \
+            rendering.function_process() as address, rendering.channel_to(address) as channel:
+        proxy.inject(Fault("corrupt", path="/lfs/*", host="cdn", times=None, offset=4096))
+        stub = grpcv1.FunctionRunnerServiceStub(channel)
+
+        def pipeline(composite, composition, observed, required):
+            return rendering.run_pipeline(stub, composite, composition, observed, required)
+
+        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
+        control = ControlPlane(pipeline, compositions, schemas,
+                               Provider(clusters, lambda: control.secrets()))
+        stage = Stage(control, clusters, (hub,), None, act.NAMESPACE, "", "", MODEL_BYTES,
+                      CLUSTERS, 0.05, time.monotonic() + DEADLINE, lambda line: None)
+        try:
+            for name in CLUSTERS:
+                control.apply(fleet_cluster(name))
+            for bucket in BUCKETS.values():
+                s3.make_bucket(bucket)
+            control.apply(act.grant(CLUSTERS))
+            control.apply(act.credentials_secret())
+            yield stage, hub, proxy, s3
+        finally:
+            for cluster in clusters.values():
+                cluster.stop()
+
+
+def add_repo(hubs: tuple[TestHub, ...], repo: str, seed: int) -> int:
+    """The same repo on the hub and the proxy; the model's size."""
+    files = dict(make_model(MODEL_BYTES, shards=2, seed=seed))
+    for each in hubs:
+        each.add_repo(repo, files)
+    return sum(c.size for c in files.values())
+
+
+def settle(stage: Stage, name: str) -> dict:
+    stage.deadline = time.monotonic() + DEADLINE
+    assert act.settle(stage, name, CLUSTERS) == ""
+    return act.status_of(stage.control, name)
+
+
+def groups(status: dict) -> dict[str, tuple[str, str, bool, int]]:
+    return {g["region"]: (g["bucket"], g["publisher"], g["published"], g["clusters"])
+            for g in status["mirror"]["groups"]}
+
+
+def test_each_region_reads_the_origin_once_and_its_readers_read_their_regions_mirror(fleet):
+    stage, hub, proxy, s3 = fleet
+    size = add_repo((hub, proxy), "fleetcache-test/regional", seed=41)
+    before = hub.bytes_sent()
+    stage.control.apply(regional_cache("regional", "fleetcache-test/regional", hub.endpoint,
+                                       s3.endpoint))
+    status = settle(stage, "regional")
+    origin = hub.bytes_sent() - before
+
+    assert 2 * size <= origin <= 2 * 1.05 * size
+    assert groups(status) == {"eu-west-1": ("mirror-eu", "gpu-a", True, 2),
+                              "us-east-1": ("mirror-us", "gpu-b", True, 2)}
+    assert status["mirror"]["published"] is True
+    assert {r["name"]: r["bytesFrom"] for r in status["clusters"]} == \
+        {"gpu-a": "Origin", "gpu-b": "Origin", "gpu-c": "Mirror", "gpu-d": "Mirror"}
+    assert all(s3.stored_bytes(bucket) >= size for bucket in BUCKETS.values())
+    digests = act.reverified_digests(stage.clusters, "regional", "fleetcache-test/regional",
+                                     status["resolved"]["commit"])
+    assert digests == {c: status["resolved"]["manifestDigest"] for c in CLUSTERS}
+
+
+def test_a_failed_publisher_hands_over_within_its_region_only(fleet):
+    stage, hub, proxy, s3 = fleet
+    add_repo((hub, proxy), "fleetcache-test/regional-handover", seed=42)
+    stage.clusters["gpu-a"].endpoint_override = proxy.endpoint  # corrupts every LFS byte
+    try:
+        stage.control.apply(regional_cache("handover", "fleetcache-test/regional-handover",
+                                           hub.endpoint, s3.endpoint))
+        status = settle(stage, "handover")
+    finally:
+        stage.clusters["gpu-a"].endpoint_override = None
+    assert groups(status) == {"eu-west-1": ("mirror-eu", "gpu-c", True, 2),
+                              "us-east-1": ("mirror-us", "gpu-b", True, 2)}
+    assert act.phases(stage.control, "handover", CLUSTERS) == \
+        {"gpu-a": "Failed", "gpu-b": "Ready", "gpu-c": "Ready", "gpu-d": "Ready"}
+    rows = {r["name"]: r for r in status["clusters"]}
+    assert rows["gpu-a"]["reason"] == "DigestMismatch"
+    assert {c: rows[c].get("bytesFrom") for c in ("gpu-b", "gpu-c", "gpu-d")} == \
+        {"gpu-b": "Origin", "gpu-c": "Origin", "gpu-d": "Mirror"}
+    digests = act.reverified_digests({c: stage.clusters[c] for c in CLUSTERS[1:]}, "handover",
+                                     "fleetcache-test/regional-handover",
+                                     status["resolved"]["commit"])
+    assert set(digests.values()) == {status["resolved"]["manifestDigest"]}
+
+
+def test_the_regional_cache_is_valid_against_its_xrd():
+    xrd.assert_valid(regional_cache("regional", "fleetcache-test/regional",
+                                    "http://127.0.0.1:1", "http://127.0.0.1:2"))
