@@ -22,13 +22,15 @@ lists, give the same answer.
   fit waits, and so does every later one (no overtaking, so a large copy is not starved).
   Admission is latched.
 What is not known (a usage never measured, a mount count not reported) reads as "keep".
+A copy of an existing volume (the user's claim, verified in place) is no copy here at all:
+see `allocates`.
 """
 
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 LISTED = 256  # status.cache admitted / waiting / evicted: the XRD's maxItems
 STARTED_PHASES = ("Hydrating", "Ready")
@@ -73,6 +75,15 @@ def started(phase: str, serving: bool) -> bool:
     The same test on both sides (the FleetCluster on the hydration's status, the hydration
     on its own), so they agree on who waits."""
     return phase in STARTED_PHASES or serving
+
+
+def allocates(source: object) -> bool:
+    """Whether a hydration's spec.source takes room on its cluster. An existing volume
+    (spec.source.volume) is the user's own claim, verified in place: it counts no bytes,
+    asks for no admission and is never evicted, since fleetcache never deletes that claim
+    and evicting the copy would free nothing. The same test on both sides: the FleetCluster
+    leaves exactly these out of its decision and their hydrations do not wait for it."""
+    return not (isinstance(source, Mapping) and isinstance(source.get("volume"), Mapping))
 
 
 @dataclass(frozen=True)

@@ -131,10 +131,12 @@ def copy_of(hydration: dict) -> capacity.Copy:
 
 def copies_on(spec: ClusterSpec, hydrations: list[dict]) -> list[capacity.Copy]:
     """The hydrations the label selected that really target this cluster (a long name's
-    label is a hashed form, so the name itself is checked too); one without a readable
+    label is a hashed form, so the name itself is checked too) and take room on it (an
+    existing volume is the user's claim: `capacity.allocates`); one without a readable
     namespace and name cannot be listed, so it is left out."""
     return [copy_of(h) for h in hydrations
             if kit.get_path(h, "spec.clusterName") == spec.name
+            and capacity.allocates(kit.get_path(h, "spec.source"))
             and kit.name_or_empty(kit.get_path(h, "metadata.name"))
             and kit.name_or_empty(kit.get_path(h, "metadata.namespace"))]
 

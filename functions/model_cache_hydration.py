@@ -439,7 +439,7 @@ def gate_of(request: kit.Request, spec: HydrationSpec, cluster: ClusterLookup, s
     cache = view.cache
     where = f"on cluster {spec.cluster}"
     if cache is not None and key in cache.evicted and phase.ready and use.placed == 0 \
-            and use.mounted_by == 0 and not use.pinned:
+            and use.mounted_by == 0 and not use.pinned and capacity.allocates(spec.source):
         return Gate(Phase("Evicted", "Evicted", kit.with_remedy(evicted_message, "Evicted")),
                     evicted=True)
     if phase.ready or seen.job_exists:
@@ -457,6 +457,7 @@ def gate_of(request: kit.Request, spec: HydrationSpec, cluster: ClusterLookup, s
     started = capacity.started(kit.reason_or_empty(request.status.get("phase")),
                                bool(serving_of(request, spec, phase).commit))
     if view.capacity is None or started or phase.phase == "Failed" \
+            or not capacity.allocates(spec.source) \
             or (cache is not None and key in cache.admitted and key not in cache.evicted):
         return Gate()
     return Gate(Phase("Pending", "CapacityLow", kit.with_remedy(

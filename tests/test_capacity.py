@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from fleetcache.functions.capacity import LISTED, Copy, decide
+from fleetcache.functions.capacity import LISTED, Copy, allocates, decide
 
 GI = 1024**3
 CAPACITY = 100 * GI  # high watermark 80Gi, low 70Gi
@@ -290,3 +290,14 @@ def test_deciding_again_on_its_own_output_changes_nothing():
     again = run(copies, admitted=first.admitted, evicted=first.evicted)
     assert (again.admitted, again.evicted, again.waiting) == \
         (first.admitted, first.evicted, first.waiting)
+
+
+@pytest.mark.parametrize("source, takes_room", [
+    ({"huggingFace": {"repo": "org/name"}}, True),
+    ({"s3": {"bucket": "models"}}, True),
+    ({"volume": {"claimName": "weights"}, "allowPatterns": []}, False),  # the user's claim
+    ({"volume": "weights"}, True),  # unreadable: counted like any copy
+    (None, True),
+], ids=["hub", "s3", "existing-volume", "malformed-volume", "absent"])
+def test_only_an_existing_volume_takes_no_room_on_its_cluster(source, takes_room):
+    assert allocates(source) is takes_room

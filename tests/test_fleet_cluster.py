@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import json_format
 
+from fleetcache import render
 from fleetcache.functions import kit
 from fleetcache.functions.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
 from tests.support.builders import COMMIT, GIB, fleet_cluster_xr
@@ -224,6 +228,51 @@ def test_hydrations_of_another_cluster_are_not_counted():
         == 0
 
 
+def on_existing_volume(hydration_: dict) -> dict:
+    """The same copy with an existing-volume source: verified in place on the user's claim
+    (its spec.storage.size still says what the resolved bytes would need)."""
+    hydration_["spec"]["source"] = {"volume": {"claimName": "weights"}}
+    return hydration_
+
+
+def test_an_existing_volume_counts_no_bytes_though_its_claim_is_measured():
+    outcome = compose(request(with_capacity(),
+                              hydrations=[on_existing_volume(ready_copy("claim", 500,
+                                                                        mountedBy=1))]))
+    assert (outcome.status["cache"]["usedBytes"], outcome.status["cache"]["reservedBytes"]) \
+        == (0, 0)
+    assert condition(outcome, "CapacityLow").status == "False"
+
+
+def test_an_existing_volume_is_never_evicted_however_long_unused():
+    hydrations = [on_existing_volume(ready_copy("claim", 85, last_used="2026-01-01T00:00:00Z")),
+                  ready_copy("a", 85, last_used="2026-01-01T05:00:00Z")]
+    outcome = compose(request(with_capacity(), hydrations=hydrations))
+    assert outcome.status["cache"]["evicted"] == ["team-a/a"]
+
+
+def test_an_existing_volume_is_neither_admitted_nor_waiting():
+    hydrations = [ready_copy("a", 79, mountedBy=1),
+                  on_existing_volume(hydration("claim", 900, phase="Pending"))]
+    cache = compose(request(with_capacity(), hydrations=hydrations)).status["cache"]
+    assert (cache["admitted"], cache["waiting"], cache["waitingCount"]) == ([], [], 0)
+
+
+def test_an_existing_volume_holds_no_later_copy_back():
+    hydrations = [on_existing_volume(hydration("claim", 900, phase="Pending",
+                                               created="2026-01-01T00:00:00Z")),
+                  hydration("b", 10, phase="Pending", created="2026-01-01T01:00:00Z")]
+    cache = compose(request(with_capacity(), hydrations=hydrations)).status["cache"]
+    assert (cache["admitted"], cache["reservedBytes"]) == (["team-a/b"], 10 * GIB)
+
+
+def test_an_existing_volume_once_listed_as_evicted_is_taken_off_the_list():
+    published = {"cache": {"capacityBytes": 100 * GIB, "evicted": ["team-a/claim"]}}
+    outcome = compose(request(with_capacity(status=published),
+                              hydrations=[on_existing_volume(ready_copy("claim", 90))]))
+    assert outcome.status["cache"]["evicted"] == []
+
+
 @pytest.mark.parametrize("status", [
     {"pinned": "no"}, {"mountedBy": "0"}, {"mountedBy": -1}, {"mountedBy": True},
     {"placedReplicas": None}, {"usedBytes": "lots"}, {"phase": ["Ready"]},
@@ -287,6 +336,18 @@ def test_the_same_hydrations_in_any_order_give_the_same_status():
     second = compose(request(with_capacity(), hydrations=hydrations[::-1]))
     assert first.status == second.status
     assert first.conditions == second.conditions
+
+
+def test_through_grpc_an_existing_volume_counts_nothing_and_is_not_evicted():
+    hydrations = [on_existing_volume(ready_copy("claim", 500, last_used="2026-01-01T00:00:00Z")),
+                  ready_copy("a", 85)]
+    xr = with_capacity()
+    request = render.build_request(xr, {}, fnv1.State(), None, None,
+                                   {HYDRATIONS_KEY: hydrations}, tag="existing-volume")
+    with render.InProcessServer() as srv, render.channel_to(srv.address) as channel:
+        rsp = grpcv1.FunctionRunnerServiceStub(channel).RunFunction(request, timeout=30)
+    cache = json_format.MessageToDict(rsp.desired.composite.resource)["status"]["cache"]
+    assert (cache["usedBytes"], cache["evicted"]) == (0, ["team-a/a"])
 
 
 # --- errors -------------------------------------------------------------------------------

@@ -371,6 +371,38 @@ def test_a_verified_volume_is_ready_served_from_the_users_claim_and_never_pruned
     assert not any(k.startswith(model_cache_hydration.JOB_PREFIX) for k in outcome.desired)
 
 
+def full_cluster(evicted: tuple[str, ...] = ()) -> dict:
+    """A FleetCluster with a capacity, above its high watermark, that admitted nothing."""
+    cluster = fleet_cluster(CLUSTER, cache={"capacity": "100Gi", "highWatermark": 80,
+                                            "lowWatermark": 70})
+    cluster["status"]["cache"] = {"capacityBytes": 100 * GIB, "usedBytes": 95 * GIB,
+                                  "admitted": [], "evicted": list(evicted)}
+    return cluster
+
+
+def on_full_cluster(observed: dict, evicted: tuple[str, ...] = ()) -> kit.Outcome:
+    xr = volume_hydration()
+    request = hydration_request(xr, observed=observed, cluster=full_cluster(evicted), replicas=[])
+    request.required["model-cache"] = [model_cache_with(VOL_COMMIT, MANIFEST)]
+    return model_cache_hydration.compose(request)
+
+
+def test_an_existing_volume_is_verified_at_once_on_a_full_cluster_that_never_admitted_it():
+    outcome = on_full_cluster(observe(on_full_cluster({})))
+    assert outcome.status["reason"] != "CapacityLow"
+    assert any(k.startswith(model_cache_hydration.JOB_PREFIX) for k in outcome.desired)
+
+
+def test_an_existing_volume_listed_as_evicted_keeps_serving_the_users_claim():
+    first, _ = settled(volume_hydration(), commit=VOL_COMMIT)
+    job_key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    xr = volume_hydration()
+    status = on_full_cluster(observe(first, states={job_key: job_complete()}),
+                             evicted=(f"{xr['metadata']['namespace']}/{xr['metadata']['name']}",)
+                             ).status
+    assert (status["phase"], status["volumeName"]) == ("Ready", "weights")
+
+
 def test_a_volume_that_does_not_match_fails_naming_the_files():
     first, _ = settled(volume_hydration(), commit=VOL_COMMIT)
     job_key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
