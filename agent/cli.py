@@ -26,7 +26,7 @@ from .errors import AgentError, Interrupted, from_os_error
 from .fetch import fetch as run_fetch
 from .hub import Bandwidth, HubClient, Retryable, RetryPolicy, read_timeout_from_env
 from .layout import LAYOUTS, open_layout
-from .mirror import FAIL, ORIGIN, PUBLISHER, READER, MirrorConfig, MirrorSource
+from .mirror import FAIL, ORIGIN, PUBLISHER, READER, MirrorConfig, MirrorSource, reader_listing
 from .node_agent import FileLabels, NodeLabels
 from .node_agent import label as run_label
 from .node_agent import prepare as run_prepare
@@ -358,7 +358,9 @@ def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, 
               help="after success, name the commit fetched (hub/models--ORG--NAME/refs/REF), repeatable")
 @_with(_s3)
 @click.option("--commit", help="S3: the resolved commit (s3- and 40 hex)")
-@click.option("--manifest-digest", "pinned_digest", help="S3: the resolved manifest digest")
+@click.option("--manifest-digest", "pinned_digest",
+              help="the resolved manifest digest (S3: required; Hub: the listing must match it, and a mirror "
+                   "reader of a --revision commit plans from the mirror's manifest without the Hub)")
 @click.option("--manifest-file", help="S3: the resolved manifest (JSON list)")
 @click.option("--manifest-configmap", help="S3: NAMESPACE/NAME of a ConfigMap with key manifest.json")
 @_with(_mirror)
@@ -374,10 +376,12 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     token = read_token(token_file)
     if s3_bucket is None:
         check_repo(_need_repo(repo))
-        for flag, value in (("--commit", commit), ("--manifest-digest", pinned_digest),
-                            ("--manifest-file", manifest_file), ("--manifest-configmap", manifest_configmap)):
+        for flag, value in (("--commit", commit), ("--manifest-file", manifest_file),
+                            ("--manifest-configmap", manifest_configmap)):
             if value is not None:
                 raise _bad(flag, "only with --s3-bucket (a Hub fetch pins --revision)")
+        if pinned_digest is not None and not _DIGEST64.fullmatch(pinned_digest):
+            raise _bad("--manifest-digest", f"{pinned_digest!r} is not a 64-hex sha256")
     else:
         _no_hub_repo(repo)
     check_revision(revision)
@@ -394,24 +398,45 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     mirror = _mirror_config(mirror_bucket, mirror_prefix, mirror_region, mirror_endpoint, mirror_credentials_dir,
                             mirror_role, mirror_on_missing, progress, int(concurrency))
     progress.phase("Resolving")
+    complete = None
     if s3_bucket is None:
         client = _client(endpoint, token, progress, int(concurrency))
-        listing, entries = _listing(client, repo, revision, allow, ignore)
+        layout = open_layout(layout_name, dest_path, repo)
+        listing, entries, complete = _hub_listing(client, mirror, layout, repo, revision, pinned_digest, allow,
+                                                  ignore)
         source = HubSource(client, repo, listing.commit)
     else:
         location = S3Location(s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir)
         client = _s3_client(location, progress, int(concurrency))
         manifest = _pinned_manifest(commit, pinned_digest, manifest_file, manifest_configmap, client.policy)
         repo = location.repo
+        layout = open_layout(layout_name, dest_path, repo)
         listing, entries = pinned_listing(repo, manifest, commit, pinned_digest)
         source = S3Source(client, manifest)
     if mirror is not None:
         source = MirrorSource(source, mirror, repo, listing.commit, manifest_digest(entries), entries,
-                              int(concurrency), progress.note)
-    layout = open_layout(layout_name, dest_path, repo)
+                              int(concurrency), progress.note, complete)
     record = run_fetch(source, layout, listing, entries, progress, int(concurrency), limit,
                        client.policy, wait, tuple(refs))
     click.echo(json.dumps(record, sort_keys=True))
+
+
+def _hub_listing(client: HubClient, mirror: MirrorConfig | None, layout, repo: str, revision: str,
+                 digest: str | None, allow, ignore):
+    """What a Hub fetch plans from, and whether the mirror is known complete (None: not asked). A mirror
+    reader of a pinned commit and digest makes no Hub request when the volume or the mirror holds the
+    manifest (contract §C); otherwise the Hub listing, which must give --manifest-digest when given (15:
+    a Job built from another resolve)."""
+    complete = None
+    if mirror is not None and mirror.role == READER and digest and _COMMIT.fullmatch(revision):
+        listing, complete = reader_listing(mirror, layout, repo, revision, digest)
+        if listing is not None:
+            return listing, listing.entries, complete
+    listing, entries = _listing(client, repo, revision, allow, ignore)
+    if digest is not None and manifest_digest(entries) != digest:
+        raise _bad("--manifest-digest", f"{digest} is not the digest {manifest_digest(entries)} of the selected "
+                                        f"files of {repo}@{listing.commit}: the Job was built from another resolve")
+    return listing, entries, complete
 
 
 def _pinned_manifest(commit, digest, manifest_file, manifest_configmap, policy: RetryPolicy) -> list[dict]:

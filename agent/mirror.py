@@ -14,12 +14,17 @@ not start on a half-published mirror.
 - Publisher: fetches from the origin (the engine), then uploads each verified blob the mirror
   lacks (a single PUT carries ChecksumSHA256, so S3 itself rejects bytes that differ), then the
   manifest. Killed before the manifest, it leaves blobs no reader starts from.
-- Reader: when some file needs bytes, it asks for the manifest first. With no manifest,
-  `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
-  `origin` fetches everything from the origin (publishing nothing: that is the publisher's job).
-  With the manifest, each file comes from the mirror; a blob missing (404) or corrupt (digest
-  mismatch) falls back to the origin for that file and, once verified, is re-published (best
-  effort: a reader that may not write the mirror stays Ready); with
+- Reader: plans without the origin when it can (`reader_listing`, contract §C): a Hub reader
+  given --manifest-digest and a commit takes the entries from the volume's own manifest of that
+  commit and digest (a warm rerun asks nobody), else from the publisher's manifest, accepted only
+  when its files hash to the digest with the listing's own function (plan.manifest_digest) and it
+  names the same repo and commit. Then no Hub request is made at all. An S3 origin's reader has
+  its pinned manifest already and asks for the publisher's only when some file needs bytes. With
+  no valid manifest, `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
+  `origin` lists and fetches everything from the origin (publishing nothing: that is the
+  publisher's job). With the manifest, each file comes from the mirror; a blob missing (404) or
+  corrupt (digest mismatch) falls back to the origin for that file and, once verified, is
+  re-published (best effort: a reader that may not write the mirror stays Ready); with
   `fail` it exits MirrorIncomplete naming the file.
 
 The record gains `bytesFrom` (Mirror when a reader did not find the mirror incomplete and took at
@@ -31,12 +36,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from dataclasses import dataclass
 
 from .errors import AgentError
 from .fetch import body_reader
-from .plan import SHA256, Entry
+from .plan import GIT_SHA1, SHA256, Entry, Listing, check_path, manifest_digest
 from .s3 import S3Client
 from .sources import parallel
 
@@ -62,12 +68,66 @@ def manifest_body(repo: str, commit: str, digest: str, entries: tuple[Entry, ...
                       sort_keys=True, separators=(",", ":")).encode()
 
 
+_DIGEST_HEX = {SHA256: 64, GIT_SHA1: 40}  # an entry's algo is told by its digest's length, and checked
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def _entry(item: dict) -> Entry:
+    """A manifest file as the listing would have given it; ValueError or AgentError when malformed.
+    Paths pass the listing's own check: a path with a newline could forge the digest's lines."""
+    path, size, digest, algo = item["path"], item["size"], item["digest"], item["algo"]
+    if type(size) is not int or size < 0 or not isinstance(digest, str) or len(digest) != _DIGEST_HEX.get(algo) \
+            or not _HEX.fullmatch(digest):
+        raise ValueError(f"{path!r} is not a {{path, size, digest, algo}} file")
+    return Entry(check_path(path), size, digest, algo)
+
+
+def checked_manifest(body: bytes | None, digest: str) -> tuple[tuple[Entry, ...], str]:
+    """The entries of a written manifest (the publisher's, or the volume's own), accepted only when
+    they hash to `digest` with the listing's own function; otherwise no entries and why. The digest
+    is the whole trust (the object is not a signature), and all a reader takes from it: the repo and
+    commit come from its flags, since another commit or repo with the same selected files has the
+    same digest, hence the same key, and its publisher may have written its own names there."""
+    if body is None:
+        return (), "no published manifest (the publisher has not finished)"
+    try:
+        entries = tuple(sorted((_entry(f) for f in json.loads(body)["files"]), key=lambda e: e.path))
+    except (ValueError, TypeError, KeyError, AgentError):
+        return (), "a manifest that is not {repo, commit, manifestDigest, files}"
+    if manifest_digest(entries) != digest:
+        return (), f"a manifest whose files hash to {manifest_digest(entries)}, not {digest} (altered since)"
+    return entries, ""
+
+
 @dataclass(frozen=True)
 class MirrorConfig:
     client: S3Client
     prefix: str
     role: str  # publisher | reader
     on_missing: str  # origin | fail
+
+
+def reader_listing(config: MirrorConfig, layout, repo: str, commit: str,
+                   digest: str) -> tuple[Listing | None, bool | None]:
+    """A Hub reader's listing without the Hub (contract §C): the volume's own manifest of this commit
+    and digest (a warm rerun asks nobody; the plan checks each file on disk as always), else the
+    publisher's. Returns the listing (None: list the origin) and whether the mirror is complete (None:
+    not asked yet; MirrorSource asks when some file needs bytes).
+    A missing or invalid manifest is MirrorIncomplete (20) with `fail`, before any transfer."""
+    kept = layout.manifest_path(commit, digest)
+    entries, _ = checked_manifest(kept.read_bytes() if kept.is_file() else None, digest)
+    if entries:
+        return Listing(repo, commit, commit, entries), None
+    key = manifest_key(config.prefix, digest)
+    entries, why = checked_manifest(config.client.get_small(key), digest)
+    where = f"{config.client.location.describe()}{key}"
+    if entries:
+        log.info("planning from the mirror's manifest %s: no request to the origin", where)
+        return Listing(repo, commit, commit, entries), True
+    if config.on_missing == FAIL:
+        raise AgentError("MirrorIncomplete", f"{where}: {why}")
+    log.warning("%s: %s; listing and fetching from the origin", where, why)
+    return None, False
 
 
 class _Counter:
@@ -105,7 +165,7 @@ class MirrorSource:
     """A Source that reads from the mirror (reader) or the origin (publisher, fallback), and publishes."""
 
     def __init__(self, origin, config: MirrorConfig, repo: str, commit: str, digest: str,
-                 entries: tuple[Entry, ...], concurrency: int, report=None):
+                 entries: tuple[Entry, ...], concurrency: int, report=None, complete: bool | None = None):
         self.origin, self.config = origin, config
         self.repo, self.commit, self.digest = repo, commit, digest
         self.by_path = {e.path: e for e in entries}
@@ -114,7 +174,7 @@ class MirrorSource:
         self.origin_bytes, self.mirror_bytes = _Counter(), _Counter()
         self.fallen: set[str] = set()  # paths a reader takes from the origin instead
         self.fallen_lock = threading.Lock()
-        self._complete: bool | None = None  # asked once, when the first file needs bytes
+        self._complete = complete  # known from reader_listing, else asked once when the first file needs bytes
         self._complete_lock = threading.Lock()
 
     def reads_mirror(self) -> bool:
@@ -130,18 +190,14 @@ class MirrorSource:
     def _mirror_complete(self) -> bool:
         """Has a publisher finished this manifest digest? Without it, `fail` ends the run here."""
         key = manifest_key(self.config.prefix, self.digest)
-        body = self.config.client.get_small(key)
-        try:
-            complete = body is not None and json.loads(body).get("manifestDigest") == self.digest
-        except (ValueError, AttributeError):
-            complete = False
+        entries, why = checked_manifest(self.config.client.get_small(key), self.digest)
         where = f"{self.config.client.location.describe()}{key}"
-        if complete:
+        if entries:
             log.info("mirror %s is complete; reading from it", where)
             return True
         if self.config.on_missing == FAIL:
-            raise AgentError("MirrorIncomplete", f"no published manifest {where} (the publisher has not finished)")
-        log.warning("mirror has no published manifest %s; fetching from the origin", where)
+            raise AgentError("MirrorIncomplete", f"{where}: {why}")
+        log.warning("%s: %s; fetching from the origin", where, why)
         return False
 
     def _fall_back(self, entry: Entry, why: str) -> None:

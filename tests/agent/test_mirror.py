@@ -12,9 +12,12 @@ import time
 
 import pytest
 
+from fleetcache.agent.mirror import checked_manifest
+from fleetcache.agent.plan import Entry, manifest_digest
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Fault, S3Server
 
-from .conftest import AGENT, REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
+from .conftest import (AGENT, REPO, TOKEN, expected_bytes, fetch_args, published_files_verify, run_agent,
+                       snapshot_dir)
 from .test_s3_source import BUCKET, ENV, FILES, SIZE, fetch as s3_fetch, resolve as s3_resolve, stock
 
 MIRROR = "fleet-mirror"
@@ -224,3 +227,160 @@ def test_mirror_flags_without_a_role_are_refused(hub, tiny, s3, tmp_path):
     result = run_agent(*fetch_args(hub, tmp_path / "d"), "--mirror-bucket", MIRROR, "--mirror-endpoint",
                        s3.endpoint, env=ENV)
     assert result.code == 15 and "--mirror-role" in result.stderr
+
+
+# -- air-gapped readers (contract §C): a reader given the resolved commit and digest plans from the
+# -- publisher's manifest and never asks the Hub while the mirror is complete
+
+def as_hydrated(hub, tiny, published: dict, tmp_path, *extra: str) -> list[str]:
+    """The flags a hydration Job gives a Hub fetch through the mirror: the resolved commit, the ref the
+    ModelCache asked for, the resolved manifest digest and the token."""
+    hub.add_token(TOKEN)
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    return ["--revision", tiny, "--ref", "main", "--manifest-digest", published["manifestDigest"],
+            "--token-file", str(token), *extra]
+
+
+def publish(hub, s3, tmp_path) -> dict:
+    publisher, published = through_mirror(hub, s3, tmp_path, "publisher", "publisher")
+    assert publisher.code == 0, publisher.stderr
+    hub.reset_records()
+    s3.reset_counts()
+    return published
+
+
+def published_manifest(s3, published: dict) -> tuple[str, dict]:
+    key = f"fleetcache/manifests/{published['manifestDigest']}.json"
+    return key, json.loads(s3.get(MIRROR, key))
+
+
+def altered(manifest: dict) -> dict:
+    """One file left out: a reader trusting it would publish a snapshot without it."""
+    return {**manifest, "files": [f for f in manifest["files"] if f["path"] != SHARD]}
+
+
+def forged(manifest: dict) -> dict:
+    """Two files folded into one whose path carries a newline: its `path size digest` lines hash to
+    the published digest, so only the listing's path check refuses it."""
+    first, second, *rest = sorted(manifest["files"], key=lambda f: f["path"])
+    folded = {**second, "path": f"{first['path']} {first['size']} {first['digest']}\n{second['path']}"}
+    return {**manifest, "files": [folded, *rest]}
+
+
+def damage_manifest(s3, published: dict, damage: str) -> None:
+    key, manifest = published_manifest(s3, published)
+    if damage == "missing":
+        s3.delete(MIRROR, key)
+    else:
+        s3.put(MIRROR, key, json.dumps({"altered": altered, "forged": forged}[damage](manifest)).encode())
+    s3.reset_counts()
+
+
+MANIFEST_WHY = {"missing": "no published manifest", "altered": "a manifest whose files hash to",
+                "forged": "a manifest that is not"}
+
+
+def test_a_reader_of_a_complete_mirror_makes_no_hub_request_and_never_sends_the_token_to_the_mirror(
+        hub, tiny, s3, tmp_path):
+    published = publish(hub, s3, tmp_path)
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", *as_hydrated(hub, tiny, published,
+                                                                                          tmp_path))
+    assert result.code == 0, result.stderr
+    assert hub.requests() == []
+    assert (record["bytesFrom"], record["originBytes"], record["mirrorBytes"]) == ("Mirror", 0, model_size(hub, tiny))
+    assert_identical(hub, tmp_path, "reader", tiny)
+    assert s3.requests(MIRROR) and not any(TOKEN in r.seen for r in s3.requests())
+
+
+def test_a_manifest_forged_through_a_newline_in_a_path_hashes_to_the_digest_and_is_refused(hub, tiny, s3, tmp_path):
+    published = publish(hub, s3, tmp_path)
+    _, manifest = published_manifest(s3, published)
+    assert manifest_digest(tuple(Entry(**f) for f in forged(manifest)["files"])) == published["manifestDigest"]
+    assert checked_manifest(json.dumps(forged(manifest)).encode(), published["manifestDigest"])[0] == ()
+
+
+@pytest.mark.parametrize("damage", MANIFEST_WHY)
+def test_a_reader_without_a_valid_mirror_manifest_lists_and_fetches_the_origin(hub, tiny, s3, tmp_path, damage):
+    published = publish(hub, s3, tmp_path)
+    damage_manifest(s3, published, damage)
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", *as_hydrated(hub, tiny, published,
+                                                                                          tmp_path))
+    assert result.code == 0, result.stderr
+    assert MANIFEST_WHY[damage] in result.stderr and "listing and fetching from the origin" in result.stderr
+    assert [r.path for r in hub.requests("hub") if r.path.startswith("/api/")] == \
+        [f"/api/models/{REPO}/revision/{tiny}"]
+    assert (record["bytesFrom"], record["originBytes"], record["mirrorBytes"]) == \
+        ("Origin", model_size(hub, tiny), 0)
+    assert_identical(hub, tmp_path, "reader", tiny)
+
+
+@pytest.mark.parametrize("damage", MANIFEST_WHY)
+def test_with_on_missing_fail_a_reader_without_a_valid_mirror_manifest_exits_20_before_any_request_to_the_hub(
+        hub, tiny, s3, tmp_path, damage):
+    published = publish(hub, s3, tmp_path)
+    damage_manifest(s3, published, damage)
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", *as_hydrated(
+        hub, tiny, published, tmp_path, "--mirror-on-missing", "fail"))
+    assert result.code == 20 and record["reason"] == "MirrorIncomplete"
+    assert MANIFEST_WHY[damage] in record["message"]
+    assert hub.requests() == [] and published_files_verify(tmp_path / "reader", hub) == []
+
+
+def cache_tree(dest) -> dict:
+    """Everything a fetch leaves on the volume but the lock and the stat-keyed verification record:
+    blobs' bytes, snapshot links, refs, the agent's manifests and refs."""
+    tree = {}
+    for path in sorted(dest.rglob("*")):
+        name = str(path.relative_to(dest))
+        if path.is_symlink():
+            tree[name] = ("link", os.readlink(path))
+        elif path.is_file() and path.name not in ("lock", "verified"):
+            tree[name] = ("file", path.read_bytes())
+    return tree
+
+
+def test_a_readers_cache_is_the_one_a_hub_fetch_writes_and_hub_verify_and_prune_accept_it(hub, tiny, s3,
+                                                                                          tmp_path):
+    published = publish(hub, s3, tmp_path)
+    direct = run_agent(*fetch_args(hub, tmp_path / "direct", "--revision", tiny, "--ref", "main"))
+    assert direct.code == 0, direct.stderr
+    hub.reset_records()
+    reader, _ = through_mirror(hub, s3, tmp_path, "reader", "reader", *as_hydrated(hub, tiny, published, tmp_path))
+    assert reader.code == 0 and hub.requests() == [], reader.stderr
+    assert cache_tree(tmp_path / "reader") == cache_tree(tmp_path / "direct")
+    verified = run_agent("verify", "--dest", str(tmp_path / "reader"), "--repo", REPO, "--revision", "main")
+    assert verified.code == 0 and verified.json["commit"] == tiny, verified.stderr
+    pruned = run_agent("prune", "--dest", str(tmp_path / "reader"), "--repo", REPO, "--keep", tiny)
+    assert pruned.code == 0, pruned.stderr
+    assert cache_tree(tmp_path / "reader") == cache_tree(tmp_path / "direct")
+
+
+def test_a_warm_reader_asks_neither_the_hub_nor_the_mirror(hub, tiny, s3, tmp_path):
+    published = publish(hub, s3, tmp_path)
+    pinned = as_hydrated(hub, tiny, published, tmp_path, "--mirror-on-missing", "fail")
+    assert through_mirror(hub, s3, tmp_path, "reader", "reader", *pinned)[0].code == 0
+    damage_manifest(s3, published, "missing")
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", *pinned)
+    assert result.code == 0 and record["phase"] == "Ready", result.stderr
+    assert hub.requests() == [] and s3.requests() == []
+
+
+def test_a_hub_listing_that_is_not_the_manifest_digest_exits_15(hub, tiny, s3, tmp_path):
+    result, record = through_mirror(hub, s3, tmp_path, "publisher", "publisher", "--revision", tiny,
+                                    "--manifest-digest", "0" * 64)
+    assert result.code == 15 and "--manifest-digest" in record["message"]
+    assert s3.keys(MIRROR) == []
+
+
+def test_an_s3_origin_reader_sends_the_origin_bucket_no_request_while_the_mirror_is_complete(s3, tmp_path):
+    stock(s3)
+    resolved = s3_resolve(s3, tmp_path).json
+    publisher, _, _ = s3_fetch(s3, tmp_path, resolved, *mirror_flags(s3, tmp_path, "publisher"),
+                               dest=tmp_path / "publisher")
+    assert publisher.code == 0, publisher.stderr
+    s3.reset_counts()
+    reader, record, _ = s3_fetch(s3, tmp_path, resolved, *mirror_flags(s3, tmp_path, "reader"),
+                                 dest=tmp_path / "reader")
+    assert reader.code == 0 and record["bytesFrom"] == "Mirror", reader.stderr
+    assert s3.requests(BUCKET) == [] and s3.requests(MIRROR)

@@ -6,6 +6,7 @@
         creds = s3.credentials_dir(tmp_path)                             # AWS_ACCESS_KEY_ID / _SECRET_ files
         s3.inject(S3Fault("slowdown", key="tiny/*", times=None))
         s3.bytes_served("models")                                        # object bytes sent, per bucket
+        s3.requests("models")                                            # every request to the bucket
 
 Faults (`S3Fault(kind, bucket, key, method, times, after_bytes, ...)`, applied to the next `times`
 matching requests, None = all): `slowdown` (503 SlowDown), `status` (any status and code),
@@ -60,6 +61,16 @@ class S3Fault:
                 and fnmatch.fnmatchcase(key, self.key))
 
 
+@dataclass(frozen=True)
+class S3Request:
+    """What the server was asked: `seen` is the query and every header value, to look for a secret in."""
+
+    method: str
+    bucket: str
+    key: str
+    seen: str
+
+
 def _error(status: int, code: str, start_response) -> list[bytes]:
     body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
             f"<Message>injected by the test server</Message></Error>").encode()
@@ -85,6 +96,8 @@ class _Layer:
         bucket, _, key = unquote(environ.get("PATH_INFO", "")).lstrip("/").partition("/")
         auth = environ.get("HTTP_AUTHORIZATION", "") + " " + unquote(environ.get("QUERY_STRING", "")).replace(
             "X-Amz-Credential=", "Credential=")
+        self.server._record(S3Request(method, bucket, key, " ".join(
+            [environ.get("QUERY_STRING", "")] + [v for k, v in environ.items() if k.startswith("HTTP_")])))
         found = _CREDENTIAL.search(auth)
         if found and found.group(1) != ACCESS_KEY:
             return _error(403, "InvalidAccessKeyId", start_response)
@@ -136,6 +149,7 @@ class S3Server:
         self._lock = threading.Lock()
         self._faults: list[S3Fault] = []
         self._served: dict[str, int] = {}
+        self._requests: list[S3Request] = []
         self._stopping = threading.Event()
         self._server = None
         self._thread = None
@@ -224,6 +238,16 @@ class S3Server:
         with self._lock:
             return self._served.get(bucket, 0)
 
+    def _record(self, request: S3Request) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def requests(self, bucket: str = "*") -> list[S3Request]:
+        """Every request received (for `bucket`), faults and refusals included."""
+        with self._lock:
+            return [r for r in self._requests if fnmatch.fnmatchcase(r.bucket, bucket)]
+
     def reset_counts(self) -> None:
         with self._lock:
             self._served.clear()
+            self._requests.clear()
