@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from fleetcache.functions import kit, model_cache, node_delivery, node_tier
 from fleetcache.functions.models import model_deployment as api
-from fleetcache.functions.model_replica import Engine, hf_snapshot_path, with_remedy
+from fleetcache.functions.model_replica import FLAT, Engine, hf_snapshot_path, with_remedy
 from fleetcache.functions.node_delivery import NodePolicy, NodeTier
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -51,8 +51,9 @@ LISTED_PLACEMENTS = 100
 REASONS: dict[str, kit.Reason] = {r.name: r for r in (
     kit.Reason("CacheReady", "None: the replica mounts its cluster's warm cache."),
     kit.Reason("NotACacheTarget", "None: the replica's cluster is not one of the ModelCache's "
-               "targets, so it loads from the source; widen the ModelCache's spec.placement to "
-               "warm it there."),
+               "targets, so it loads from the source (a Hub model; the replica of an S3 or "
+               "existing-volume cache, which no engine loads from its source, waits); widen "
+               "the ModelCache's spec.placement to warm it there."),
     kit.Reason("NoModelCache", "None: spec.model.huggingFace loads from the source; set "
                "spec.modelCacheRef to serve from a warm ModelCache."),
     kit.Reason("SwitchToCacheNever", "None: spec.delivery.switchToCache: Never keeps a running "
@@ -142,6 +143,55 @@ def hydration_status(row: model_cache.ClusterReport) -> dict:
 
 
 @dataclass(frozen=True)
+class Files:
+    """How the cache's files sit on the claim a replica mounts (design/sources.md "Layout,
+    and what engines get"): a Hugging Face cache (Hub, S3 layout HfCache), or flat, at their
+    paths: an existing volume's subPath, served in place from the user's claim, or an S3
+    prefix fetched with layout Flat to the cache volume's root."""
+
+    flat: bool = False
+    in_place: bool = False  # an existing volume: replicas mount the user's claim
+    claim: str = ""  # spec.source.volume.claimName
+    sub_path: str = ""  # spec.source.volume.subPath, without slashes at its ends
+
+    @classmethod
+    def of(cls, cache: Mapping, outcome: kit.Outcome) -> "Files":
+        """From the ModelCache's spec.source (read, never trusted: a subPath that climbs out
+        of the claim reads as its root, with a warning)."""
+        volume = kit.mapping_at(cache, "spec.source.volume")
+        if not volume:
+            return cls(flat=kit.get_path(cache, "spec.source.s3.layout") == FLAT)
+        claim, sub_path = _text(volume, "claimName"), _text(volume, "subPath").strip("/")
+        if ".." in sub_path.split("/") or not sub_path.isprintable() \
+                or any(c.isspace() for c in sub_path):
+            outcome.warnings.append(f"ModelCache spec.source.volume.subPath {kit.shown(sub_path)} "
+                                    "is not a path inside the claim; replicas read its root")
+            sub_path = ""
+        return cls(True, True,
+                   claim if kit.DNS_SUBDOMAIN.match(claim) and len(claim) <= 253 else "",
+                   sub_path)
+
+    @property
+    def name(self) -> str:
+        """What replicas call a model served in place (model.repo): it has no repository."""
+        return kit.clipped("/".join(p for p in ("volume", self.claim, self.sub_path) if p), 200)
+
+    def model_path(self, mount: str, repo: str, commit: str) -> str:
+        """FLEETCACHE_MODEL: the commit's snapshot, or the flat files' directory."""
+        if not self.flat:
+            return hf_snapshot_path(mount, repo, commit)
+        return f"{mount.rstrip('/')}/{self.sub_path}" if self.sub_path else mount
+
+
+def volume_name(hydration: Any) -> str:
+    """The claim a cluster's hydration says it filled or verified (status.volumeName: the
+    cache PVC, or the user's claim of an existing volume); "" unless it is a claim name."""
+    name = kit.get_path(hydration, "status.volumeName")
+    return name if isinstance(name, str) and len(name) <= 253 \
+        and kit.DNS_SUBDOMAIN.match(name) else ""
+
+
+@dataclass(frozen=True)
 class Model:
     """What the replicas load, and where the cache stands on each of its clusters."""
 
@@ -153,16 +203,34 @@ class Model:
     targets: Mapping[str, model_cache.ClusterReport] = field(default_factory=dict)
     manifest_digest: str = ""
     node_tiers: Mapping[str, NodeTier] = field(default_factory=dict)  # clusters on tier Node
+    files: Files = Files()
+    volumes: Mapping[str, str] = field(default_factory=dict)  # cluster -> status.volumeName
+    # An engine can load the model from its source: a Hub repo. An S3 prefix or a volume's
+    # own files are nothing an engine loads by name, so where the table says Source, Wait.
+    from_source: bool = True
 
-    def cache_mount(self, commit: str, mount: str = kit.CACHE_MOUNT_PATH) -> dict:
-        """A Cache replica's spec.cache: the cache's PVC and one commit's snapshot inside it
-        (a Node replica's fallback: the same PVC at its own mount path)."""
-        return {"modelCacheName": self.cache_name,
-                "volumeName": kit.cache_volume_name(self.cache_name or ""), "mountPath": mount,
-                "snapshotPath": hf_snapshot_path(mount, self.repo, commit), "commit": commit}
+    def cache_mount(self, cluster: str, commit: str, mount: str = kit.CACHE_MOUNT_PATH) -> dict:
+        """A Cache replica's spec.cache: the claim the cluster's hydration filled or verified
+        and the model's directory of one commit inside it (a Node replica's fallback: the
+        same claim at its own mount path). Without a hydration's word, the claim the source
+        names: the user's own, else the cache PVC."""
+        volume = self.volumes.get(cluster) or self.files.claim \
+            or kit.cache_volume_name(self.cache_name or "")
+        mounted = {"modelCacheName": self.cache_name, "volumeName": volume, "mountPath": mount,
+                   "snapshotPath": self.files.model_path(mount, self.repo, commit),
+                   "commit": commit}
+        if self.files.flat:
+            mounted["layout"] = FLAT
+        return mounted
 
     def waiting_on(self, namespace: str, cluster: str) -> dict:
         """A Wait or Fail replica's spec.hydration; with no ModelCache, why nothing runs."""
+        if self.cache_found and cluster not in self.targets:  # and not from_source
+            return {"phase": "Pending", "reason": "NotACacheTarget", "message": (
+                f"cluster {cluster} is not a target of ModelCache {namespace}/"
+                f"{self.cache_name}, whose source no engine loads by name (an S3 prefix or "
+                "an existing volume), so nothing runs there: add the cluster to the "
+                "ModelCache's spec.placement")}
         if self.cache_found:
             return hydration_status(self.targets[cluster])
         return {"phase": "Pending", "reason": "ModelCacheNotFound", "message": with_remedy(
@@ -236,20 +304,29 @@ def read_model(spec: DeploymentSpec, request: kit.Request, outcome: kit.Outcome)
                                 f"status.resolved {kit.shown(raw)} is not a resolve result; "
                                 "read as not resolved yet")
     hf = kit.mapping_at(cache, "spec.source.huggingFace")
-    repo = _text(resolved, "repo") or _text(hf, "repo")
+    files = Files.of(cache, outcome)
+    # The hydrations read the resolved repo ("" for a volume served in place); the
+    # replicas need a name for it.
+    seen_as = _text(resolved, "repo") or _text(hf, "repo")
     hydrated = hydrations_by_cluster(spec.cache_name, request.required.get(HYDRATIONS_KEY) or [],
                                      resolved)
-    targets, node_tiers = {}, {}
+    targets, node_tiers, volumes = {}, {}, {}
     for target in cache_targets(cache, request.required.get(FLEET_CLUSTERS_KEY) or [], hydrated):
+        hydration = hydrated.get(target.name)
         targets[target.name] = model_cache.report_of(
-            target, hydrated.get(target.name), kit.as_int(resolved.get("bytes")), resolved, repo)
-        tier = NodeTier.of(hydrated.get(target.name))
-        if tier is not None:
+            target, hydration, kit.as_int(resolved.get("bytes")), resolved, seen_as)
+        if volume_name(hydration):
+            volumes[target.name] = volume_name(hydration)
+        tier = NodeTier.of(hydration)
+        if tier is not None and not files.flat:  # `select` links a Hugging Face cache
             node_tiers[target.name] = tier
     digest = _text(resolved, "manifestDigest")
+    repo = seen_as or (files.name if files.in_place else "")
+    from_hub = bool(hf) or bool(kit.mapping_at(cache, "spec.source.volume.manifest.huggingFace"))
     return Model(repo, _text(resolved, "revision") or _text(hf, "revision") or "main",
                  _text(resolved, "commit"), spec.cache_name, True, targets,
-                 digest if node_delivery.DIGEST_SHAPE.match(digest) else "", node_tiers)
+                 digest if node_delivery.DIGEST_SHAPE.match(digest) else "", node_tiers,
+                 files, volumes, from_hub)
 
 
 @dataclass(frozen=True)
@@ -365,6 +442,16 @@ class Delivery:
 
 
 def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
+    """One replica's delivery by the table; where it says Source for a model no engine
+    loads from its source (an S3 prefix, a volume's own files), the replica waits instead,
+    keeping the table's reason."""
+    chosen = by_table(model, cluster, policy, before)
+    if chosen.delivery == "Source" and not model.from_source:
+        return Delivery("Wait", chosen.reason, "")
+    return chosen
+
+
+def by_table(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
     """One replica's delivery by DESIGN.md §3's table and spec.delivery, with one addition:
     a cluster not Ready on the resolved commit that still holds a verified earlier commit
     (servingCommit) keeps serving that one from the cache, hydrating or failed alike."""
@@ -487,9 +574,9 @@ def model_replica(request: kit.Request, engine_digest: str, model: Model,
             "commit": model.commit if placement.delivery == "Source" else placement.commit}
         replica_spec["engineDigest"] = engine_digest
     if placement.delivery == "Cache":
-        replica_spec["cache"] = model.cache_mount(placement.commit)
+        replica_spec["cache"] = model.cache_mount(cluster, placement.commit)
     if placement.delivery == "Node":
-        replica_spec["cache"] = model.cache_mount(placement.commit,
+        replica_spec["cache"] = model.cache_mount(cluster, placement.commit,
                                                   node_tier.VOLUME_MOUNT)
         replica_spec["nodeCache"] = dict(placement.node)
     if placement.delivery_reason:

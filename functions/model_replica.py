@@ -155,29 +155,37 @@ class Engine:
         return spec
 
 
+HF_CACHE, FLAT = "HfCache", "Flat"  # spec.cache.layout
+
+
 @dataclass(frozen=True)
 class CacheMount:
-    """Where the warm cache is: the PVC on the cluster and the snapshot inside it."""
+    """Where the warm cache is: the claim on the cluster and the model's directory inside
+    it, a snapshot of the Hugging Face cache (HfCache) or files at their paths (Flat: an
+    existing volume's subPath, an S3 prefix fetched flat)."""
 
     model_cache: str
     volume: str
     mount_path: str
     snapshot_path: str
     commit: str
+    layout: str = HF_CACHE
 
     @classmethod
     def of(cls, value: Mapping, where: str = "spec.cache") -> "CacheMount":
         """The cache of a spec read through the ModelReplica model (required on Cache by
-        the XRD's CEL rule)."""
-        if not value["snapshotPath"].startswith(value["mountPath"].rstrip("/") + "/"):
+        the XRD's CEL rule). A snapshot lies below the mount; flat files may sit at it."""
+        mount, path = value["mountPath"].rstrip("/"), value["snapshotPath"]
+        layout = value.get("layout") or HF_CACHE
+        if not (path.startswith(mount + "/") or (layout == FLAT and path.rstrip("/") == mount)):
             raise kit.InputError(f"{where}.snapshotPath must lie under {where}.mountPath")
         return cls(value["modelCacheName"], value["volumeName"], value["mountPath"],
-                   value["snapshotPath"], value["commit"])
+                   path, value["commit"], layout)
 
     def as_spec(self) -> dict:
         return {"modelCacheName": self.model_cache, "volumeName": self.volume,
                 "mountPath": self.mount_path, "snapshotPath": self.snapshot_path,
-                "commit": self.commit}
+                "commit": self.commit, **({"layout": FLAT} if self.layout == FLAT else {})}
 
 
 def hf_hub_cache(mount_path: str) -> str:
@@ -213,17 +221,20 @@ class ReplicaSpec:
     @property
     def model(self) -> str:
         """FLEETCACHE_MODEL: on Node the snapshot through the link the select step wrote, on
-        Cache the snapshot directory, org/repo on Source."""
+        Cache the model's directory on the volume (a snapshot, or flat files), org/repo on
+        Source."""
         if self.node:
             return node_delivery.snapshot_link(self.repo, self.node.commit)
         return self.cache.snapshot_path if self.cache else self.repo
 
     @property
     def hub_cache(self) -> str:
-        """HF_HUB_CACHE: the link on Node, the volume's hub/ on Cache."""
+        """HF_HUB_CACHE: the link on Node, the volume's hub/ on Cache of layout HfCache;
+        none for Flat files, which are no Hugging Face cache."""
         if self.node:
             return node_delivery.LINK_PATH
-        return hf_hub_cache(self.cache.mount_path) if self.cache else ""
+        return hf_hub_cache(self.cache.mount_path) \
+            if self.cache and self.cache.layout == HF_CACHE else ""
 
     @property
     def model_revision(self) -> str:
@@ -240,6 +251,9 @@ def read_spec(request: kit.Request) -> ReplicaSpec:
     if delivery == "Node" and spec["cache"]["mountPath"] != node_tier.VOLUME_MOUNT:
         raise kit.InputError(f"spec.cache.mountPath must be {node_tier.VOLUME_MOUNT} "
                              "on Node (the select step links the volume there)")
+    if delivery == "Node" and spec["cache"].get("layout", HF_CACHE) != HF_CACHE:
+        raise kit.InputError("spec.cache.layout must be HfCache on Node (the select step "
+                             "links a Hugging Face cache)")
     model = spec.get("model", {})
     return ReplicaSpec(
         name=request.name,
@@ -302,9 +316,10 @@ def engine_env(spec: ReplicaSpec, engine: Engine) -> list[dict]:
     env = [{"name": "FLEETCACHE_MODEL", "value": spec.model},
            {"name": "FLEETCACHE_MODEL_REVISION", "value": spec.model_revision},
            {"name": "FLEETCACHE_DELIVERY", "value": spec.delivery.lower()}]
+    if spec.hub_cache:
+        env.append({"name": "HF_HUB_CACHE", "value": spec.hub_cache})
     if spec.cache:
-        env += [{"name": "HF_HUB_CACHE", "value": spec.hub_cache},
-                {"name": "HF_HUB_OFFLINE", "value": "1"}]
+        env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
     user_names = {e["name"] for e in engine.env}
     env += [{"name": n, "value": v} for n, v in WRITABLE_ENV if n not in user_names]
     return env + [dict(e) for e in engine.env]
@@ -479,12 +494,18 @@ def engine_phase(request: kit.Request, cluster: str, name: str) -> Phase:
 
 
 def waiting_phase(spec: ReplicaSpec) -> Phase:
-    """A Wait replica waits for its cluster's cache, or for a ModelCache that does not exist
-    (its ModelDeployment never served a model: there is nothing to load yet)."""
+    """A Wait replica waits for its cluster's cache, for a ModelCache that does not exist
+    (its ModelDeployment never served a model: there is nothing to load yet), or, on a
+    cluster outside the cache's targets, for a placement that would put it there (an S3 or
+    existing-volume model has no source an engine loads)."""
     if spec.hydration.get("reason") == "ModelCacheNotFound":
         detail = kit.clipped(spec.hydration.get("message") or "")
         return Phase("Waiting", "ModelCacheNotFound", with_remedy(
             f"nothing runs on cluster {spec.cluster}: {detail}", "ModelCacheNotFound"))
+    if spec.hydration.get("reason") == "NotACacheTarget":  # its message says what to do
+        return Phase("Waiting", "NotACacheTarget", kit.clipped(
+            spec.hydration.get("message") or f"cluster {spec.cluster} is not a cache target",
+            kit.MESSAGE_LIMIT))
     return Phase("Waiting", "Hydrating", hydration_progress(spec.hydration, spec.cluster))
 
 

@@ -24,7 +24,7 @@ class Cache(BaseModel):
         str,
         Field(
             alias='volumeName',
-            description='The cache PVC on the cluster, in the namespace named like this one.',
+            description="The claim on the cluster, in the namespace named like this one: the cache PVC, or the user's own claim for an existing-volume source (the hydration's status.volumeName).",
             min_length=1,
         ),
     ]
@@ -32,7 +32,7 @@ class Cache(BaseModel):
         str,
         Field(
             alias='mountPath',
-            description='Where the PVC is mounted read-only (HF_HUB_CACHE).',
+            description='Where the claim is mounted read-only (HF_HUB_CACHE is its hub/ on layout HfCache).',
             min_length=1,
         ),
     ]
@@ -40,10 +40,16 @@ class Cache(BaseModel):
         str,
         Field(
             alias='snapshotPath',
-            description='The snapshot directory models--ORG--NAME/snapshots/<commit> under mountPath (FLEETCACHE_MODEL).',
+            description="The model's directory under mountPath (FLEETCACHE_MODEL): the snapshot hub/models--ORG--NAME/snapshots/<commit> on layout HfCache; on Flat mountPath itself or the existing volume's subPath below it.",
             min_length=1,
         ),
     ]
+    layout: Annotated[
+        Literal['HfCache', 'Flat'] | None,
+        Field(
+            description='HfCache: the files in the Hugging Face cache layout (Hub, S3 default), HF_HUB_CACHE set; Flat: the files at their paths under snapshotPath (an existing volume, S3 layout Flat), no HF_HUB_CACHE.'
+        ),
+    ] = 'HfCache'
     commit: Annotated[
         str,
         Field(
