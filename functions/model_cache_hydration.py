@@ -660,8 +660,10 @@ def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
     else:
         revision = spec.origin.revision
         ref = ["--ref", str(revision)] if revision and revision != spec.commit else []
+        # Through a mirror, the digest lets a reader plan from the publisher's manifest, without the Hub.
+        pinned = ["--manifest-digest", spec.manifest_digest] if spec.mirror and spec.manifest_digest else []
         args = ["fetch", "--dest", kit.CACHE_MOUNT_PATH, "--revision", spec.commit,
-                "--progress-configmap", progress, *ref, *spec.origin.origin_args()]
+                "--progress-configmap", progress, *ref, *pinned, *spec.origin.origin_args()]
     args += ["--concurrency", str(spec.concurrency)]
     if spec.bandwidth:
         args += ["--bandwidth", spec.bandwidth]

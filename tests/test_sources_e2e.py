@@ -1,7 +1,8 @@
 """Issue 12's "Done when", end to end: a ModelCache from S3, one from an existing volume, and
 a Hub ModelCache through a fleet mirror converge on a five-cluster fleet with verified bytes;
 with the mirror the Hub serves the model about once (≤ 1.05x its size, against about 5x
-without, measured in the same test); a publisher that fails hands over.
+without, measured in the same test) and the readers make no Hub request at all (air-gapped
+readers: they plan from the publisher's manifest); a publisher that fails hands over.
 
 Real function server, real agents against the test hub and an S3 API server on loopback
 (fleetcache.demo_sources, the demo's act), fleetcache.simulation for Crossplane and the
@@ -110,9 +111,17 @@ def test_a_mirror_reads_the_origin_once_for_the_fleet_instead_of_once_per_cluste
 
     assert add_repo((hub, proxy), "fleetcache-test/mirrored", seed=32) == size
     before = hub.bytes_sent()
-    stage.control.apply(act.mirror_cache("mirrored", "fleetcache-test/mirrored", hub.endpoint,
-                                         CLUSTERS, s3.endpoint))
-    settle(stage, "mirrored")
+    with TestHub() as readers_hub:  # the readers' Hub endpoint: any request of theirs lands here
+        for reader in CLUSTERS[1:]:
+            stage.clusters[reader].endpoint_override = readers_hub.endpoint
+        try:
+            stage.control.apply(act.mirror_cache("mirrored", "fleetcache-test/mirrored",
+                                                 hub.endpoint, CLUSTERS, s3.endpoint))
+            settle(stage, "mirrored")
+        finally:
+            for reader in CLUSTERS[1:]:
+                stage.clusters[reader].endpoint_override = None
+        assert readers_hub.requests() == []
     with_mirror = hub.bytes_sent() - before
 
     assert without >= 4.9 * size
