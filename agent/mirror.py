@@ -17,8 +17,8 @@ not start on a half-published mirror.
 - Reader: plans without the origin when it can (`reader_listing`, contract §C): a Hub reader
   given --manifest-digest and a commit takes the entries from the volume's own manifest of that
   commit and digest (a warm rerun asks nobody), else from the publisher's manifest, accepted only
-  when its files hash to the digest with the listing's own function (plan.manifest_digest) and it
-  names the same repo and commit. Then no Hub request is made at all. An S3 origin's reader has
+  when its files hash to the digest with the listing's own function (plan.manifest_digest). Then
+  no Hub request is made at all. An S3 origin's reader has
   its pinned manifest already and asks for the publisher's only when some file needs bytes. With
   no valid manifest, `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
   `origin` lists and fetches everything from the origin (publishing nothing: that is the
@@ -107,6 +107,21 @@ class MirrorConfig:
     on_missing: str  # origin | fail
 
 
+def published_entries(config: MirrorConfig, digest: str, otherwise: str) -> tuple[Entry, ...]:
+    """The publisher's manifest of `digest`, checked: its entries, or none (logged with what happens
+    `otherwise`); with `fail` a missing or invalid one is MirrorIncomplete (20)."""
+    key = manifest_key(config.prefix, digest)
+    entries, why = checked_manifest(config.client.get_small(key), digest)
+    where = f"{config.client.location.describe()}{key}"
+    if entries:
+        log.info("mirror %s is complete; reading from it", where)
+    elif config.on_missing == FAIL:
+        raise AgentError("MirrorIncomplete", f"{where}: {why}")
+    else:
+        log.warning("%s: %s; %s", where, why, otherwise)
+    return entries
+
+
 def reader_listing(config: MirrorConfig, layout, repo: str, commit: str,
                    digest: str) -> tuple[Listing | None, bool | None]:
     """A Hub reader's listing without the Hub (contract §C): the volume's own manifest of this commit
@@ -118,16 +133,8 @@ def reader_listing(config: MirrorConfig, layout, repo: str, commit: str,
     entries, _ = checked_manifest(kept.read_bytes() if kept.is_file() else None, digest)
     if entries:
         return Listing(repo, commit, commit, entries), None
-    key = manifest_key(config.prefix, digest)
-    entries, why = checked_manifest(config.client.get_small(key), digest)
-    where = f"{config.client.location.describe()}{key}"
-    if entries:
-        log.info("planning from the mirror's manifest %s: no request to the origin", where)
-        return Listing(repo, commit, commit, entries), True
-    if config.on_missing == FAIL:
-        raise AgentError("MirrorIncomplete", f"{where}: {why}")
-    log.warning("%s: %s; listing and fetching from the origin", where, why)
-    return None, False
+    entries = published_entries(config, digest, "listing and fetching from the origin")
+    return (Listing(repo, commit, commit, entries), True) if entries else (None, False)
 
 
 class _Counter:
@@ -183,22 +190,9 @@ class MirrorSource:
         if self.config.role != READER:
             return False
         with self._complete_lock:
-            if self._complete is None:
-                self._complete = self._mirror_complete()
+            if self._complete is None:  # has a publisher finished this digest? If not, `fail` ends the run here
+                self._complete = bool(published_entries(self.config, self.digest, "fetching from the origin"))
             return self._complete
-
-    def _mirror_complete(self) -> bool:
-        """Has a publisher finished this manifest digest? Without it, `fail` ends the run here."""
-        key = manifest_key(self.config.prefix, self.digest)
-        entries, why = checked_manifest(self.config.client.get_small(key), self.digest)
-        where = f"{self.config.client.location.describe()}{key}"
-        if entries:
-            log.info("mirror %s is complete; reading from it", where)
-            return True
-        if self.config.on_missing == FAIL:
-            raise AgentError("MirrorIncomplete", f"{where}: {why}")
-        log.warning("%s: %s; fetching from the origin", where, why)
-        return False
 
     def _fall_back(self, entry: Entry, why: str) -> None:
         where = f"{self.config.client.location.describe()}{blob_key(self.config.prefix, entry)}"
