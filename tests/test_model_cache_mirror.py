@@ -9,7 +9,7 @@ import json
 from fleetcache.functions import kit, model_cache, model_cache_hydration, sources
 from tests.support.builders import (hydration_request, hydration_xr, job_running, observe,
                                     with_status)
-from tests.support.fleet import (COMMIT, GIB, fleet_cluster, grant_admitting, hydrations,
+from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, grant_admitting, hydrations,
                                  model_cache_xr, with_resolved)
 
 NAMES = ["gpu-a", "gpu-b", "gpu-c"]
@@ -154,6 +154,12 @@ def test_a_reader_fetch_names_the_mirror_its_role_and_policy():
                     "https://minio.example.com", "--mirror-credentials-dir",
                     sources.MIRROR_CREDENTIALS_MOUNT_PATH, "--mirror-role", "reader",
                     "--mirror-on-missing", "fail"]
+
+
+def test_a_hub_fetch_through_the_mirror_pins_the_commit_and_the_resolved_manifest_digest():
+    args = job_args(settled(mirrored("Reader")))
+    assert args[args.index("--revision") + 1] == COMMIT
+    assert args[args.index("--manifest-digest") + 1] == DIGEST  # the reader plans from the mirror's manifest
 
 
 def test_the_publisher_fetch_says_publisher():

@@ -366,6 +366,15 @@ def test_a_warm_reader_asks_neither_the_hub_nor_the_mirror(hub, tiny, s3, tmp_pa
     assert hub.requests() == [] and s3.requests() == []
 
 
+def test_a_reader_given_a_branch_name_asks_the_hub_which_commit_it_means(hub, tiny, s3, tmp_path):
+    published = publish(hub, s3, tmp_path)
+    pinned = as_hydrated(hub, tiny, published, tmp_path)
+    pinned[pinned.index("--revision") + 1] = "main"
+    result, record = through_mirror(hub, s3, tmp_path, "reader", "reader", *pinned)
+    assert result.code == 0 and record["bytesFrom"] == "Mirror", result.stderr
+    assert [r.path for r in hub.requests()] == [f"/api/models/{REPO}/revision/main"]
+
+
 def test_a_hub_listing_that_is_not_the_manifest_digest_exits_15(hub, tiny, s3, tmp_path):
     result, record = through_mirror(hub, s3, tmp_path, "publisher", "publisher", "--revision", tiny,
                                     "--manifest-digest", "0" * 64)
