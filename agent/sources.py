@@ -6,7 +6,10 @@ of the exit-code table or a hub.Retryable). Its protocol:
 
 - `url(entry)`: a locator for the entry's first request (a URL, or a name the source understands);
 - `open_range(url, start, end, size)`: a streaming response with `read1`, `release_conn`,
-  `close` and `final_url` (the locator to reuse for the entry's later parts);
+  `close` and `final_url` (the locator to reuse for the entry's later parts). `readinto(view)`
+  is optional: the engine fills its buffer with it where the response has it (a urllib3
+  response is read through the http.client one under it, straight from the socket), and
+  copies what `read1` returns otherwise (fetch.body_reader);
 - `mismatch(entry)`: the entry's bytes failed their digest (a mirror falls back to the origin);
 - `complete(layout, entries, digest)`: after the snapshot is published and before Ready; returns
   extra fields for the final record (a mirror publishes here and reports where bytes came from).

@@ -21,6 +21,13 @@ timed around the hash calls alone).
 
 --stream-rate caps every connection, as a CDN edge or a long round trip does; then
 parallel ranged streams, not CPU, decide the wall time.
+
+    .venv/bin/python bench/agent_throughput.py --sizes-gib 1,3 [--rounds 3] [--json out.json]
+
+The marginal cost per GiB, for models of 100s of GB where start-up and first touch of the
+buffers vanish: the agent, the transfer and sha256 of two sizes in every round, and the
+slope between them, (CPU at the larger - CPU at the smaller) / (GiB between them), for the
+agent and for the floor.
 """
 
 from __future__ import annotations
@@ -158,9 +165,66 @@ def prime_memory(work: Path, size: int) -> None:
     scratch.unlink()
 
 
+def slope(small: dict, big: dict) -> dict:
+    """CPU-seconds per GiB between two sizes of one round: the agent's, the floor's, and their ratio."""
+    gib = (big["bytes"] - small["bytes"]) / (1 << 30)
+
+    def per_gib(key: str) -> float:
+        return (big["cpu_s"][key] - small["cpu_s"][key]) / gib
+
+    agent, floor = per_gib("agent"), per_gib("transfer") + per_gib("sha256")
+    return {"agent": round(agent, 3), "transfer": round(per_gib("transfer"), 3),
+            "sha256": round(per_gib("sha256"), 3), "floor": round(floor, 3),
+            "agent_over_floor": round(agent / floor, 3)}
+
+
+def marginal(args: argparse.Namespace, sizes: list[float]) -> dict:
+    """Agent, transfer and sha256 of each size, every round, and the slope between the smallest
+    and the largest size: what one more GiB costs."""
+    work = Path(tempfile.mkdtemp(prefix="fleetcache-bench-", dir=args.workdir))
+    results: dict = {"sizes_gib": sizes, "rounds": []}
+    with TestHub() as hub:
+        repos = {}
+        for gib in sizes:
+            repo = f"{REPO}-{gib:g}"
+            hub.add_repo(repo, make_model(int(gib * (1 << 30)), shards=4))
+            files = hub.repos[repo].commits[hub.repos[repo].refs["main"]]
+            for f in files.values():
+                f.sha256  # digests are computed once, before any timing
+            repos[gib] = (repo, sum(f.content.size for f in files.values()))
+        for _ in range(args.rounds):
+            row: dict = {"sizes": []}
+            for gib in sizes:
+                repo, total = repos[gib]
+                dest = work / "agent"
+                agent = run([str(BIN / "fleetcache-agent"), "fetch", "--endpoint", hub.endpoint, "--repo", repo,
+                             "--concurrency", str(args.concurrency), "--dest", str(dest)], (work, total + total // 4))
+                drop_tree(dest)
+                transfer = run([sys.executable, "-c", TRANSFER, hub.endpoint, repo])
+                sha256 = run([sys.executable, "-c", SHA256, str(int(gib * (1 << 30)))])
+                cpu = {"agent": agent["cpu_s"], "transfer": transfer["cpu_s"], "sha256": float(sha256["out"])}
+                per = cpu_per_gib({"agent": agent, "transfer": transfer, "sha256": sha256}, total)
+                row["sizes"].append({"gib": gib, "bytes": total, "cpu_s": cpu, "cpu_per_gib": per,
+                                     "agent_wall_s": agent["wall_s"], "agent_peak_rss_mb": agent["peak_rss_mb"]})
+            row["slope"] = slope(row["sizes"][0], row["sizes"][-1])
+            results["rounds"].append(row)
+            print(json.dumps(row), flush=True)
+    drop_tree(work)
+    results["median"] = {
+        **{f"slope_{key}": statistics.median(r["slope"][key] for r in results["rounds"])
+           for key in ("agent", "transfer", "sha256", "floor", "agent_over_floor")},
+        **{f"cpu_per_gib_{gib:g}_{key}": statistics.median(r["sizes"][i]["cpu_per_gib"][key]
+                                                           for r in results["rounds"])
+           for i, gib in enumerate(sizes) for key in ("agent", "floor", "agent_over_floor")},
+    }
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-gib", type=float, default=2.0)
+    parser.add_argument("--sizes-gib", default=None,
+                        help="two or more sizes, e.g. 1,3: the marginal cost per GiB between the smallest and largest")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--workdir", default=None, help="on the disk to measure (default: a temp dir)")
@@ -168,6 +232,15 @@ def main() -> None:
                         help="cap each connection at this many bytes/s, like a real CDN (default: none)")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
+    if args.sizes_gib:
+        sizes = sorted(float(v) for v in args.sizes_gib.split(","))
+        if len(sizes) < 2 or sizes[0] == sizes[-1]:
+            parser.error("--sizes-gib needs two different sizes, e.g. 1,3")
+        results = marginal(args, sizes)
+        print(json.dumps({"median": results["median"]}), flush=True)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(results, indent=2))
+        return
     size = int(args.size_gib * (1 << 30))
     work = Path(tempfile.mkdtemp(prefix="fleetcache-bench-", dir=args.workdir))
     results: dict = {"bytes": 0, "rounds": []}
