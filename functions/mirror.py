@@ -48,9 +48,9 @@ class Location:
     def holds(self, hydration: Any) -> bool:
         """The hydration was composed for this mirror (a cluster that moved to another
         region published elsewhere)."""
-        composed = kit.mapping_at(kit.mapping_at(hydration, "spec"), "mirror")
-        return kit.mapping_at(composed, "s3").get("bucket") == self.bucket \
-            and kit.mapping_at(composed, "s3").get("prefix") == self.s3.get("prefix")
+        composed = kit.mapping_at(hydration, "spec.mirror.s3")
+        return composed.get("bucket") == self.bucket \
+            and composed.get("prefix") == self.s3.get("prefix")
 
 
 def locations(spec: Mapping | None) -> list[Location]:

@@ -11,7 +11,9 @@ Lifecycle, top to bottom:
    content (its composer is the one writer of admission); anything else composes nothing
    new and keeps what the grant admitted before;
 5. compose one ModelCacheHydration per target, at most rollout.maxConcurrent not Ready
-   at once, in cluster-name order, each with the cache's spec.retention;
+   at once, in cluster-name order, each with the cache's spec.retention; with fleet
+   mirrors, each mirror's publisher before the clusters that read it (functions/mirror.py),
+   and nothing new for a cluster whose mirror's credentials Secret is missing;
 6. keep the hydration of a cluster that left the placement while a replica mounts it or it
    is pinned, then for spec.retention.afterRemoval (functions/retention.py decides);
 7. report per-cluster progress, what is retained, and the Admitted/Resolved/Progressing/
