@@ -225,7 +225,7 @@ class Model:
 
     def waiting_on(self, namespace: str, cluster: str) -> dict:
         """A Wait or Fail replica's spec.hydration; with no ModelCache, why nothing runs."""
-        if self.cache_found and cluster not in self.targets:  # and not from_source
+        if self.cache_found and cluster not in self.targets:  # waits: nothing loads its source
             return {"phase": "Pending", "reason": "NotACacheTarget", "message": (
                 f"cluster {cluster} is not a target of ModelCache {namespace}/"
                 f"{self.cache_name}, whose source no engine loads by name (an S3 prefix or "
