@@ -164,7 +164,7 @@ def test_a_flat_s3_cache_on_tier_node_serves_replicas_from_the_volume():
     outcome = composer.compose(kit.Request(composite=deployment(**ON_GPU_A), required={
         composer.FLEET_CLUSTERS_KEY: FLEET, **required}))
     spec = next(r for r, _ in outcome.desired.values())["spec"]
-    assert (spec["delivery"], spec["cache"]["snapshotPath"]) == ("Cache", MOUNT)
+    assert (spec["delivery"], spec["cache"]["layout"]) == ("Cache", "Flat")
     assert "nodeCache" not in spec
 
 
