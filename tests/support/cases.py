@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from fleetcache.functions import kit, model_cache, model_cache_hydration, sources
 from tests.support import builders
-from tests.support.deployments import NO_CACHE, cache_required, cache_row, deployment, replica_xr
+from tests.support.deployments import (NO_CACHE, REPLICA_ENGINE, cache_required, cache_row,
+                                       deployment, replica_xr)
 from tests.support.fleet import (GIB, fleet_cluster, grant, grant_admitting, model_cache_xr,
                                  observed_hydration, with_resolved)
 
@@ -220,6 +221,31 @@ def _mirror_waiting_for_publisher() -> Case:
     return Case("model-cache-readers-wait-for-the-mirror", xr, required=_granted(xr))
 
 
+def _deployment_of_an_existing_volume() -> Case:
+    """Replicas of an existing-volume cache: one Ready on the user's claim (flat files at
+    its subPath), one waiting while its cluster verifies (no source an engine loads)."""
+    required = cache_required(cache_row("gpu-east-1", "Ready"),
+                              cache_row("gpu-east-2", "Hydrating"), commit="vol-" + "3" * 40)
+    required["model-cache"][0]["spec"]["source"] = {
+        "volume": {"claimName": "preloaded", "subPath": "chat"}}
+    required["model-cache"][0]["status"]["resolved"].update(repo="", revision="")
+    for hydration in required["model-cache-hydrations"]:
+        hydration["status"]["volumeName"] = "preloaded"
+    return Case("model-deployment-existing-volume",
+                deployment(replicas=2, maxReplicasPerCluster=1),
+                required={"fleet-clusters": FLEET, **required})
+
+
+def _flat_replica() -> Case:
+    xr = replica_xr("Cache", cache={
+        "modelCacheName": "qwen", "volumeName": "qwen-cache", "layout": "Flat",
+        "mountPath": kit.CACHE_MOUNT_PATH, "snapshotPath": kit.CACHE_MOUNT_PATH,
+        "commit": "s3-" + "5" * 40})
+    return Case("model-replica-flat-s3", xr,
+                required={"fleet-cluster": [fleet_cluster("gpu-east-1")],
+                          "model-deployment": [deployment(engine=REPLICA_ENGINE)]})
+
+
 CASES: list[Case] = [
     Case("model-cache-asks-for-fleet-clusters", model_cache_xr()),
     Case("model-cache-resolving", model_cache_xr(), required=_granted(model_cache_xr())),
@@ -262,4 +288,6 @@ CASES: list[Case] = [
          required={"fleet-cluster": [fleet_cluster("gpu-east-1")]}),
     Case("model-replica-wait", replica_xr("Wait"),
          required={"fleet-cluster": [fleet_cluster("gpu-east-1")]}),
+    _deployment_of_an_existing_volume(),
+    _flat_replica(),
 ]
