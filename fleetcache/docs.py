@@ -92,7 +92,8 @@ WHERE = {
                  "ModelReplica `status.reason`",
     # ModelDeployment
     "CacheReady": PLACEMENT,
-    "NotACacheTarget": PLACEMENT,
+    "NotACacheTarget": PLACEMENT + "; ModelReplica `status.reason` (Waiting, when the "
+                       "cache's source is S3 or an existing volume)",
     "NoModelCache": "ModelDeployment `ModelCacheResolved` condition (True); " + PLACEMENT,
     "SwitchToCacheNever": PLACEMENT,
     "PreviousCommitWhileHydrating": PLACEMENT,
