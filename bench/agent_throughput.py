@@ -220,6 +220,12 @@ def marginal(args: argparse.Namespace, sizes: list[float]) -> dict:
     return results
 
 
+def write_json(path: str, results: dict) -> None:
+    """The results file, its folder made if missing (bench/out is not in the repository)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(results, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-gib", type=float, default=2.0)
@@ -239,7 +245,7 @@ def main() -> None:
         results = marginal(args, sizes)
         print(json.dumps({"median": results["median"]}), flush=True)
         if args.json_out:
-            Path(args.json_out).write_text(json.dumps(results, indent=2))
+            write_json(args.json_out, results)
         return
     size = int(args.size_gib * (1 << 30))
     work = Path(tempfile.mkdtemp(prefix="fleetcache-bench-", dir=args.workdir))
@@ -285,7 +291,7 @@ def main() -> None:
     results["median"] = summary(results["rounds"])
     print(json.dumps({"median": results["median"]}), flush=True)
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(results, indent=2))
+        write_json(args.json_out, results)
 
 
 if __name__ == "__main__":
