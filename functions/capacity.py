@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
+
+from fleetcache.functions import kit
 
 LISTED = 256  # status.cache admitted / waiting / evicted: the XRD's maxItems
+NAMED = 5  # waiting copies named in a CapacityLow / NodeCapacityLow message
 STARTED_PHASES = ("Hydrating", "Ready")
 
 
@@ -77,6 +80,32 @@ def started(phase: str, serving: bool) -> bool:
     return phase in STARTED_PHASES or serving
 
 
+def count(fields: Any, key: str) -> int | None:
+    """A non-negative integer of a hydration's spec or status, or None when it is absent or
+    not one Kubernetes could store (a string, a bool, NaN, beyond int64): unknown."""
+    value = fields.get(key) if isinstance(fields, Mapping) else None
+    number = kit.as_int(value, -1) if isinstance(value, (int, float)) else -1
+    return number if number >= 0 else None
+
+
+def use_of(hydration: Mapping) -> dict:
+    """The `Copy` fields both tiers read alike from a hydration: its creation time, what its
+    status says of the copy's use (pinned, mountedBy, placedReplicas, lapsed, lastUsedTime
+    else readyTime) and whether the cluster left the placement (spec.removal). A malformed
+    value reads as unknown, which keeps the copy."""
+    status = kit.mapping_at(hydration, "status")
+    created = kit.get_path(hydration, "metadata.creationTimestamp")
+    pinned = status.get("pinned")
+    return {"created": created if isinstance(created, str) else "",
+            "pinned": pinned if isinstance(pinned, bool) else None,
+            "mounted_by": count(status, "mountedBy"),
+            "placed": count(status, "placedReplicas"),
+            "lapsed": status.get("lapsed") is True,
+            "last_used": kit.parse_time(status.get("lastUsedTime"))
+            or kit.parse_time(status.get("readyTime")),
+            "removal": isinstance(kit.get_path(hydration, "spec.removal"), dict)}
+
+
 def allocates(source: object) -> bool:
     """Whether a hydration's spec.source takes room on its cluster. An existing volume
     (spec.source.volume) is the user's own claim, verified in place: it counts no bytes,
@@ -105,6 +134,28 @@ class Decision:
     @property
     def capacity_low(self) -> bool:
         return bool(self.waiting) or self.stuck
+
+    @property
+    def lists(self) -> dict:
+        """The decisions as both tiers publish them (status.cache, status.nodeCache):
+        sorted and bounded like the XRD's lists."""
+        return {"admitted": list(self.admitted), "waiting": sorted(self.waiting)[:LISTED],
+                "evicted": list(self.evicted)}
+
+    def shortfall(self, where: str, unremovable: str, waiting: str, detail: str = "") -> str:
+        """What CapacityLow and NodeCapacityLow say before their remedy: that usage (`where`,
+        against the high watermark, said once) stays above it with nothing more removable,
+        and which copies wait for room (the first NAMED by name), then `detail`."""
+        said = []
+        if self.stuck:
+            said.append(f"{where} and {unremovable}")
+        if self.waiting:
+            more = len(self.waiting) - NAMED
+            names = ", ".join(self.waiting[:NAMED]) + (f" and {more} more" if more > 0 else "")
+            said.append(f"{len(self.waiting)} {waiting} wait for room ({names})"
+                        + ("" if self.stuck else f"; {where}")
+                        + (f"; {detail}" if detail else ""))
+        return "; ".join(said)
 
 
 def decide(copies: Iterable[Copy], capacity: int | None, high_percent: int, low_percent: int,

@@ -29,7 +29,6 @@ from fleetcache.functions.node_tier import NodeCache
 
 PROVIDER_CONFIG_KEY = "provider-config"
 HYDRATIONS_KEY = "model-cache-hydrations"
-NAMED = 5  # hydrations named in the CapacityLow message
 OBJECT_NAMESPACE = "crossplane-system"  # where the Objects of a cluster-scoped FleetCluster live
 
 
@@ -103,29 +102,14 @@ def copy_of(hydration: dict) -> capacity.Copy:
                                               "spec.storage.size")
     except kit.InputError:
         size = None
-
-    def count(key: str) -> int | None:
-        value = status.get(key)
-        number = kit.as_int(value, -1) if isinstance(value, (int, float)) else -1
-        return number if number >= 0 else None
-
-    pinned = status.get("pinned")
-    created = meta.get("creationTimestamp")
     return capacity.Copy(
         key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
-        created=created if isinstance(created, str) else "",
         size=size,
-        used=count("usedBytes"),
+        used=capacity.count(status, "usedBytes"),
         phase=kit.reason_or_empty(status.get("phase")),
         serving=isinstance(status.get("servingCommit"), str)
         and bool(kit.COMMIT_SHAPE.match(status["servingCommit"])),
-        pinned=pinned if isinstance(pinned, bool) else None,
-        mounted_by=count("mountedBy"),
-        placed=count("placedReplicas"),
-        lapsed=status.get("lapsed") is True,
-        last_used=kit.parse_time(status.get("lastUsedTime"))
-        or kit.parse_time(status.get("readyTime")),
-        removal=isinstance(kit.get_path(hydration, "spec.removal"), dict),
+        **capacity.use_of(hydration),
     )
 
 
@@ -182,10 +166,8 @@ def cache_status(decision: capacity.Decision) -> dict:
         "usedBytes": decision.used,
         "usedHuman": kit.human_bytes(decision.used),
         "reservedBytes": decision.reserved,
-        "admitted": list(decision.admitted),
-        "waiting": sorted(decision.waiting)[:capacity.LISTED],
+        **decision.lists,
         "waitingCount": len(decision.waiting),
-        "evicted": list(decision.evicted),
     }
     if decision.capacity:
         status.update(capacityBytes=decision.capacity, usedPercent=decision.used_percent,
@@ -204,18 +186,11 @@ def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: 
     where = f"cluster {spec.name} uses {kit.human_bytes(decision.used)} of " \
             f"{kit.human_bytes(decision.capacity or 0)} (high watermark {spec.high}%: " \
             f"{kit.human_bytes(decision.high)})"
-    said = []
-    if decision.stuck:
-        said.append(f"{where} and no copy is removable: every remaining copy is pinned, "
-                    "mounted by a replica or not measured yet")
-    if decision.waiting:
-        more = len(decision.waiting) - NAMED
-        named = ", ".join(decision.waiting[:NAMED]) + (f" and {more} more" if more > 0 else "")
-        said.append(f"{len(decision.waiting)} hydration(s) wait for room ({named}); "
-                    f"{kit.human_bytes(decision.reserved)} is reserved by downloads admitted "
-                    f"or running" + ("" if decision.stuck else f"; {where}"))
-    outcome.condition("CapacityLow", True, "CapacityLow",
-                      kit.with_remedy("; ".join(said), "CapacityLow"))
+    said = decision.shortfall(
+        where, "no copy is removable: every remaining copy is pinned, mounted by a replica or "
+        "not measured yet", "hydration(s)", f"{kit.human_bytes(decision.reserved)} is reserved "
+        "by downloads admitted or running")
+    outcome.condition("CapacityLow", True, "CapacityLow", kit.with_remedy(said, "CapacityLow"))
 
 
 # --- 4. the node tier ----------------------------------------------------------------------
@@ -261,7 +236,7 @@ def compose_node_tier(request: kit.Request, spec: ClusterSpec, outcome: kit.Outc
             node_capacity.keep_json(keep), labels))
         outcome.status["nodeCache"] = node_capacity.status_of(decision)
         node_capacity.condition(spec.name, spec.node_settings, decision,
-                                node_capacity.least_free(caches), outcome, NAMED)
+                                node_capacity.least_free(caches), outcome)
     agent_condition(request, outcome)
 
 

@@ -61,19 +61,11 @@ def node_hydrations(cluster: str, hydrations: Iterable[dict]) -> list[dict]:
             and kit.name_or_empty(kit.get_path(h, "spec.modelCacheName"))]
 
 
-def count(status: dict, key: str) -> int | None:
-    """A non-negative integer of a status, or None when it is absent or malformed."""
-    value = status.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        return None
-    return value
-
-
 def demand(hydration: dict) -> int | None:
     """Bytes every pool node holds for this cache; None when spec.bytes is unreadable."""
     spec = kit.mapping_at(hydration, "spec")
     status = kit.mapping_at(hydration, "status")
-    one = count(spec, "bytes")
+    one = capacity.count(spec, "bytes")
     if one is None:
         return None
     commit = spec.get("commit")
@@ -93,38 +85,29 @@ def demand(hydration: dict) -> int | None:
 def copy_of(hydration: dict) -> capacity.Copy:
     """A cache's node copies as the decision sees them. Malformed fields read as unknown,
     which keeps the copy (and an unreadable demand never admits it)."""
-    status = kit.mapping_at(hydration, "status")
-    node = kit.mapping_at(status, "nodeTier")
+    node = kit.mapping_at(hydration, "status.nodeTier")
     phase = kit.reason_or_empty(node.get("phase"))
-    pinned = status.get("pinned")
-    mounted, placed = count(status, "mountedBy"), count(status, "placedReplicas")
-    wanted = pinned is True or bool(mounted) or bool(placed)
-    started = phase in STARTED or any(count(node, key) for key in COUNTS)
+    use = capacity.use_of(hydration)
+    wanted = use["pinned"] is True or bool(use["mounted_by"]) or bool(use["placed"])
+    started = phase in STARTED or any(capacity.count(node, key) for key in COUNTS)
     if phase == "Evicted" and wanted:
         phase, started = "Pending", False  # asked for again: admitted like a new copy
     size = demand(hydration)
-    created = kit.get_path(hydration, "metadata.creationTimestamp")
     return capacity.Copy(
         key=cache_key(hydration),
-        created=created if isinstance(created, str) else "",
         size=size,
         used=size if started and phase != "Evicted" else None,
         phase=PHASES.get(phase, "Pending"),
         serving=started,
-        pinned=pinned if isinstance(pinned, bool) else None,
-        mounted_by=mounted,
-        placed=placed,
-        lapsed=status.get("lapsed") is True,
-        last_used=kit.parse_time(status.get("lastUsedTime"))
-        or kit.parse_time(status.get("readyTime")),
-        removal=isinstance(kit.get_path(hydration, "spec.removal"), dict),
+        **use,
     )
 
 
 def least_free(hydrations: Iterable[dict]) -> int | None:
     """The least free space any pool node reported on the cache filesystem (every cache's
     warmers report the same filesystem); None until one did."""
-    free = [count(kit.mapping_at(h, "status.nodeTier"), "minFreeBytes") for h in hydrations]
+    free = [capacity.count(kit.mapping_at(h, "status.nodeTier"), "minFreeBytes")
+            for h in hydrations]
     return min((f for f in free if f is not None), default=None)
 
 
@@ -161,9 +144,8 @@ def keep_list(hydrations: list[dict], decision: capacity.Decision,
         removal = kit.get_path(hydration, "spec.removal")
         since = kit.parse_time(kit.get_path(removal, "since"))
         until = kit.parse_time(kit.get_path(removal, "until"))
-        status = kit.mapping_at(hydration, "status")
-        unwanted = status.get("pinned") is False and count(status, "mountedBy") == 0 \
-            and count(status, "placedReplicas") == 0
+        use = capacity.use_of(hydration)
+        unwanted = use["pinned"] is False and use["mounted_by"] == 0 and use["placed"] == 0
         if since is None or not unwanted:
             keep[key] = {"since": None, "afterRemoval": AFTER_REMOVAL}
         elif until is None:
@@ -187,13 +169,11 @@ def status_of(decision: capacity.Decision) -> dict:
             "usedPercent": percent,
             "summary": f"{kit.human_bytes(decision.used)}/{kit.human_bytes(capacity_bytes)} "
                        f"({percent}%)",
-            "admitted": list(decision.admitted),
-            "waiting": sorted(decision.waiting)[:capacity.LISTED],
-            "evicted": list(decision.evicted)}
+            **decision.lists}
 
 
 def condition(cluster: str, settings: Settings, decision: capacity.Decision, free: int | None,
-              outcome: kit.Outcome, named: int = 5) -> None:
+              outcome: kit.Outcome) -> None:
     """NodeCapacityLow: True while caches wait for room or nothing more is removable above
     the high watermark, as CapacityLow says for volumes."""
     used = f"{kit.human_bytes(decision.used)} of {kit.human_bytes(settings.capacity)} per node"
@@ -203,18 +183,10 @@ def condition(cluster: str, settings: Settings, decision: capacity.Decision, fre
         return
     where = f"the node caches on cluster {cluster} need {used} (high watermark " \
             f"{settings.high}%: {kit.human_bytes(decision.high)})"
-    said = []
-    if decision.stuck:
-        said.append(f"{where} and no node copy is removable: every remaining one is pinned, "
-                    "used by a replica or not Ready on its nodes")
-    if decision.waiting:
-        more = len(decision.waiting) - named
-        names = ", ".join(decision.waiting[:named]) + (f" and {more} more" if more > 0 else "")
-        said.append(f"{len(decision.waiting)} node cache(s) wait for room ({names})"
-                    + ("" if decision.stuck else f"; {where}")
-                    + ("" if free is None else
-                       f"; the fullest pool node has {kit.human_bytes(free)} free (if the "
-                       "disks hold less than capacityPerNode, set it to what they hold, so "
-                       "unused node copies are evicted)"))
+    said = decision.shortfall(
+        where, "no node copy is removable: every remaining one is pinned, used by a replica or "
+        "not Ready on its nodes", "node cache(s)", "" if free is None else
+        f"the fullest pool node has {kit.human_bytes(free)} free (if the disks hold less than "
+        "capacityPerNode, set it to what they hold, so unused node copies are evicted)")
     outcome.condition("NodeCapacityLow", True, "NodeCapacityLow",
-                      kit.with_remedy("; ".join(said), "NodeCapacityLow"))
+                      kit.with_remedy(said, "NodeCapacityLow"))
