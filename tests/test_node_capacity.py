@@ -68,8 +68,9 @@ def test_demand_of_an_update_is_the_volume_tiers_figure_when_blobs_are_shared():
     assert demand(hydration("q", 10, size="13Gi", servingCommit=OLD)) == 13 * GI
 
 
-def test_a_cache_whose_bytes_are_unreadable_has_no_demand_and_waits():
-    broken = hydration("q", 1, spec={"bytes": "ten"})
+@pytest.mark.parametrize("bytes_", ["ten", True, -1, 10**30, float("nan")])
+def test_a_cache_whose_bytes_are_unreadable_has_no_demand_and_waits(bytes_):
+    broken = hydration("q", 1, spec={"bytes": bytes_})
     assert demand(broken) is None
     assert run(broken).waiting == ("ml/q",)
 
