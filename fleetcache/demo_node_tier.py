@@ -1,10 +1,11 @@
 """`fleetcache demo`, the node tier: a model on each GPU node's own disk, warmed from its
 cluster's verified volume, and a replica on a warm node reading that copy.
 
-Played after the other acts, on a control plane of its own with two clusters, each with
-four nodes: two GPU nodes opted in to the node cache, one GPU node in the pool that did not
-opt in, and a control-plane node. Each cluster has its own Hub counter (its agents are
-pointed at their own copy of the test hub), so the bytes each one reads from the origin show.
+Played after the other acts, on the demo's control plane, with two more clusters that only
+this act's label places on, each with four nodes: two GPU nodes opted in to the node cache,
+one GPU node in the pool that did not opt in, and a control-plane node. Each cluster has its
+own Hub counter (its agents are pointed at their own copy of the test hub), so the bytes each
+one reads from the origin show.
 
 1. a ModelCache on storage tier Node: each cluster hydrates its volume from the Hub once,
    then the warmer DaemonSet copies it onto every opted-in pool node (never the one that did
@@ -14,8 +15,10 @@ pointed at their own copy of the test hub), so the bytes each one reads from the
    counts drop at once;
 3. a ModelDeployment with delivery node Prefer: its replica on each cluster lands on a warm
    node, and the pod's `select` init container says `node` (FLEETCACHE_MODEL resolves into
-   that node's copy);
-4. the Hub bytes each cluster read: one model's worth, however many nodes it warmed.
+   that node's copy); the ModelDeployment reports every replica ready;
+4. `kubectl get` of the ModelCache (NODES), the FleetClusters (NODE-CACHE) and the replicas
+   (DELIVERY Node);
+5. the Hub bytes each cluster read: one model's worth, however many nodes it warmed.
 
 `play` returns what differs from that ending; [] when the fleet converged as it should.
 """
@@ -28,13 +31,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from fleetcache import render as rendering
 from fleetcache.demo_day_two import Stage
 from fleetcache.functions import kit
-from fleetcache.simulation import (CONTROL_PLANE_ROLE, Cluster, ControlPlane, NodePod, Provider,
-                                   kubectl_table)
+from fleetcache.simulation import CONTROL_PLANE_ROLE, Cluster, NodePod, kubectl_table
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import TestHub
 
@@ -238,11 +238,13 @@ def serve(stage: Stage, fleet: Fleet) -> list[str]:
 
     def placed() -> bool:
         pods = replica_pods(fleet.clusters)
+        deployment = stage.control.xrs.get(("ModelDeployment", NAMESPACE, CACHE), {})
         return len(pods) == len(CLUSTERS) and all(
             pod.ready and selected(pod).get("delivery") == "node" for _, pod in pods) and all(
             r["spec"]["delivery"] == "Node" and kit.get_path(r, "status.phase") == "Ready"
             for r in stage.control.of_kind("ModelReplica")
-            if r["metadata"]["namespace"] == NAMESPACE)
+            if r["metadata"]["namespace"] == NAMESPACE) and \
+            kit.get_path(deployment, "status.summary") == f"{len(CLUSTERS)}/{len(CLUSTERS)}"
 
     problem = stage.until(placed, "the replicas to run on warm nodes from the node copy")
     if problem:
@@ -266,6 +268,30 @@ def serve(stage: Stage, fleet: Fleet) -> list[str]:
     for line in kubectl_table(rows):
         stage.out(line)
     return problems
+
+
+def columns(stage: Stage) -> list[str]:
+    """What `kubectl get` shows of the node tier: the ModelCache's NODES, each
+    FleetCluster's NODE-CACHE, and the replicas' DELIVERY."""
+    control = stage.control
+    cache = control.xrs.get(("ModelCache", NAMESPACE, CACHE), {}).get("status", {})
+    tables = {
+        f"modelcache -n {NAMESPACE} {CACHE}": [
+            ["NAME", "READY", "SIZE", "NODES"],
+            [CACHE, cache.get("summary", ""), cache.get("sizeHuman", ""),
+             kit.get_path(cache, "nodeTier.summary", "<none>")]],
+        f"fleetcluster {' '.join(CLUSTERS)}": [["NAME", "NODE-CACHE"]] + [
+            [name, kit.get_path(control.xrs.get(("FleetCluster", "", name), {}),
+                                "status.nodeCache.summary", "<none>")] for name in CLUSTERS],
+        f"modelreplica -n {NAMESPACE}": [["NAME", "CLUSTER", "DELIVERY", "PHASE"]] + [
+            [r["metadata"]["name"], r["spec"]["clusterName"], r["spec"]["delivery"],
+             kit.get_path(r, "status.phase", "")] for r in control.of_kind("ModelReplica")
+            if r["metadata"]["namespace"] == NAMESPACE]}
+    for command, rows in tables.items():
+        stage.out(f"\n$ kubectl get {command}")
+        for line in kubectl_table(rows):
+            stage.out(line)
+    return []
 
 
 def origin_bytes(stage: Stage, fleet: Fleet) -> list[str]:
@@ -301,26 +327,21 @@ def add_clusters(stage: Stage, hubs: dict[str, TestHub], root: Path) -> Fleet:
                  sum(c.size for c in model.values()))
 
 
-def play(demo: Stage, root: Path, pipeline: Callable[..., rendering.Rendered]) -> list[str]:
-    """The act in order on a control plane of its own (`pipeline` runs the demo's function
-    server; the same Compositions): a second management cluster, so its rounds do not wait
-    for the earlier acts' composites, and what reads the first fleet's final states (the
-    Argo CD checks) still reads them. A later step only plays on a fleet the earlier one
-    left right."""
-    clusters: dict[str, Cluster] = {}
-    old = demo.control
-    control = ControlPlane(pipeline, old.compositions, old.schemas,
-                           Provider(clusters, lambda: control.secrets()))
-    stage = dataclasses.replace(demo, control=control, clusters=clusters, hubs=(),
-                                namespace=NAMESPACE, cache=CACHE, repo=REPO, healthy=CLUSTERS,
-                                rounds=0)
+def play(demo: Stage, root: Path) -> list[str]:
+    """The act in order on the demo's control plane and fleet (its composites pass the same
+    `on_composite` as the earlier acts'); its clusters join the fleet and stop with it. A
+    later step only plays on a fleet the earlier one left right."""
+    stage = dataclasses.replace(demo, hubs=(), namespace=NAMESPACE, cache=CACHE, repo=REPO,
+                                healthy=CLUSTERS, rounds=0)
     with contextlib.ExitStack() as stack:
-        stack.callback(lambda: [cluster.stop() for cluster in clusters.values()])
         hubs = {name: stack.enter_context(TestHub()) for name in CLUSTERS}
+        stack.callback(lambda: [stage.clusters[name].stop() for name in CLUSTERS
+                                if name in stage.clusters])
         fleet = add_clusters(stage, hubs, root)
         show = Printer(stage)
         for step in (lambda: converge(stage, fleet, show), lambda: churn(stage, fleet, show),
-                     lambda: serve(stage, fleet), lambda: origin_bytes(stage, fleet)):
+                     lambda: serve(stage, fleet), lambda: columns(stage),
+                     lambda: origin_bytes(stage, fleet)):
             problems = step()
             if problems:
                 return problems

@@ -9,7 +9,7 @@ import lupa
 import pytest
 import yaml
 
-from fleetcache import demo
+from fleetcache import demo, demo_node_tier
 from fleetcache.functions import kit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,13 +48,24 @@ def demo_rounds() -> list[dict]:
     return seen
 
 
-def states(rounds: list[dict], kind: str, **where) -> list[dict]:
-    return [c for c in rounds if c["kind"] == kind and all(
-        c.get("spec", {}).get(k) == v for k, v in where.items())]
+def states(rounds: list[dict], kind: str) -> list[dict]:
+    return [c for c in rounds if c["kind"] == kind]
+
+
+def states_of(rounds: list[dict], kind: str, name: str) -> list[dict]:
+    """One composite's states in order, by name (the acts share a control plane, so the
+    last composite of a kind belongs to whichever act reconciled last)."""
+    found = [c for c in rounds if c["kind"] == kind and c["metadata"]["name"] == name]
+    assert len({c["metadata"].get("namespace") for c in found}) == 1, f"{kind} {name}"
+    return found
 
 
 def last_of(rounds: list[dict], kind: str, name: str) -> dict:
-    return [c for c in rounds if c["kind"] == kind and c["metadata"]["name"] == name][-1]
+    return states_of(rounds, kind, name)[-1]
+
+
+def first_of(rounds: list[dict], kind: str, name: str) -> dict:
+    return states_of(rounds, kind, name)[0]
 
 
 def with_phase(rounds: list[dict], kind: str, phase: str) -> dict:
@@ -68,12 +79,12 @@ def test_argocd_cm_has_a_health_check_for_every_kind():
 
 
 def test_a_ready_fleet_cluster_is_healthy(health, demo_rounds):
-    status, message = health(states(demo_rounds, "FleetCluster")[-1])
+    status, message = health(last_of(demo_rounds, "FleetCluster", "gpu-east-1"))
     assert status == "Healthy" and "ProviderConfig" in message
 
 
 def test_a_fleet_cluster_waiting_for_its_provider_config_is_progressing(health, demo_rounds):
-    assert health(states(demo_rounds, "FleetCluster")[0])[0] == "Progressing"
+    assert health(first_of(demo_rounds, "FleetCluster", "gpu-east-1"))[0] == "Progressing"
 
 
 def test_a_model_cache_that_is_resolving_is_progressing(health, demo_rounds):
@@ -116,13 +127,13 @@ def test_the_failed_hydration_is_degraded_with_its_reason_and_remedy(health, dem
 
 
 def test_a_model_deployment_with_every_replica_ready_is_healthy(health, demo_rounds):
-    status, message = health(states(demo_rounds, "ModelDeployment")[-1])
+    status, message = health(last_of(demo_rounds, "ModelDeployment", "tiny-chat"))
     assert status == "Healthy"
     assert message == "6/6 replicas ready (cache 5, source 1)"
 
 
 def test_a_model_deployment_coming_up_is_progressing(health, demo_rounds):
-    assert health(states(demo_rounds, "ModelDeployment")[0])[0] == "Progressing"
+    assert health(first_of(demo_rounds, "ModelDeployment", "tiny-chat"))[0] == "Progressing"
 
 
 def test_a_ready_replica_is_healthy_and_a_pending_one_progressing(health, demo_rounds):
@@ -137,7 +148,7 @@ def test_a_failed_replica_is_degraded_with_its_message(health, demo_rounds):
 
 
 def test_a_fleet_cluster_with_low_capacity_is_degraded_with_its_message(health, demo_rounds):
-    cluster = copy.deepcopy(states(demo_rounds, "FleetCluster")[-1])
+    cluster = copy.deepcopy(last_of(demo_rounds, "FleetCluster", "gpu-east-1"))
     cluster["status"]["conditions"] = [
         c for c in cluster["status"]["conditions"] if c["type"] != "CapacityLow"] + [
         {"type": "CapacityLow", "status": "True", "reason": "CapacityLow", "message": "92% used"}]
@@ -204,6 +215,49 @@ def test_a_composite_without_status_yet_is_progressing(health):
         status, _ = health({"apiVersion": "fleetcache.dev/v1alpha1", "kind": kind,
                             "metadata": {"name": "new"}})
         assert status == "Progressing"
+
+
+# --- the node tier act's composites (fleetcache.demo_node_tier), on the same control plane --
+
+
+def test_a_fleet_cluster_with_a_node_cache_is_healthy_with_its_node_capacity_reported(
+        health, demo_rounds):
+    cluster = last_of(demo_rounds, "FleetCluster", demo_node_tier.CHURN_CLUSTER)
+    assert cluster["status"]["nodeCache"]["summary"]
+    status, message = health(cluster)
+    assert status == "Healthy" and "ProviderConfig" in message
+
+
+def test_a_model_cache_with_every_node_warm_is_healthy(health, demo_rounds):
+    cache = last_of(demo_rounds, "ModelCache", demo_node_tier.CACHE)
+    tier = cache["status"]["nodeTier"]
+    assert tier["readyNodes"] == tier["desiredNodes"] > 0
+    assert health(cache) == ("Healthy", f"{len(demo_node_tier.CLUSTERS)}/"
+                                        f"{len(demo_node_tier.CLUSTERS)} clusters ready")
+
+
+def test_a_hydration_whose_nodes_are_warm_is_healthy_with_its_message(health, demo_rounds):
+    for cluster in demo_node_tier.CLUSTERS:
+        hydration = next(c for c in reversed(states(demo_rounds, "ModelCacheHydration"))
+                         if c["spec"]["clusterName"] == cluster)
+        assert hydration["status"]["nodeTier"]["phase"] == "Ready"
+        assert health(hydration) == ("Healthy", hydration["status"]["message"])
+
+
+def test_a_replica_reading_the_node_copy_is_progressing_then_healthy(health, demo_rounds):
+    on_nodes = [c for c in states(demo_rounds, "ModelReplica") if c["spec"]["delivery"] == "Node"]
+    assert {c["metadata"]["namespace"] for c in on_nodes} == {demo_node_tier.NAMESPACE}
+    by_phase = {phase: {health(c)[0] for c in on_nodes if c["status"]["phase"] == phase}
+                for phase in ("Pending", "Ready")}
+    assert by_phase == {"Pending": {"Progressing"}, "Ready": {"Healthy"}}
+
+
+def test_the_node_tier_deployment_coming_up_is_progressing_then_healthy(health, demo_rounds):
+    deployment = states_of(demo_rounds, "ModelDeployment", demo_node_tier.CACHE)
+    replicas = len(demo_node_tier.CLUSTERS)
+    assert health(deployment[0])[0] == "Progressing"
+    status, message = health(deployment[-1])
+    assert status == "Healthy" and message.startswith(f"{replicas}/{replicas} replicas ready")
 
 
 def test_the_applicationset_rolls_out_region_by_region_in_waves():

@@ -191,6 +191,24 @@ def test_node_tier_replicas_run_on_warm_nodes_reading_the_node_copy(demo_output)
         assert reads.startswith(f"{node}:{demo_node_tier.CACHE_PATH}/")
 
 
+def listing(act: str, command: str) -> list[list[str]]:
+    """The rows `$ kubectl get <command>` printed, header first."""
+    block = act[act.index(f"$ kubectl get {command}\n"):].split("\n\n")[0]
+    return [line.split() for line in block.splitlines()[1:]]
+
+
+def test_kubectl_get_shows_the_node_tier_in_its_columns(demo_output):
+    act = node_tier_act(demo_output)
+    ns, clusters = demo_node_tier.NAMESPACE, demo_node_tier.CLUSTERS
+    cache = listing(act, f"modelcache -n {ns} {demo_node_tier.CACHE}")
+    assert cache[0][-1] == "NODES" and cache[1][-1] == f"{2 * len(clusters)}/{2 * len(clusters)}"
+    fleet = listing(act, f"fleetcluster {' '.join(clusters)}")
+    assert [row[0] for row in fleet[1:]] == list(clusters)
+    assert all(len(row) > 1 and row[1] != "<none>" for row in fleet[1:])
+    replicas = listing(act, f"modelreplica -n {ns}")
+    assert [row[2:] for row in replicas[1:]] == [["Node", "Ready"]] * len(clusters)
+
+
 def test_each_node_tier_cluster_shows_the_bytes_it_read_from_the_hub(demo_output):
     act = node_tier_act(demo_output)
     table = act[act.index("HUB BYTES READ"):].split("\n\n")[0].splitlines()[1:]

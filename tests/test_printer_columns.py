@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache import demo, render
+from fleetcache import demo, demo_node_tier, render
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER = re.compile(r"^\[\?\(@\.([A-Za-z0-9_]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
@@ -55,12 +55,21 @@ def on_node_tier(obj: dict) -> bool:
 
 
 @pytest.fixture(scope="module")
-def final_state() -> dict[tuple[str, str], dict]:
-    """The last state of every composite the demo touched, by (kind, name)."""
-    state: dict[tuple[str, str], dict] = {}
-    assert demo.run(ROOT, fast=True, out=lambda _: None, on_composite=lambda c: state.__setitem__(
-        (c["kind"], c["metadata"]["name"]), copy.deepcopy(c))) == 0
+def final_state() -> dict[tuple[str, str, str], dict]:
+    """The last state of every composite the demo touched (every act, the node tier's
+    included), by (kind, namespace, name)."""
+    state: dict[tuple[str, str, str], dict] = {}
+
+    def keep(c: dict) -> None:
+        state[c["kind"], c["metadata"].get("namespace", ""), c["metadata"]["name"]] = \
+            copy.deepcopy(c)
+
+    assert demo.run(ROOT, fast=True, out=lambda _: None, on_composite=keep) == 0
     return state
+
+
+def column(kind: str, name: str) -> str:
+    return next(c["jsonPath"] for c in printer_columns()[kind] if c["name"] == name)
 
 
 def test_the_jsonpath_subset_reads_fields_and_filters():
@@ -73,7 +82,7 @@ def test_the_jsonpath_subset_reads_fields_and_filters():
 @pytest.mark.parametrize("kind", ["FleetCluster", "ModelCache", "ModelCacheHydration",
                                   "ModelDeployment", "ModelReplica"])
 def test_every_printer_column_shows_a_value_over_the_demos_final_state(final_state, kind):
-    objects = [o for (k, _), o in final_state.items() if k == kind]
+    objects = [o for (k, _, _), o in final_state.items() if k == kind]
     assert objects, f"the demo never composed a {kind}"
     for column in printer_columns()[kind]:
         if column["jsonPath"] == ".metadata.creationTimestamp":
@@ -89,6 +98,33 @@ def test_every_printer_column_shows_a_value_over_the_demos_final_state(final_sta
 
 
 def test_an_evicted_copy_shows_no_usage_for_a_volume_it_no_longer_has(final_state):
-    evicted = [o for (k, _), o in final_state.items() if k == "ModelCacheHydration"
+    evicted = [o for (k, _, _), o in final_state.items() if k == "ModelCacheHydration"
                and o.get("status", {}).get("phase") == "Evicted"]
     assert evicted and all(jsonpath(o, path) is None for o in evicted for path in MEASURED)
+
+
+def test_the_node_tier_columns_show_the_node_tier_acts_objects(final_state):
+    """NODES, NODE-CACHE and DELIVERY as `kubectl get` prints them at the end of the node tier
+    act: every opted-in node warm, each cluster's node capacity, replicas on the node copy."""
+    ns, clusters = demo_node_tier.NAMESPACE, demo_node_tier.CLUSTERS
+    cache = final_state["ModelCache", ns, demo_node_tier.CACHE]
+    tier = cache["status"]["nodeTier"]
+    assert jsonpath(cache, column("ModelCache", "NODES")) == \
+        f"{tier['readyNodes']}/{tier['desiredNodes']}" == f"{2 * len(clusters)}/{2 * len(clusters)}"
+    hydrations = [o for (k, n, _), o in final_state.items()
+                  if k == "ModelCacheHydration" and n == ns]
+    assert sorted(jsonpath(h, column("ModelCacheHydration", "NODES")) for h in hydrations) == \
+        ["2/2"] * len(clusters)
+    for name in clusters:
+        cluster = final_state["FleetCluster", "", name]
+        assert jsonpath(cluster, column("FleetCluster", "NODE-CACHE")) == \
+            cluster["status"]["nodeCache"]["summary"] != ""
+    replicas = [o for (k, n, _), o in final_state.items() if k == "ModelReplica" and n == ns]
+    assert [jsonpath(r, column("ModelReplica", "DELIVERY")) for r in replicas] == \
+        ["Node"] * len(clusters)
+
+
+def test_caches_off_the_node_tier_show_no_node_columns(final_state):
+    for (kind, _, _), obj in final_state.items():
+        if kind in ("ModelCache", "ModelCacheHydration", "FleetCluster") and not on_node_tier(obj):
+            assert all(jsonpath(obj, path) is None for path in NODE_TIER)
