@@ -25,7 +25,7 @@ import click
 from .errors import AgentError, Interrupted, from_os_error
 from .fetch import fetch as run_fetch
 from .hub import Bandwidth, HubClient, Retryable, RetryPolicy, read_timeout_from_env
-from .layout import LAYOUTS, open_layout
+from .layout import FETCH_LAYOUTS, Layout, fetch_layout
 from .mirror import FAIL, ORIGIN, PUBLISHER, READER, MirrorConfig, MirrorSource, reader_listing
 from .node_agent import FileLabels, NodeLabels
 from .node_agent import label as run_label
@@ -352,7 +352,8 @@ def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, 
 @click.option("--dest", required=True)
 @click.option("--concurrency", default=8, show_default=True, type=str)
 @click.option("--bandwidth", help="total cap as a Kubernetes quantity, e.g. 200Mi")
-@click.option("--layout", "layout_name", default="hf-cache", show_default=True)
+@click.option("--layout", "layout_name", default="hf-cache", show_default=True,
+              help="flat: plain files, each commit in DEST/commits/<commit>, DEST/current -> the latest")
 @click.option("--wait", is_flag=True, help="wait for another writer instead of exiting 16")
 @click.option("--ref", "refs", multiple=True,
               help="after success, name the commit fetched (hub/models--ORG--NAME/refs/REF), repeatable")
@@ -392,8 +393,8 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     progress.measure = lambda: volume_usage(dest_path)
     if not concurrency.isdigit() or not 1 <= int(concurrency) <= 64:
         raise _bad("--concurrency", f"{concurrency!r} is not a whole number from 1 to 64")
-    if layout_name not in LAYOUTS:
-        raise _bad("--layout", f"{layout_name!r} is not one of {', '.join(sorted(LAYOUTS))}")
+    if layout_name not in FETCH_LAYOUTS:
+        raise _bad("--layout", f"{layout_name!r} is not one of {', '.join(sorted(FETCH_LAYOUTS))}")
     limit = Bandwidth(parse_quantity(bandwidth)) if bandwidth else None
     mirror = _mirror_config(mirror_bucket, mirror_prefix, mirror_region, mirror_endpoint, mirror_credentials_dir,
                             mirror_role, mirror_on_missing, progress, int(concurrency))
@@ -401,18 +402,17 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     complete = None
     if s3_bucket is None:
         client = _client(endpoint, token, progress, int(concurrency))
-        layout = open_layout(layout_name, dest_path, repo)
-        listing, entries, complete = _hub_listing(client, mirror, layout, repo, revision, pinned_digest, allow,
-                                                  ignore)
+        listing, entries, complete = _hub_listing(client, mirror, Layout(dest_path, repo), repo, revision,
+                                                  pinned_digest, allow, ignore)
         source = HubSource(client, repo, listing.commit)
     else:
         location = S3Location(s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir)
         client = _s3_client(location, progress, int(concurrency))
         manifest = _pinned_manifest(commit, pinned_digest, manifest_file, manifest_configmap, client.policy)
         repo = location.repo
-        layout = open_layout(layout_name, dest_path, repo)
         listing, entries = pinned_listing(repo, manifest, commit, pinned_digest)
         source = S3Source(client, manifest)
+    layout = fetch_layout(layout_name, dest_path, repo, listing.commit)
     if mirror is not None:
         source = MirrorSource(source, mirror, repo, listing.commit, manifest_digest(entries), entries,
                               int(concurrency), progress.note, complete)

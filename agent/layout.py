@@ -1,6 +1,6 @@
 """Where bytes live on the volume, and how they become visible: only ever by an atomic rename.
 
-Two layouts share one discipline: bytes stream into a hidden partial file next to their
+The layouts share one discipline: bytes stream into a hidden partial file next to their
 final name (plus a journal of written spans, so a crash resumes without refetching),
 are fsynced and renamed into place only after their digest matched, and the manifest
 and refs are written last.
@@ -8,7 +8,17 @@ and refs are written last.
 - `hf-cache`: `DEST/hub/models--ORG--NAME/{blobs/<digest>, snapshots/<commit>/<path> ->
   ../../blobs/<digest>, refs/<revision>}`, the layout huggingface_hub, vLLM and SGLang read
   offline with `HF_HUB_CACHE=DEST/hub`.
-- `flat`: files at `DEST/<path>`, for filesystems without symlinks (one repo per volume).
+- `flat` (what `fetch --layout flat` writes, manifest layout `flat-commits`): each commit's
+  plain files in their own directory, `DEST/commits/<commit>/<path>`, for filesystems without
+  symlinks (one repo per volume). A commit's files are staged in
+  `DEST/.fleetcache/models--ORG--NAME/staging/<commit>/` and the directory is renamed into
+  `commits/` in one step once every file is verified; a published commit directory is never
+  changed (a file found corrupt is replaced by its verified bytes), so a replica pinned to
+  one commit never sees another's files. `DEST/current` is a relative symlink to the
+  directory of the latest commit fetched to Ready, replaced atomically, for pods that mount
+  the volume themselves (left out, with a warning, where the filesystem has no symlinks).
+- files at `DEST/<path>` (manifest layout `flat`): an existing volume someone else filled,
+  read in place (`FlatLayout`; what the first flat fetches wrote, still read and pruned).
 
 The agent's own state (lock, lease, manifests, refs, the verification record) lives in
 `DEST/.fleetcache/`, beside the HF cache and never inside it, so readers that scan the
@@ -22,6 +32,7 @@ if corrupt, fetched again.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -40,7 +51,16 @@ JOURNAL_SUFFIX = ".fleetcache-journal"
 TMP_MARK = ".fleetcache-tmp-"
 SWEEP_AGE_SECONDS = 600
 HUB_DIR = "hub"  # HF_HUB_CACHE for readers: DEST/hub
+COMMITS_DIR = "commits"  # a flat fetch's commits: DEST/commits/<commit>
+CURRENT_LINK = "current"  # DEST/current -> commits/<the latest commit Ready>
+STAGING_DIR = "staging"  # a flat commit being fetched, under the repo's state directory
 READ_BLOCK = 8 << 20
+
+
+def flat_commit_path(root: str, commit: str) -> str:
+    """A flat fetch's directory of one commit under a volume mounted at `root` (the agent's
+    --dest, or a replica's mount path): the one definition FLEETCACHE_MODEL is built from."""
+    return f"{root.rstrip('/')}/{COMMITS_DIR}/{commit}"
 
 
 def repo_folder(repo: str) -> str:
@@ -140,9 +160,10 @@ class Layout:
 
     name = ""
 
-    def __init__(self, dest: Path, repo: str):
+    def __init__(self, dest: Path, repo: str, commit: str = ""):
         self.dest = dest
         self.repo = repo
+        self.commit = commit  # what a layout with a directory per commit writes to
         self.state = dest / STATE_DIR / repo_folder(repo)
 
     # -- where things are --------------------------------------------------------------------
@@ -354,8 +375,8 @@ class Layout:
 class HfCacheLayout(Layout):
     name = "hf-cache"
 
-    def __init__(self, dest: Path, repo: str):
-        super().__init__(dest, repo)
+    def __init__(self, dest: Path, repo: str, commit: str = ""):
+        super().__init__(dest, repo, commit)
         self.root = dest / HUB_DIR / repo_folder(repo)
 
     def key(self, entry: Entry) -> str:
@@ -407,7 +428,9 @@ class HfCacheLayout(Layout):
 
 
 class FlatLayout(Layout):
-    """Files at their repo path, keyed by path: the verification record says which bytes they hold."""
+    """Files at their repo path under DEST, keyed by path: an existing volume read in place
+    (node-warm of spec.source.volume), and what the first flat fetches wrote (still verified
+    and pruned). A fetch never writes it: a new commit would replace files under readers."""
 
     name = "flat"
 
@@ -433,8 +456,98 @@ class FlatLayout(Layout):
         return [(self.blob_path(Entry(**f)), Entry(**f)) for f in manifest["files"]]
 
 
-LAYOUTS = {"hf-cache": HfCacheLayout, "flat": FlatLayout}
+class FlatCommitsLayout(Layout):
+    """One commit's plain files in their own directory, DEST/commits/<commit>/<path>: staged
+    under the repo's state, renamed into place whole once every file is verified, never
+    changed after, and DEST/current pointed at it last (a commit update never mixes files)."""
+
+    name = "flat-commits"
+
+    def __init__(self, dest: Path, repo: str, commit: str = ""):
+        if not commit:
+            raise AgentError("InvalidConfiguration", "the flat layout keeps a directory per commit: "
+                                                     "open it for one commit")
+        super().__init__(dest, repo, commit)
+        self.published = Path(flat_commit_path(str(dest), commit))
+        self.staging = self.state / STAGING_DIR / commit
+
+    def root(self) -> Path:
+        """The commit's directory once published, else where it is staged."""
+        return self.published if self.published.is_dir() else self.staging
+
+    def key(self, entry: Entry) -> str:
+        """The file's published path under DEST: one verification record for the repo, so
+        the same path in two commits is two keys (and a staged file keeps its key when its
+        directory is renamed: the rename changes neither its inode nor its times)."""
+        return f"{COMMITS_DIR}/{self.commit}/{entry.path}"
+
+    def blob_path(self, entry: Entry) -> Path:
+        return self.root() / entry.path
+
+    def scan_roots(self) -> list[Path]:
+        return [self.dest / COMMITS_DIR, self.state]
+
+    def ensure_dirs(self) -> None:
+        super().ensure_dirs()
+        if self.published.is_symlink():
+            raise AgentError("InvalidSource", f"{COMMITS_DIR}/{self.commit} is a symlink (symlink escape)")
+
+    def is_linked(self, entry: Entry, commit: str) -> bool:
+        return True
+
+    def link(self, entry: Entry, commit: str) -> None:
+        """The file is published where it was renamed to; nothing more to link."""
+
+    def finish(self, listing: Listing, entries: tuple[Entry, ...], digest: str, refs: tuple[str, ...] = ()) -> None:
+        """The staged directory renamed into commits/ (one rename: readers see all of it or
+        none), then the manifest and refs, then `current`."""
+        if not self.published.is_dir():
+            self.staging.mkdir(parents=True, exist_ok=True)
+            for directory in sorted({self.blob_path(e).parent for e in entries} | {self.staging}):
+                fsync_dir(directory)
+            os.rename(self.staging, self.published)
+            fsync_dir(self.published.parent)
+        super().finish(listing, entries, digest, refs)
+        self.point_current()
+
+    def point_current(self) -> None:
+        """DEST/current -> commits/<commit>: a relative link under a temp name, renamed over the old one."""
+        link, target = self.dest / CURRENT_LINK, f"{COMMITS_DIR}/{self.commit}"
+        try:
+            if os.readlink(link) == target:
+                return
+        except OSError:
+            pass
+        tmp = self.dest / f".{CURRENT_LINK}{TMP_MARK}"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.symlink(target, tmp)
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            log.warning("no %s link: the volume refuses symlinks (%s); the commit is at %s", CURRENT_LINK,
+                        errno.errorcode.get(err.errno, err.errno), target)
+            return
+        os.replace(tmp, link)
+        fsync_dir(self.dest)
+
+    def snapshot_root_for(self, final: Path) -> Path:
+        return self.root()
+
+    def published_paths(self, manifest: dict) -> list[tuple[Path, Entry]]:
+        directory = Path(flat_commit_path(str(self.dest), manifest["commit"]))
+        return [(directory / f["path"], Entry(**f)) for f in manifest["files"]]
 
 
-def open_layout(name: str, dest: Path, repo: str) -> Layout:
-    return LAYOUTS[name](dest, repo)
+LAYOUTS = {cls.name: cls for cls in (HfCacheLayout, FlatLayout, FlatCommitsLayout)}  # by manifest "layout"
+FETCH_LAYOUTS = {"hf-cache": HfCacheLayout, "flat": FlatCommitsLayout}  # what `fetch --layout` writes
+
+
+def open_layout(name: str, dest: Path, repo: str, commit: str = "") -> Layout:
+    """The layout a manifest names, for reading (verify, prune, node-warm)."""
+    return LAYOUTS[name](dest, repo, commit)
+
+
+def fetch_layout(name: str, dest: Path, repo: str, commit: str) -> Layout:
+    """The layout `fetch --layout NAME` writes one commit in."""
+    return FETCH_LAYOUTS[name](dest, repo, commit)

@@ -3,12 +3,13 @@
 What to remove is decided by `plan.plan_prune` from what `read_volume` finds on disk; this
 module only reads and removes, in an order where every prefix leaves a usable volume:
 
-1. refs naming a removed commit (the HF cache's and the agent's): nothing resolves a
-   revision to it any more;
-2. its snapshot directories, each renamed into `DEST/.fleetcache/trash/` (one atomic
-   rename): a reader sees the whole snapshot or none of it, never half of one;
-3. the blobs (flat layout: the files) no kept commit references, after the verification
-   record forgets them; a kept commit's blobs are never touched;
+1. refs naming a removed commit (the HF cache's, the agent's, and `DEST/current`): nothing
+   resolves a revision to it any more;
+2. its snapshot directories (flat: `DEST/commits/<commit>`, and a staged one), each renamed
+   into `DEST/.fleetcache/trash/` (one atomic rename): a reader sees the whole snapshot or
+   none of it, never half of one;
+3. the blobs (and the files at the volume root of manifest layout `flat`) no kept commit
+   references, after the verification record forgets them; a kept commit's are never touched;
 4. its manifests, renamed into the trash: fetch writes them last, prune removes them last,
    so a kill before this step leaves the commit visible to the rerun, which finishes it;
 5. the trash emptied.
@@ -26,7 +27,8 @@ import time
 from pathlib import Path
 
 from .errors import AgentError
-from .layout import HfCacheLayout, Layout, _inside, fsync_dir, open_layout
+from .layout import (COMMITS_DIR, CURRENT_LINK, STAGING_DIR, FlatCommitsLayout, HfCacheLayout, Layout, _inside,
+                     fsync_dir, open_layout)
 from .lock import DestinationLock
 from .plan import STATE_DIR, BlobKey, Entry, VolumeState, check_path, plan_prune
 from .progress import Progress
@@ -134,6 +136,37 @@ def _flat_files(dest: Path, layout: Layout, listed: dict[str, set[str]]) -> dict
     return files
 
 
+def _tree_files(directory: Path) -> dict[str, int]:
+    """Every file below a commit directory (partial ones too) by its path there, with its size;
+    links are counted, never followed."""
+    sizes = {}
+    for dirpath, dirnames, names in os.walk(directory):
+        for name in names + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = Path(dirpath) / name
+            sizes[str(path.relative_to(directory))] = path.lstat().st_size
+    return sizes
+
+
+def commit_directories(dest: Path, repo: str, commits: set[str]) -> dict[str, list[Path]]:
+    """A flat volume's directories per commit (`DEST/commits/<commit>`, and the repo's staged
+    ones): real directories only, a symlink is never taken for one. The published ones are
+    the repo's only when it fetched flat here (a staged commit or a flat manifest, passed in
+    `commits`): the flat layout holds one repo per volume, and a prune of another repo must
+    not take them."""
+    staged_root = check_inside(dest, Layout(dest, repo).state / STAGING_DIR)
+    published_root = check_inside(dest, dest / COMMITS_DIR)
+    found: dict[str, list[Path]] = {}
+    staged = [d for d in sorted(staged_root.iterdir()) if d.is_dir() and not d.is_symlink()] \
+        if staged_root.is_dir() else []
+    for directory in staged:
+        found.setdefault(directory.name, []).append(directory)
+    if (commits or found) and published_root.is_dir():
+        for directory in sorted(published_root.iterdir()):
+            if directory.is_dir() and not directory.is_symlink() and not directory.name.startswith("."):
+                found.setdefault(directory.name, []).append(directory)
+    return found
+
+
 def read_volume(dest: Path, repo: str) -> VolumeState:
     """Commits (snapshot directories and manifests) with the blobs each references, the refs
     (by their path under --dest) with the commit each names, and the blobs with their sizes."""
@@ -146,19 +179,36 @@ def read_volume(dest: Path, repo: str) -> VolumeState:
         if snapshot.is_dir() and not snapshot.is_symlink():
             commits.setdefault(snapshot.name, set()).update(_linked_blobs(hf, snapshot))
     flat_listed: dict[str, set[str]] = {}
+    flat_commits = set()
     for commit in hf.manifest_commits():
         keys = commits.setdefault(commit, set())
         for manifest in hf.read_manifests(commit):
-            layout = open_layout(manifest["layout"], dest, repo)
+            layout = open_layout(manifest["layout"], dest, repo, commit)
             for entry in (Entry(**f) for f in manifest["files"]):
                 keys.add((layout.name, layout.key(entry)))
                 if layout.name == "flat":
                     flat_listed.setdefault(entry.path, set()).add(entry.digest)
+            if layout.name == FlatCommitsLayout.name:
+                flat_commits.add(commit)
     refs = {str(path.relative_to(dest)): path.read_text().strip()
             for path in _files(hf.root / "refs") + _files(hf.state / "refs")}
     blobs: dict[BlobKey, int] = {(hf.name, path.name): path.lstat().st_size
                                  for path in _files(hf.root / "blobs") if path.parent == hf.root / "blobs"}
     blobs.update(_flat_files(dest, open_layout("flat", dest, repo), flat_listed))
+    directories = commit_directories(dest, repo, flat_commits)
+    for commit, found in directories.items():  # a directory goes whole: its files are its own blobs
+        keys = commits.setdefault(commit, set())
+        for directory in found:
+            for path, size in _tree_files(directory).items():
+                key = (FlatCommitsLayout.name, f"{COMMITS_DIR}/{commit}/{path}")
+                keys.add(key)
+                blobs[key] = blobs.get(key, 0) + size
+    current = dest / CURRENT_LINK
+    if current.is_symlink():
+        target = os.readlink(current)
+        commit = target.removeprefix(f"{COMMITS_DIR}/")
+        if target == f"{COMMITS_DIR}/{commit}" and commit in directories:
+            refs[CURRENT_LINK] = commit
     return VolumeState({c: frozenset(keys) for c, keys in commits.items()}, refs, blobs)
 
 
@@ -187,10 +237,12 @@ def prune(dest: Path, repo: str, keep: frozenset[str], progress: Progress, wait:
             removals.done()
         _fsync_dirs(refs)
         for commit in plan.commits:
-            snapshot = hf.root / "snapshots" / commit
-            if snapshot.is_dir():
-                move_to_trash(dest, snapshot, removals)
-        blobs = [dest / key if layout == "flat" else hf.root / "blobs" / key for layout, key in plan.blobs]
+            for snapshot in (hf.root / "snapshots" / commit, dest / COMMITS_DIR / commit,
+                             hf.state / STAGING_DIR / commit):
+                if snapshot.is_dir() and not snapshot.is_symlink():
+                    move_to_trash(dest, snapshot, removals)
+        blobs = [dest / key if layout == "flat" else hf.root / "blobs" / key for layout, key in plan.blobs
+                 if layout != FlatCommitsLayout.name]  # a commit directory's files went with it
         hf.forget_keys([key for _, key in plan.blobs])  # one record per repo, whatever the layout
         for blob in blobs:
             blob.unlink(missing_ok=True)

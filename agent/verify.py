@@ -40,7 +40,7 @@ def verify(dest: Path, repo: str, revision: str | None) -> dict:
     manifests = find_manifests(dest, repo, revision)
     items: dict[tuple[str, str], tuple[Layout, Path, Entry]] = {}
     for manifest in manifests:
-        layout = open_layout(manifest["layout"], dest, repo)
+        layout = open_layout(manifest["layout"], dest, repo, manifest["commit"])
         for path, entry in layout.published_paths(manifest):
             items[(layout.name, entry.path)] = (layout, path, entry)
     checks = list(items.values())

@@ -38,10 +38,11 @@ def test_nested_paths_link_back_to_blobs(hub, tmp_path):
         expected_bytes(hub)["onnx/sub/model.onnx"]
 
 
-def test_flat_layout_writes_plain_files_at_their_repo_paths(hub, tiny, tmp_path):
+def test_flat_layout_writes_plain_files_at_their_repo_paths_in_the_commits_directory(hub, tiny, tmp_path):
     assert run_agent(*fetch_args(hub, tmp_path, "--layout", "flat")).code == 0
+    commit_dir = tmp_path / "commits" / tiny
     for path, data in expected_bytes(hub).items():
-        assert not (tmp_path / path).is_symlink() and (tmp_path / path).read_bytes() == data
+        assert not (commit_dir / path).is_symlink() and (commit_dir / path).read_bytes() == data
     assert not (repo_dir(tmp_path)).exists()
 
 
@@ -275,9 +276,10 @@ def test_a_blob_corrupted_on_disk_is_fetched_again_by_the_next_fetch(hub, tiny, 
 
 def test_a_flat_file_changed_on_disk_is_fetched_again(hub, tiny, tmp_path):
     assert run_agent(*fetch_args(hub, tmp_path, "--layout", "flat")).code == 0
-    (tmp_path / "config.json").write_text('{"tampered": true}'.ljust(len(expected_bytes(hub)["config.json"])))
+    config = tmp_path / "commits" / tiny / "config.json"
+    config.write_text('{"tampered": true}'.ljust(len(expected_bytes(hub)["config.json"])))
     assert run_agent(*fetch_args(hub, tmp_path, "--layout", "flat")).code == 0
-    assert (tmp_path / "config.json").read_bytes() == expected_bytes(hub)["config.json"]
+    assert config.read_bytes() == expected_bytes(hub)["config.json"]
 
 
 def test_a_blob_the_record_does_not_vouch_for_is_re_hashed_from_disk_not_refetched(hub, tiny, tmp_path):

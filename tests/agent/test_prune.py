@@ -119,16 +119,47 @@ def test_a_kept_commit_still_hydrating_keeps_the_blobs_its_snapshot_links_to(hub
     assert hub.bytes_sent("cdn") == 0
 
 
-def test_prune_of_a_flat_volume_removes_the_files_only_the_pruned_commit_lists(hub, tmp_path):
+@pytest.fixture
+def flat_commits(hub, tmp_path):
+    """OLD then NEW fetched flat: each in its own directory under commits/, current -> NEW."""
     dest = tmp_path / "d"
     old = hub.add_repo(REPO, {**OLD_FILES, "old-only.json": b"{}"})
     fetched(hub, dest, "--layout", "flat")
     new = hub.add_repo(REPO, NEW_FILES)
     fetched(hub, dest, "--layout", "flat")
+    return dest, old, new
+
+
+def files_in(directory):
+    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+def test_prune_of_a_flat_volume_removes_the_directory_of_a_commit_not_kept(flat_commits):
+    dest, old, new = flat_commits
+    held = sum(len(data) for data in files_in(dest / "commits" / old).values())
     result = prune(dest, new)
-    assert result.json["prunedCommits"] == [old] and result.json["freedBytes"] == 2
-    assert not (dest / "old-only.json").exists() and (dest / "w.safetensors").stat().st_size == 7000
-    assert run_agent("verify", "--dest", str(dest), "--repo", REPO).code == 0
+    assert (result.json["prunedCommits"], result.json["freedBytes"]) == ([old], held)
+    assert names(dest / "commits") == [new] and os.readlink(dest / "current") == f"commits/{new}"
+    assert run_agent("verify", "--dest", str(dest), "--repo", REPO, "--revision", new).code == 0
+
+
+def test_prune_of_a_flat_volume_leaves_a_kept_commits_directory_byte_identical(flat_commits):
+    dest, old, new = flat_commits
+    before = files_in(dest / "commits" / old)
+    assert prune(dest, old).json["prunedCommits"] == [new]
+    assert files_in(dest / "commits" / old) == before and names(dest / "commits") == [old]
+    assert not os.path.lexists(dest / "current")  # it named the pruned commit: no link to nothing
+
+
+def test_prune_of_a_flat_volume_moves_a_symlinked_commit_directory_nowhere_and_follows_it_nowhere(
+        flat_commits, tmp_path):
+    dest, old, new = flat_commits
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"x")
+    (dest / "commits" / ("f" * 40)).symlink_to(outside)
+    assert prune(dest, new).code == 0
+    assert (outside / "precious").exists() and (dest / "commits" / ("f" * 40)).is_symlink()
 
 
 def test_a_repo_the_volume_does_not_hold_prunes_nothing(hub, two_commits, tmp_path):
@@ -137,7 +168,7 @@ def test_a_repo_the_volume_does_not_hold_prunes_nothing(hub, two_commits, tmp_pa
     assert len(names(repo_dir(tmp_path / "d") / "snapshots")) == 2
 
 
-@pytest.mark.parametrize("linked", ["hub/models--acme--tiny/blobs", ".fleetcache/trash"])
+@pytest.mark.parametrize("linked", ["hub/models--acme--tiny/blobs", ".fleetcache/trash", "commits"])
 def test_a_directory_that_links_outside_the_volume_is_refused_and_nothing_outside_is_removed(
         hub, two_commits, tmp_path, linked):
     old, new = two_commits

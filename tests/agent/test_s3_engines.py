@@ -1,5 +1,5 @@
 """What engines get from an S3 source: FLEETCACHE_MODEL is a plain directory with the prefix's files
-(the snapshot in the hf-cache layout, the volume root in flat), and transformers loads it offline and
+(the snapshot in the hf-cache layout, the commit's directory in flat), and transformers loads it offline and
 read-only (design/sources.md)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def fetched(tmp_path_factory):
             assert result.code == 0, result.stderr
             make_read_only(root / layout)
     model = {"hf-cache": root / "hf-cache" / "hub" / "models--s3--models--llama--tiny-instruct" / "snapshots"
-             / resolved["commit"], "flat": root / "flat"}
+             / resolved["commit"], "flat": root / "flat" / "commits" / resolved["commit"]}
     yield {layout: load(root / layout, root / "home", str(path)) for layout, path in model.items()}
     for path in [p for layout in model for p in [root / layout, *(root / layout).rglob("*")] if not p.is_symlink()]:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)

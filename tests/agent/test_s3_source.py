@@ -183,13 +183,14 @@ def test_fetch_publishes_exactly_the_resolved_bytes_in_the_hf_cache_layout(s3, t
         assert (snapshot(tmp_path, resolved) / path).read_bytes() == data
 
 
-def test_fetch_in_the_flat_layout_puts_files_at_their_paths(s3, tmp_path):
+def test_fetch_in_the_flat_layout_puts_files_at_their_paths_in_the_commits_directory(s3, tmp_path):
     stock(s3)
     resolved = resolve(s3, tmp_path).json
     result, _, _ = fetch(s3, tmp_path, resolved, "--layout", "flat")
     assert result.code == 0, result.stderr
-    assert visible_files(tmp_path / "dest") == sorted(FILES)
-    assert all((tmp_path / "dest" / p).read_bytes() == d for p, d in FILES.items())
+    commit_dir = tmp_path / "dest" / "commits" / resolved["commit"]
+    assert visible_files(commit_dir) == sorted(FILES)
+    assert all((commit_dir / p).read_bytes() == d for p, d in FILES.items())
 
 
 def test_a_warm_rerun_reads_no_object_bytes(s3, tmp_path):

@@ -95,7 +95,7 @@ def test_verify_finds_the_snapshot_by_revision_or_commit(hub, tiny, tmp_path):
 def test_verify_checks_a_flat_layout(hub, tiny, tmp_path):
     fetched(hub, tmp_path, "--layout", "flat")
     assert verify(tmp_path).code == 0
-    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "commits" / tiny / "tokenizer.json").write_text("{}")
     result = verify(tmp_path)
     assert result.code == 19 and "tokenizer.json" in result.stderr
 
