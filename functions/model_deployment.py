@@ -32,6 +32,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from fleetcache.agent.layout import flat_commit_path
 from fleetcache.functions import kit, model_cache, node_delivery, node_tier
 from fleetcache.functions.models import model_deployment as api
 from fleetcache.functions.model_replica import FLAT, Engine, hf_snapshot_path, with_remedy
@@ -147,7 +148,7 @@ class Files:
     """How the cache's files sit on the claim a replica mounts (design/sources.md "Layout,
     and what engines get"): a Hugging Face cache (Hub, S3 layout HfCache), or flat, at their
     paths: an existing volume's subPath, served in place from the user's claim, or an S3
-    prefix fetched with layout Flat to the cache volume's root."""
+    prefix fetched with layout Flat to its commit's directory on the cache volume."""
 
     flat: bool = False
     in_place: bool = False  # an existing volume: replicas mount the user's claim
@@ -177,9 +178,12 @@ class Files:
         return kit.clipped("/".join(p for p in ("volume", self.claim, self.sub_path) if p), 200)
 
     def model_path(self, mount: str, repo: str, commit: str) -> str:
-        """FLEETCACHE_MODEL: the commit's snapshot, or the flat files' directory."""
+        """FLEETCACHE_MODEL: the commit's snapshot, the commit's flat directory (never
+        changed once published, so the replica sees its own commit), or the volume's files."""
         if not self.flat:
             return hf_snapshot_path(mount, repo, commit)
+        if not self.in_place:
+            return flat_commit_path(mount, commit)
         return f"{mount.rstrip('/')}/{self.sub_path}" if self.sub_path else mount
 
 

@@ -3,7 +3,7 @@ their own (contract §D, design/sources.md "Layout, and what engines get"):
 
 - an existing volume (spec.source.volume): replicas mount the user's claim, the one the
   cluster's hydration verified (its status.volumeName), and load <mount>/<subPath>;
-- an S3 prefix fetched with layout Flat: the cache PVC, the files at its root;
+- an S3 prefix fetched with layout Flat: the cache PVC, the commit's directory of files;
 - replicas pin the commit they mount (a volume's commit is its manifest's);
 - where the table says Source, a model no engine loads from its source (an S3 prefix, a
   volume's own files) waits instead.
@@ -15,6 +15,7 @@ import copy
 
 import pytest
 
+from fleetcache.agent.layout import flat_commit_path
 from fleetcache.functions import kit
 from fleetcache.functions import model_deployment as composer
 from tests.support import xrd
@@ -82,7 +83,7 @@ def replica(source: str, *rows: dict, **deployment_spec) -> dict:
      f"{MOUNT}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}", None),
     ("s3-hf-cache", kit.cache_volume_name(CACHE),
      f"{MOUNT}/hub/models--s3--weights--chat--v1/snapshots/{S3_COMMIT}", None),
-    ("s3-flat", kit.cache_volume_name(CACHE), MOUNT, "Flat"),
+    ("s3-flat", kit.cache_volume_name(CACHE), flat_commit_path(MOUNT, S3_COMMIT), "Flat"),
     ("volume", CLAIM, f"{MOUNT}/chat", "Flat"),
     ("volume-root", CLAIM, MOUNT, "Flat"),
     ("volume-hub-manifest", CLAIM, f"{MOUNT}/chat", "Flat"),

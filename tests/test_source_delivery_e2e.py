@@ -21,6 +21,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import demo_sources as act
 from fleetcache import render as rendering
+from fleetcache.agent.layout import flat_commit_path
 from fleetcache.functions import kit
 from fleetcache.simulation import Cluster, ControlPlane, Provider, step, translate
 from tests.support.k8s import restricted_violations
@@ -148,7 +149,7 @@ def story(tmp_path_factory) -> Story:
             fleet.until_ready("volume-chat")
             told.replicas["volume-chat"] = fleet.replicas("volume-chat")
 
-            # an S3 prefix fetched flat to the cache volume's root
+            # an S3 prefix fetched flat to its commit's directory on the cache volume
             told.files["flat-chat"] = act.model_files(MODEL_BYTES, seed=42)
             s3.make_bucket(act.BUCKET)
             for path, data in told.files["flat-chat"].items():
@@ -220,10 +221,11 @@ def test_flat_replicas_mount_the_cache_volume_read_only(story):
         assert replica.mount["readOnly"] is True
 
 
-def test_flat_replicas_load_the_volume_root_holding_the_models_files(story):
+def test_flat_replicas_load_their_commits_directory_holding_the_models_files(story):
     files = story.files["flat-chat"]
     for replica in story.replicas["flat-chat"]:
-        assert replica.env["FLEETCACHE_MODEL"] == kit.CACHE_MOUNT_PATH
+        assert replica.env["FLEETCACHE_MODEL"] == \
+            flat_commit_path(kit.CACHE_MOUNT_PATH, replica.env["FLEETCACHE_MODEL_REVISION"])
         assert files_under(replica.model_dir, files) == files
 
 

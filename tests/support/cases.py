@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from fleetcache.agent.layout import flat_commit_path
 from fleetcache.functions import kit, model_cache, model_cache_hydration, sources
 from tests.support import builders
 from tests.support.deployments import (NO_CACHE, REPLICA_ENGINE, cache_required, cache_row,
@@ -239,7 +240,8 @@ def _deployment_of_an_existing_volume() -> Case:
 def _flat_replica() -> Case:
     xr = replica_xr("Cache", cache={
         "modelCacheName": "qwen", "volumeName": "qwen-cache", "layout": "Flat",
-        "mountPath": kit.CACHE_MOUNT_PATH, "snapshotPath": kit.CACHE_MOUNT_PATH,
+        "mountPath": kit.CACHE_MOUNT_PATH,
+        "snapshotPath": flat_commit_path(kit.CACHE_MOUNT_PATH, "s3-" + "5" * 40),
         "commit": "s3-" + "5" * 40})
     return Case("model-replica-flat-s3", xr,
                 required={"fleet-cluster": [fleet_cluster("gpu-east-1")],
