@@ -816,7 +816,7 @@ class S3(BaseModel):
     layout: Annotated[
         Literal['HfCache', 'Flat'] | None,
         Field(
-            description="HfCache (default) stores the files like a Hub repo named s3/<bucket>/<prefix> (the engine gets the snapshot directory in FLEETCACHE_MODEL); Flat puts them at the volume's root."
+            description='HfCache (default) stores the files like a Hub repo named s3/<bucket>/<prefix> (the engine gets the snapshot directory in FLEETCACHE_MODEL); Flat keeps plain files, each commit in its own directory commits/<commit> on the volume (FLEETCACHE_MODEL), current -> the latest.'
         ),
     ] = 'HfCache'
 

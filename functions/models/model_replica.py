@@ -40,7 +40,7 @@ class Cache(BaseModel):
         str,
         Field(
             alias='snapshotPath',
-            description="The model's directory under mountPath (FLEETCACHE_MODEL): the snapshot hub/models--ORG--NAME/snapshots/<commit> on layout HfCache; on Flat mountPath itself or the existing volume's subPath below it.",
+            description="The model's directory under mountPath (FLEETCACHE_MODEL): the snapshot hub/models--ORG--NAME/snapshots/<commit> on layout HfCache; on Flat the commit's directory commits/<commit> (S3 layout Flat), or the existing volume's subPath or mountPath itself.",
             min_length=1,
         ),
     ]
