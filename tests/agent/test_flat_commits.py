@@ -124,6 +124,15 @@ def test_a_rerun_after_a_kill_publishes_b_from_what_was_staged(s3, tmp_path, com
     assert not staged.exists() and current(tmp_path) == f"commits/{b['commit']}"
 
 
+def test_prune_removes_a_staged_commit_not_kept_and_leaves_the_kept_directory(s3, tmp_path, commit_a):
+    b = resolve_b(s3, tmp_path)
+    staged = killed_mid_way(s3, tmp_path, b)
+    result = run_agent("prune", "--dest", str(tmp_path / "dest"), "--repo", "s3/models/tiny",
+                       "--keep", commit_a["commit"])
+    assert (result.code, result.json["prunedCommits"]) == (0, [b["commit"]])
+    assert not staged.exists() and files_in(commit_dir(tmp_path, commit_a["commit"])) == FILES
+
+
 def test_verify_of_an_existing_volume_checks_its_files_in_place_and_writes_nothing(tmp_path):
     root = tmp_path / "claim"
     for path, data in FILES.items():

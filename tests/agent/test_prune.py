@@ -162,6 +162,13 @@ def test_prune_of_a_flat_volume_moves_a_symlinked_commit_directory_nowhere_and_f
     assert (outside / "precious").exists() and (dest / "commits" / ("f" * 40)).is_symlink()
 
 
+def test_a_prune_of_another_repo_leaves_the_flat_commit_directories(flat_commits):
+    dest, old, new = flat_commits
+    result = run_agent("prune", "--dest", str(dest), "--repo", "acme/other", "--keep", "a" * 40)
+    assert (result.code, result.json["prunedCommits"]) == (0, [])
+    assert names(dest / "commits") == sorted([old, new]) and os.readlink(dest / "current") == f"commits/{new}"
+
+
 def test_a_repo_the_volume_does_not_hold_prunes_nothing(hub, two_commits, tmp_path):
     result = run_agent("prune", "--dest", str(tmp_path / "d"), "--repo", "acme/other", "--keep", "a" * 40)
     assert (result.code, result.json["prunedCommits"], result.json["freedBytes"]) == (0, [], 0)
