@@ -74,7 +74,10 @@ def test_a_signal_while_waiting_for_another_writer_ends_the_wait(hub, tmp_path):
         agent = subprocess.Popen([AGENT, *fetch_args(hub, tmp_path / "d", "--wait", "--progress-file",
                                                      str(progress))],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        deadline = time.monotonic() + 30
+        while not hub.requests() and time.monotonic() < deadline:  # listed: now it waits for the lock
+            time.sleep(0.05)
+        time.sleep(0.3)
         agent.send_signal(signal.SIGTERM)
         _, stderr = agent.communicate(timeout=30)
     assert agent.returncode == 143 and "Traceback" not in stderr

@@ -6,6 +6,7 @@ import json
 
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.progress import FETCH_FIELDS, ConfigMapSink, Progress, configmap_data, write_termination
+from fleetcache.exitcodes import BY_REASON
 from tests.support.sinks import ListSink
 
 from .conftest import fetch_args, run_agent
@@ -62,7 +63,7 @@ def test_a_failure_record_carries_reason_and_message_with_remedy():
     progress.fail(err.reason, err.message)
     record = sink.records[-1]
     assert record["phase"] == "Failed" and record["reason"] == "SourceNotFound"
-    assert record["message"].startswith("GET /api/models/x: HTTP 404. Check spec.source")
+    assert record["message"] == f"GET /api/models/x: HTTP 404. {BY_REASON['SourceNotFound'].remedy}"
     assert set(record) == set(FETCH_FIELDS)
 
 
