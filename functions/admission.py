@@ -11,6 +11,8 @@ the same previous rows, give the same rows.
 - a cache is refused when a target cluster is outside the grant (OutsideGrant), when it
   pins without the grant's allowPinned (PinningNotAllowed), or when the projection with it
   passes the budget (OverQuota);
+- an existing volume (spec.source.volume) is the tenant's own claim: it takes nothing from
+  the budget, projected or used (capacity.allocates, as on the FleetCluster);
 - projection: per distinct content (manifest digest), resolved bytes times the widest
   target-cluster count asked of it among what is admitted; a cache not resolved yet adds
   nothing (it is admitted to resolve; `unresolved` counts what the projection cannot see);
@@ -27,7 +29,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from fleetcache.functions import kit
+from fleetcache.functions import capacity, kit
 
 LISTED = 500  # status.caches rows: the XRD's maxItems (about 350 kB of status at most)
 NAMED = 5  # clusters a message spells out
@@ -168,7 +170,8 @@ def cache_of(resource: Mapping, placements: Placements) -> Cache:
         pinned=kit.get_path(resource, "spec.retention.pinned") is True,
         content=kit.clipped(content, 128) if isinstance(content, str) else "",
         commit=commit if isinstance(commit, str) and kit.COMMIT_SHAPE.match(commit) else "",
-        bytes=max(0, kit.as_int(resolved.get("bytes"))),
+        bytes=max(0, kit.as_int(resolved.get("bytes")))
+        if capacity.allocates(kit.get_path(resource, "spec.source")) else 0,
     )
 
 
@@ -328,7 +331,8 @@ def used_bytes(hydrations: Iterable[Mapping], caches: Iterable[str]) -> int:
     held: dict[tuple[str, str], int] = {}
     for hydration in hydrations:
         spec = kit.mapping_at(hydration, "spec")
-        if not isinstance(spec.get("modelCacheName"), str) or spec["modelCacheName"] not in names:
+        if not isinstance(spec.get("modelCacheName"), str) or spec["modelCacheName"] not in names \
+                or not capacity.allocates(spec.get("source")):
             continue
         content = spec.get("manifestDigest")
         key = content if isinstance(content, str) and content else \

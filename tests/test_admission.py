@@ -269,3 +269,22 @@ def test_usage_counts_each_content_once_per_cluster_holding_it():
 def test_usage_counts_only_the_caches_naming_the_grant():
     hydrations = [hydration("a", "gpu-east-1", "x", 10), hydration("other", "gpu-east-2", "z", 50)]
     assert admission.used_bytes(hydrations, ["a"]) == 10 * GIB
+
+
+EXISTING_VOLUME = {"volume": {"claimName": "weights", "manifest": {"file": "manifest.json"}}}
+
+
+def test_an_existing_volume_uses_nothing_of_the_budget():
+    hydrations = [hydration("a", "gpu-east-1", "x", 10), hydration("vol", "gpu-east-1", "v", 50)]
+    hydrations[1]["spec"]["source"] = EXISTING_VOLUME
+    assert admission.used_bytes(hydrations, ["a", "vol"]) == 10 * GIB
+
+
+def test_an_existing_volume_projects_no_bytes():
+    resolved = {"resolved": {"manifestDigest": "ab" * 32, "commit": "vol-" + "0" * 40,
+                             "bytes": 50 * GIB}}
+    placements = admission.Placements(())
+    on_volume = {**model_cache(source=EXISTING_VOLUME), "status": resolved}
+    from_hub = {**model_cache(), "status": resolved}
+    assert admission.cache_of(on_volume, placements).bytes == 0
+    assert admission.cache_of(from_hub, placements).bytes == 50 * GIB
