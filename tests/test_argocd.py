@@ -228,20 +228,150 @@ def test_a_fleet_cluster_with_a_node_cache_is_healthy_with_its_node_capacity_rep
     assert status == "Healthy" and "ProviderConfig" in message
 
 
-def test_a_model_cache_with_every_node_warm_is_healthy(health, demo_rounds):
-    cache = last_of(demo_rounds, "ModelCache", demo_node_tier.CACHE)
+def node_caches(rounds: list[dict]) -> list[dict]:
+    """The node-tier act's ModelCache, every state in order."""
+    return states_of(rounds, "ModelCache", demo_node_tier.CACHE)
+
+
+def node_hydrations(rounds: list[dict]) -> list[dict]:
+    """The node-tier act's hydrations, every state in order."""
+    return [c for c in states(rounds, "ModelCacheHydration")
+            if c["spec"]["clusterName"] in demo_node_tier.CLUSTERS]
+
+
+def volume_ready_with_nodes(rounds: list[dict], **node_tier) -> dict:
+    """A node-tier hydration whose volume is Ready, its status.nodeTier replaced."""
+    hydration = copy.deepcopy(node_hydrations(rounds)[-1])
+    assert hydration["status"]["phase"] == "Ready"
+    hydration["status"]["nodeTier"] = node_tier
+    return hydration
+
+
+def test_a_model_cache_with_every_node_warm_is_healthy_with_the_node_count(health,
+                                                                           demo_rounds):
+    cache = node_caches(demo_rounds)[-1]
     tier = cache["status"]["nodeTier"]
-    assert tier["readyNodes"] == tier["desiredNodes"] > 0
-    assert health(cache) == ("Healthy", f"{len(demo_node_tier.CLUSTERS)}/"
-                                        f"{len(demo_node_tier.CLUSTERS)} clusters ready")
+    assert tier["readyNodes"] == tier["desiredNodes"] == 4
+    assert health(cache) == ("Healthy", "2/2 clusters ready, nodes 4/4 warm")
 
 
-def test_a_hydration_whose_nodes_are_warm_is_healthy_with_its_message(health, demo_rounds):
+def test_a_model_cache_whose_volumes_are_ready_and_nodes_warming_is_progressing(health,
+                                                                                demo_rounds):
+    warming = [c for c in node_caches(demo_rounds)
+               if kit.condition_of(c, "Available").get("status") == "True"
+               and c["status"]["nodeTier"]["readyNodes"] < c["status"]["nodeTier"]["desiredNodes"]]
+    seen = {health(c) for c in warming}
+    assert seen == {("Progressing", "2/2 clusters ready, nodes 0/4 warm"),
+                    ("Progressing", "2/2 clusters ready, nodes 4/5 warm"),
+                    ("Progressing", "2/2 clusters ready, nodes 3/4 warm")}
+
+
+def test_a_model_cache_whose_nodes_failed_is_degraded_naming_the_first_failure(health,
+                                                                               demo_rounds):
+    cache = copy.deepcopy(node_caches(demo_rounds)[-1])
+    message = ("node copies failed on gpu-nodes-a (1 of 2 nodes: InsufficientCapacity). "
+               + kit.remedy("InsufficientCapacity"))
+    cache["status"]["nodeTier"].update(readyNodes=3, failedNodes=1, readyClusters=1)
+    cache["status"]["conditions"] = [
+        c for c in cache["status"]["conditions"] if c["type"] != "Degraded"] + [
+        {"type": "Degraded", "status": "True", "reason": "NodeTierDegraded", "message": message}]
+    assert health(cache) == ("Degraded", message)
+
+
+def test_a_hydration_whose_nodes_are_warm_is_healthy_with_the_node_count(health, demo_rounds):
     for cluster in demo_node_tier.CLUSTERS:
-        hydration = next(c for c in reversed(states(demo_rounds, "ModelCacheHydration"))
+        hydration = next(c for c in reversed(node_hydrations(demo_rounds))
                          if c["spec"]["clusterName"] == cluster)
         assert hydration["status"]["nodeTier"]["phase"] == "Ready"
-        assert health(hydration) == ("Healthy", hydration["status"]["message"])
+        assert health(hydration) == ("Healthy",
+                                     f"{hydration['status']['message']}; nodes 2/2 warm")
+
+
+def test_a_hydration_whose_volume_is_ready_and_nodes_warming_is_progressing(health,
+                                                                            demo_rounds):
+    warming = [c for c in node_hydrations(demo_rounds)
+               if c["status"]["nodeTier"]["phase"] == "Warming"]
+    assert {c["status"]["phase"] for c in warming} == {"Ready"}
+    assert {health(c) for c in warming} == {("Progressing", "nodes 0/2 warm"),
+                                            ("Progressing", "nodes 2/3 warm"),
+                                            ("Progressing", "nodes 1/2 warm")}
+
+
+def test_a_hydration_waiting_for_its_warmers_to_report_is_progressing(health, demo_rounds):
+    waiting = next(c for c in node_hydrations(demo_rounds)
+                   if c["status"]["phase"] == "Ready"
+                   and c["status"]["nodeTier"]["reason"] == "AwaitingPrerequisites")
+    tier = waiting["status"]["nodeTier"]
+    assert health(waiting) == ("Progressing", f"AwaitingPrerequisites: {tier['message']}")
+
+
+def test_a_node_tier_hydration_whose_volume_is_hydrating_follows_the_volume(health,
+                                                                            demo_rounds):
+    hydrating = next(c for c in node_hydrations(demo_rounds)
+                     if c["status"]["phase"] == "Hydrating")
+    assert hydrating["status"]["nodeTier"]["reason"] == "AwaitingVolumeTier"
+    assert health(hydrating) == ("Progressing", hydrating["status"]["message"])
+
+
+@pytest.mark.parametrize("phase, reason", [
+    ("Degraded", "NodeTierDegraded"),           # some nodes failed, others warm
+    ("Failed", "NodeCacheNotDedicated"),        # every node failed: the first failure's reason
+])
+def test_a_hydration_with_failed_nodes_is_degraded_naming_the_first_failure(
+        health, demo_rounds, phase, reason):
+    message = ("1/2 nodes on cluster gpu-nodes-a hold 8f1cb7796f, 0 copying or waiting for a "
+               "slot, 1 failed, 0 not started; first failure on gpu-2: NodeCacheNotDedicated "
+               "(/mnt/nvme0 is not a filesystem of its own)")
+    hydration = volume_ready_with_nodes(
+        demo_rounds, phase=phase, reason=reason, message=message, desiredNodes=2,
+        readyNodes=1, failedNodes=1,
+        firstFailure={"node": "gpu-2", "reason": "NodeCacheNotDedicated"})
+    assert health(hydration) == ("Degraded", f"{reason}: {message}")
+
+
+def test_a_hydration_whose_nodes_wait_for_room_is_degraded_as_capacity_low_is(health,
+                                                                              demo_rounds):
+    message = "FleetCluster gpu-nodes-a has no room for it under spec.nodeCache.highWatermark"
+    hydration = volume_ready_with_nodes(demo_rounds, phase="Pending", reason="NodeCapacityLow",
+                                        message=message)
+    assert health(hydration) == ("Degraded", f"NodeCapacityLow: {message}")
+
+
+@pytest.mark.parametrize("reason", ["VolumeNotShared", "InvalidSpec"])
+def test_a_hydration_whose_spec_cannot_have_node_copies_is_degraded(health, demo_rounds,
+                                                                    reason):
+    hydration = volume_ready_with_nodes(demo_rounds, phase="Pending", reason=reason,
+                                        message="fix the cache")
+    assert health(hydration) == ("Degraded", f"{reason}: fix the cache")
+
+
+def test_a_hydration_evicted_from_its_nodes_is_healthy_as_its_volume_serves(health,
+                                                                            demo_rounds):
+    message = "cluster gpu-nodes-a evicted inference/edge-chat from its nodes: the volume " \
+              "keeps serving"
+    hydration = volume_ready_with_nodes(demo_rounds, phase="Evicted", reason="Evicted",
+                                        message=message)
+    assert health(hydration) == ("Healthy", f"Evicted: {message}")
+
+
+@pytest.mark.parametrize("reason", ["NodeTierNotConfigured", "NodeCacheModeUnsupported",
+                                    "NoEligibleNodes"])
+def test_a_hydration_on_a_cluster_whose_nodes_hold_no_copies_is_healthy_saying_so(
+        health, demo_rounds, reason):
+    hydration = volume_ready_with_nodes(demo_rounds, phase="Pending", reason=reason,
+                                        message="this cache stays on the cluster's volume")
+    assert health(hydration) == ("Healthy",
+                                 f"{reason}: this cache stays on the cluster's volume")
+
+
+def test_a_fleet_cluster_whose_node_caches_are_low_on_capacity_is_degraded(health,
+                                                                           demo_rounds):
+    cluster = copy.deepcopy(last_of(demo_rounds, "FleetCluster", demo_node_tier.CHURN_CLUSTER))
+    cluster["status"]["conditions"] = [
+        c for c in cluster["status"]["conditions"] if c["type"] != "NodeCapacityLow"] + [
+        {"type": "NodeCapacityLow", "status": "True", "reason": "NodeCapacityLow",
+         "message": "the node caches need 90.0GiB of 100.0GiB per node"}]
+    assert health(cluster) == ("Degraded", "the node caches need 90.0GiB of 100.0GiB per node")
 
 
 def test_a_replica_reading_the_node_copy_is_progressing_then_healthy(health, demo_rounds):
@@ -252,12 +382,11 @@ def test_a_replica_reading_the_node_copy_is_progressing_then_healthy(health, dem
     assert by_phase == {"Pending": {"Progressing"}, "Ready": {"Healthy"}}
 
 
-def test_the_node_tier_deployment_coming_up_is_progressing_then_healthy(health, demo_rounds):
+def test_the_node_tier_deployment_is_progressing_then_healthy_counting_its_node_replicas(
+        health, demo_rounds):
     deployment = states_of(demo_rounds, "ModelDeployment", demo_node_tier.CACHE)
-    replicas = len(demo_node_tier.CLUSTERS)
     assert health(deployment[0])[0] == "Progressing"
-    status, message = health(deployment[-1])
-    assert status == "Healthy" and message.startswith(f"{replicas}/{replicas} replicas ready")
+    assert health(deployment[-1]) == ("Healthy", "2/2 replicas ready (node 2, cache 0, source 0)")
 
 
 def test_the_applicationset_rolls_out_region_by_region_in_waves():
