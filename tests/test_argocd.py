@@ -364,6 +364,14 @@ def test_a_hydration_on_a_cluster_whose_nodes_hold_no_copies_is_healthy_saying_s
                                  f"{reason}: this cache stays on the cluster's volume")
 
 
+def test_a_hydration_whose_volume_fetches_nothing_new_is_healthy_without_node_copies(
+        health, demo_rounds):
+    message = "the volume composes nothing new (the hydration is Ready, Lapsed)"
+    hydration = volume_ready_with_nodes(demo_rounds, phase="Pending",
+                                        reason="AwaitingVolumeTier", message=message)
+    assert health(hydration) == ("Healthy", f"AwaitingVolumeTier: {message}")
+
+
 def test_a_fleet_cluster_whose_node_caches_are_low_on_capacity_is_degraded(health,
                                                                            demo_rounds):
     cluster = copy.deepcopy(last_of(demo_rounds, "FleetCluster", demo_node_tier.CHURN_CLUSTER))
