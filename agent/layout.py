@@ -14,9 +14,11 @@ and refs are written last.
   `DEST/.fleetcache/models--ORG--NAME/staging/<commit>/` and the directory is renamed into
   `commits/` in one step once every file is verified; a published commit directory is never
   changed (a file found corrupt is replaced by its verified bytes), so a replica pinned to
-  one commit never sees another's files. `DEST/current` is a relative symlink to the
-  directory of the latest commit fetched to Ready, replaced atomically, for pods that mount
-  the volume themselves (left out, with a warning, where the filesystem has no symlinks).
+  one commit never sees another's files. A file whose sha256 another published commit holds
+  is hard-linked from it instead of fetched (one copy on the volume, as blobs are shared).
+  `DEST/current` is a relative symlink to the directory of the latest commit fetched to
+  Ready, replaced atomically, for pods that mount the volume themselves (left out, with a
+  warning, where the filesystem has no symlinks).
 - files at `DEST/<path>` (manifest layout `flat`): an existing volume someone else filled,
   read in place (`FlatLayout`; what the first flat fetches wrote, still read and pruned).
 
@@ -36,6 +38,7 @@ import errno
 import json
 import logging
 import os
+import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -470,6 +473,7 @@ class FlatCommitsLayout(Layout):
         super().__init__(dest, repo, commit)
         self.published = Path(flat_commit_path(str(dest), commit))
         self.staging = self.state / STAGING_DIR / commit
+        self.donors: dict[str, Path] = {}  # key -> another published commit's file with the same bytes
 
     def root(self) -> Path:
         """The commit's directory once published, else where it is staged."""
@@ -492,11 +496,60 @@ class FlatCommitsLayout(Layout):
         if self.published.is_symlink():
             raise AgentError("InvalidSource", f"{COMMITS_DIR}/{self.commit} is a symlink (symlink escape)")
 
+    def scan(self, entries: tuple[Entry, ...], commit: str, report=None) -> DiskState:
+        """What is on disk, and the files another published commit holds with the same sha256
+        (vouched for by the verification record as they are now): those are hard-linked, not
+        fetched, so a commit update downloads and stores only the files that changed."""
+        disk = super().scan(entries, commit, report)
+        marks = self.read_verified()
+        wanted = {e.digest for e in entries if self.key(e) not in disk.verified}
+        held: dict[str, Path] = {}
+        for key, (mark, digest) in marks.items():
+            parts = key.split("/", 2)
+            if digest not in wanted or digest in held or len(parts) < 3 or parts[0] != COMMITS_DIR \
+                    or parts[1] == self.commit:
+                continue
+            path = self.dest / key
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and stat_mark(st) == mark and _inside(self.dest / COMMITS_DIR, path):
+                held[digest] = path
+        self.donors = {self.key(e): held[e.digest] for e in entries
+                       if self.key(e) not in disk.verified and e.digest in held}
+        return DiskState(disk.verified | frozenset(self.donors),
+                         {k: v for k, v in disk.partial.items() if k not in self.donors}, disk.linked)
+
     def is_linked(self, entry: Entry, commit: str) -> bool:
-        return True
+        return self.key(entry) not in self.donors
 
     def link(self, entry: Entry, commit: str) -> None:
-        """The file is published where it was renamed to; nothing more to link."""
+        """A file another commit holds: hard-linked under a temp name and renamed into place.
+        The link changes the shared inode's ctime, so every record vouching for that inode
+        is renewed with it (their bytes were vouched for just before, under the lock)."""
+        donor = self.donors.pop(self.key(entry), None)
+        if donor is None:  # published where its bytes were renamed to
+            return
+        final = self.blob_path(entry)
+        self._check_inside(final)
+        before = stat_mark(donor.lstat())
+        tmp = tmp_name(final)
+        tmp.unlink(missing_ok=True)
+        os.link(donor, tmp, follow_symlinks=False)
+        os.replace(tmp, final)
+        self.discard_partial(entry)
+        after = stat_mark(final.lstat())
+        sharing = [key for key, (mark, _) in self.read_verified().items() if mark == before]
+        self._append_verified([f"{after} {entry.digest} {key}" for key in sorted({*sharing, self.key(entry)})])
+
+    def forget_verified(self, entries: list[Entry]) -> None:
+        """Withdraw the record of a corrupt file under every name of its inode (another commit's
+        hard link holds the same corrupt bytes)."""
+        marks = self.read_verified()
+        corrupt = {marks[self.key(e)][0] for e in entries if self.key(e) in marks}
+        self.forget_keys(sorted({self.key(e) for e in entries}
+                                | {key for key, (mark, _) in marks.items() if mark in corrupt}))
 
     def finish(self, listing: Listing, entries: tuple[Entry, ...], digest: str, refs: tuple[str, ...] = ()) -> None:
         """The staged directory renamed into commits/ (one rename: readers see all of it or

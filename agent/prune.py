@@ -136,15 +136,14 @@ def _flat_files(dest: Path, layout: Layout, listed: dict[str, set[str]]) -> dict
     return files
 
 
-def _tree_files(directory: Path) -> dict[str, int]:
-    """Every file below a commit directory (partial ones too) by its path there, with its size;
-    links are counted, never followed."""
-    sizes = {}
+def _tree_files(directory: Path) -> list[os.stat_result]:
+    """`lstat` of every file below a commit directory (partial ones too); symlinks are counted,
+    never followed."""
+    found = []
     for dirpath, dirnames, names in os.walk(directory):
         for name in names + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            path = Path(dirpath) / name
-            sizes[str(path.relative_to(directory))] = path.lstat().st_size
-    return sizes
+            found.append(os.lstat(os.path.join(dirpath, name)))
+    return found
 
 
 def commit_directories(dest: Path, repo: str, commits: set[str]) -> dict[str, list[Path]]:
@@ -196,13 +195,13 @@ def read_volume(dest: Path, repo: str) -> VolumeState:
                                  for path in _files(hf.root / "blobs") if path.parent == hf.root / "blobs"}
     blobs.update(_flat_files(dest, open_layout("flat", dest, repo), flat_listed))
     directories = commit_directories(dest, repo, flat_commits)
-    for commit, found in directories.items():  # a directory goes whole: its files are its own blobs
-        keys = commits.setdefault(commit, set())
+    for commit, found in directories.items():  # a directory goes whole; its files are blobs by inode,
+        keys = commits.setdefault(commit, set())  # so one hard-linked into a kept commit frees nothing
         for directory in found:
-            for path, size in _tree_files(directory).items():
-                key = (FlatCommitsLayout.name, f"{COMMITS_DIR}/{commit}/{path}")
+            for st in _tree_files(directory):
+                key = (FlatCommitsLayout.name, f"{st.st_dev}:{st.st_ino}")
                 keys.add(key)
-                blobs[key] = blobs.get(key, 0) + size
+                blobs[key] = st.st_size
     current = dest / CURRENT_LINK
     if current.is_symlink():
         target = os.readlink(current)
@@ -243,7 +242,9 @@ def prune(dest: Path, repo: str, keep: frozenset[str], progress: Progress, wait:
                     move_to_trash(dest, snapshot, removals)
         blobs = [dest / key if layout == "flat" else hf.root / "blobs" / key for layout, key in plan.blobs
                  if layout != FlatCommitsLayout.name]  # a commit directory's files went with it
-        hf.forget_keys([key for _, key in plan.blobs])  # one record per repo, whatever the layout
+        removed = tuple(f"{COMMITS_DIR}/{commit}/" for commit in plan.commits)
+        hf.forget_keys([key for layout, key in plan.blobs if layout != FlatCommitsLayout.name]  # one record
+                       + [key for key in hf.read_verified() if key.startswith(removed)])  # per repo
         for blob in blobs:
             blob.unlink(missing_ok=True)
             removals.done()

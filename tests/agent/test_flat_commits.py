@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from fleetcache.agent.layout import Layout, stat_mark
 from tests.support.s3 import S3Fault, S3Server
 
 from .conftest import AGENT, run_agent
@@ -78,6 +79,41 @@ def test_commit_b_gets_a_directory_of_exactly_its_files_and_current_names_it(s3,
     expected = {p: d for p, d in {**FILES, **CHANGES}.items() if p != DROPPED}
     assert files_in(commit_dir(tmp_path, b["commit"])) == expected
     assert current(tmp_path) == f"commits/{b['commit']}"
+
+
+def test_files_b_shares_with_a_are_hard_linked_from_as_directory_not_downloaded(s3, tmp_path, commit_a):
+    b = resolve_b(s3, tmp_path)
+    s3.reset_counts()
+    assert fetch(s3, tmp_path, b, "--layout", "flat")[0].code == 0
+    assert s3.bytes_served(BUCKET) == sum(len(data) for data in CHANGES.values())
+    a, b_dir = commit_dir(tmp_path, commit_a["commit"]), commit_dir(tmp_path, b["commit"])
+    assert (a / "tokenizer.json").stat().st_ino == (b_dir / "tokenizer.json").stat().st_ino
+
+
+def test_after_linking_the_record_vouches_for_both_commits_files_as_they_are(s3, tmp_path, commit_a):
+    """A link changes the shared inode's ctime: the record of both names is renewed, so neither
+    commit's next fetch re-hashes (or refetches) its files."""
+    b = resolve_b(s3, tmp_path)
+    assert fetch(s3, tmp_path, b, "--layout", "flat")[0].code == 0
+    marks = Layout(tmp_path / "dest", "s3/models/tiny").read_verified()
+    for commit in (commit_a["commit"], b["commit"]):
+        for path in files_in(commit_dir(tmp_path, commit)):
+            key = f"commits/{commit}/{path}"
+            assert marks[key][0] == stat_mark((tmp_path / "dest" / key).lstat()), key
+    s3.reset_counts()
+    assert fetch(s3, tmp_path, b, "--layout", "flat")[0].code == 0 and s3.bytes_served(BUCKET) == 0
+
+
+def test_a_shared_file_verify_finds_corrupt_loses_its_record_under_both_commits_names(s3, tmp_path, commit_a):
+    b = resolve_b(s3, tmp_path)
+    assert fetch(s3, tmp_path, b, "--layout", "flat")[0].code == 0
+    with open(commit_dir(tmp_path, b["commit"]) / "tokenizer.json", "r+b") as f:
+        f.write(b"X")
+    result = run_agent("verify", "--dest", str(tmp_path / "dest"), "--repo", "s3/models/tiny", "--revision",
+                       b["commit"])
+    assert result.code == 19 and "tokenizer.json" in result.stderr
+    marks = Layout(tmp_path / "dest", "s3/models/tiny").read_verified()
+    assert not {f"commits/{c}/tokenizer.json" for c in (commit_a["commit"], b["commit"])} & set(marks)
 
 
 def test_current_stays_on_a_when_b_does_not_verify(s3, tmp_path, commit_a):
