@@ -313,10 +313,7 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
     pace = FAST if fast else FULL
     started = time.monotonic()
     token = "hf_" + secrets.token_hex(16)
-    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
-                    for d in rendering.load_documents(repo_root / "compositions")
-                    if d.get("kind") == "Composition"}
-    schemas = rendering.xrd_schemas(rendering.load_documents(repo_root / "apis"))
+    compositions, schemas = rendering.repo_definitions(repo_root)
     model = make_model(pace.model_bytes, shards=4, seed=7)
     clock = Clock()
     with tempfile.TemporaryDirectory(prefix="fleetcache-demo-", dir=workdir) as tmp, \

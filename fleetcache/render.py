@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import grpc
@@ -108,6 +109,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def repo_definitions(repo_root: Path) -> tuple[dict[str, dict], dict[tuple[str, str], dict]]:
+    """A checkout's Compositions by composite kind and its XRDs' schemas, as the control
+    plane of the demo and of the end-to-end tests loads them."""
+    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
+                    for d in load_documents(repo_root / "compositions")
+                    if d.get("kind") == "Composition"}
+    return compositions, xrd_schemas(load_documents(repo_root / "apis"))
 
 
 @contextlib.contextmanager

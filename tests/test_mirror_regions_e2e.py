@@ -13,21 +13,19 @@ clusters.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import demo_sources as act
 from fleetcache import render as rendering
 from fleetcache.demo_day_two import Stage
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider
+from fleetcache.simulation import Cluster
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import Fault, TestHub
 from tests.support import xrd
+from tests.support.plane import control_plane
 
-ROOT = Path(__file__).resolve().parents[1]
 REGIONS = {"gpu-a": "eu-west-1", "gpu-b": "us-east-1", "gpu-c": "eu-west-1",
            "gpu-d": "us-east-1"}
 CLUSTERS = tuple(sorted(REGIONS))
@@ -57,22 +55,12 @@ def regional_cache(name: str, repo: str, hub_endpoint: str, mirror_endpoint: str
 def fleet(tmp_path_factory):
     """Four clusters in two regions, a hub, a corrupting proxy in front of it, and an S3
     server with a mirror bucket per region."""
-    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
-                    for d in rendering.load_documents(ROOT / "compositions")
-                    if d.get("kind") == "Composition"}
-    schemas = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
     root = tmp_path_factory.mktemp("regions")
     with TestHub() as hub, TestHub() as proxy, act.S3Store() as s3, \
             rendering.function_process() as address, rendering.channel_to(address) as channel:
         proxy.inject(Fault("corrupt", path="/lfs/*", host="cdn", times=None, offset=4096))
-        stub = grpcv1.FunctionRunnerServiceStub(channel)
-
-        def pipeline(composite, composition, observed, required):
-            return rendering.run_pipeline(stub, composite, composition, observed, required)
-
         clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = ControlPlane(pipeline, compositions, schemas,
-                               Provider(clusters, lambda: control.secrets()))
+        control = control_plane(channel, clusters)
         stage = Stage(control, clusters, (hub,), None, act.NAMESPACE, "", "", MODEL_BYTES,
                       CLUSTERS, 0.05, time.monotonic() + DEADLINE, lambda line: None)
         try:

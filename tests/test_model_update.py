@@ -10,18 +10,16 @@ cluster does not hold (or one the agent deleted) shows up as unavailable.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider, files_bytes, step
+from fleetcache.simulation import Cluster, ControlPlane, files_bytes, step
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import TestHub
+from tests.support.plane import control_plane
 
-ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "ml"
 REPO = "fleetcache-test/update"
 CLUSTERS = ("gpu-a", "gpu-b")
@@ -114,23 +112,13 @@ class Fleet:
 def update(tmp_path_factory):
     """Play v1 to Ready with replicas on Cache, then move the revision to v2 and record
     every round until the fleet serves v2."""
-    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
-                    for d in rendering.load_documents(ROOT / "compositions")
-                    if d.get("kind") == "Composition"}
-    schemas = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
     root = tmp_path_factory.mktemp("model-update")
     with TestHub() as hub, rendering.function_process() as address, \
             rendering.channel_to(address) as channel:
         v1 = hub.add_repo(REPO, make_model(4 * 2**20, shards=2, seed=1), revision="v1")
         v2 = hub.add_repo(REPO, make_model(4 * 2**20, shards=2, seed=2), revision="v2")
-        stub = grpcv1.FunctionRunnerServiceStub(channel)
-
-        def pipeline(composite, composition, observed, required):
-            return rendering.run_pipeline(stub, composite, composition, observed, required)
-
         clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = ControlPlane(pipeline, compositions, schemas,
-                               Provider(clusters, lambda: control.secrets()))
+        control = control_plane(channel, clusters)
         fleet = Fleet(control, clusters)
         try:
             for name in CLUSTERS:

@@ -21,17 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import demo_node_tier as act
 from fleetcache import render as rendering
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider, step
+from fleetcache.simulation import Cluster, ControlPlane, step
 from fleetcache.testhub.content import make_model
 from fleetcache.testhub.server import TestHub
 from tests.support.k8s import restricted_violations
+from tests.support.plane import control_plane
 
-ROOT = Path(__file__).resolve().parents[1]
 EAST, WEST = act.CLUSTERS
 OPTED_IN = ("gpu-1", "gpu-2")
 NOT_IN_POOL = ("gpu-3", "control-plane")  # gpu-3 has not opted in; control-plane is excluded
@@ -202,10 +201,6 @@ def play(fleet: Fleet) -> None:
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory) -> Story:
-    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
-                    for d in rendering.load_documents(ROOT / "compositions")
-                    if d.get("kind") == "Composition"}
-    schemas = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
     root = tmp_path_factory.mktemp("node-tier")
     model = make_model(MODEL_BYTES, shards=2, seed=3)
     recorded = Story(model_bytes=sum(c.size for c in model.values()))
@@ -214,19 +209,13 @@ def story(tmp_path_factory) -> Story:
         hubs = {EAST: east_hub, WEST: west_hub}
         for hub in hubs.values():
             hub.add_repo(act.REPO, dict(model))
-        stub = grpcv1.FunctionRunnerServiceStub(channel)
-
-        def pipeline(composite, composition, observed, required):
-            return rendering.run_pipeline(stub, composite, composition, observed, required)
-
         clusters = {}
         for name in act.CLUSTERS:
             clusters[name] = Cluster(name, root / name, hubs[name].endpoint)
-            for node, labels, control_plane in act.NODES:
-                clusters[name].add_node(node, labels, control_plane=control_plane,
+            for node, labels, runs_control_plane in act.NODES:
+                clusters[name].add_node(node, labels, control_plane=runs_control_plane,
                                         filesystems=(act.CACHE_PATH,))
-        control = ControlPlane(pipeline, compositions, schemas,
-                               Provider(clusters, lambda: control.secrets()))
+        control = control_plane(channel, clusters)
         try:
             play(Fleet(control, clusters, hubs, recorded))
         finally:

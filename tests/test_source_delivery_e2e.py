@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache import demo_sources as act
 from fleetcache import render as rendering
 from fleetcache.agent.layout import flat_commit_path
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, Provider, step, translate
+from fleetcache.simulation import Cluster, ControlPlane, step, translate
 from tests.support.k8s import restricted_violations
+from tests.support.plane import control_plane
 
-ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ("gpu-a", "gpu-b")
 MODEL_BYTES = 1 << 20
 DEADLINE = 120.0
@@ -117,22 +116,12 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory) -> Story:
-    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
-                    for d in rendering.load_documents(ROOT / "compositions")
-                    if d.get("kind") == "Composition"}
-    schemas = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
     root = tmp_path_factory.mktemp("source-delivery")
     told = Story()
     with act.S3Store() as s3, rendering.function_process() as address, \
             rendering.channel_to(address) as channel:
-        stub = grpcv1.FunctionRunnerServiceStub(channel)
-
-        def pipeline(composite, composition, observed, required):
-            return rendering.run_pipeline(stub, composite, composition, observed, required)
-
         clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = ControlPlane(pipeline, compositions, schemas,
-                               Provider(clusters, lambda: control.secrets()))
+        control = control_plane(channel, clusters)
         fleet = Fleet(control, clusters, told)
         try:
             for name in CLUSTERS:

@@ -1,0 +1,27 @@
+"""The management cluster the end-to-end tests drive: the repo's Compositions and XRDs run by
+the real function server over gRPC, with simulated clusters behind provider-kubernetes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache import render as rendering
+from fleetcache.simulation import Cluster, ControlPlane, Provider
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def control_plane(channel: grpc.Channel, clusters: dict[str, Cluster]) -> ControlPlane:
+    """A control plane whose composites run the repo's pipelines through `channel`."""
+    compositions, schemas = rendering.repo_definitions(ROOT)
+    stub = grpcv1.FunctionRunnerServiceStub(channel)
+
+    def pipeline(composite, composition, observed, required):
+        return rendering.run_pipeline(stub, composite, composition, observed, required)
+
+    control = ControlPlane(pipeline, compositions, schemas,
+                           Provider(clusters, lambda: control.secrets()))
+    return control
