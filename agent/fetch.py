@@ -46,7 +46,7 @@ from .sources import Source
 
 log = logging.getLogger("fleetcache.agent")
 
-STAGE_BLOCK = 4 << 20  # bytes per write, and per read-back for the digest
+STAGE_BLOCK = 8 << 20  # bytes per write, and per read-back for the digest
 READ_MIN = 64 << 10  # a slow stream's reads shrink to this so each returns within about FLUSH_AFTER
 FLUSH_AFTER = 0.05  # seconds a slow stream's bytes may wait in the stage before they are written
 ALIGN = 4096  # O_DIRECT transfers whole blocks from block-aligned memory
