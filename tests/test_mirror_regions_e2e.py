@@ -17,21 +17,15 @@ import time
 import pytest
 
 from fleetcache import demo_sources as act
-from fleetcache import render as rendering
 from fleetcache.demo_day_two import Stage
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster
-from fleetcache.testhub.content import make_model
-from fleetcache.testhub.server import Fault, TestHub
 from tests.support import xrd
-from tests.support.plane import control_plane
+from tests.support.mirror_fleet import DEADLINE, MODEL_BYTES, add_repo, mirror_fleet
 
 REGIONS = {"gpu-a": "eu-west-1", "gpu-b": "us-east-1", "gpu-c": "eu-west-1",
            "gpu-d": "us-east-1"}
 CLUSTERS = tuple(sorted(REGIONS))
 BUCKETS = {"eu-west-1": "mirror-eu", "us-east-1": "mirror-us"}
-MODEL_BYTES = 2 * 2**20
-DEADLINE = 120.0
 
 
 def fleet_cluster(name: str) -> dict:
@@ -55,33 +49,10 @@ def regional_cache(name: str, repo: str, hub_endpoint: str, mirror_endpoint: str
 def fleet(tmp_path_factory):
     """Four clusters in two regions, a hub, a corrupting proxy in front of it, and an S3
     server with a mirror bucket per region."""
-    root = tmp_path_factory.mktemp("regions")
-    with TestHub() as hub, TestHub() as proxy, act.S3Store() as s3, \
-            rendering.function_process() as address, rendering.channel_to(address) as channel:
-        proxy.inject(Fault("corrupt", path="/lfs/*", host="cdn", times=None, offset=4096))
-        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = control_plane(channel, clusters)
-        stage = Stage(control, clusters, (hub,), None, act.NAMESPACE, "", "", MODEL_BYTES,
-                      CLUSTERS, 0.05, time.monotonic() + DEADLINE, lambda line: None)
-        try:
-            for name in CLUSTERS:
-                control.apply(fleet_cluster(name))
-            for bucket in BUCKETS.values():
-                s3.make_bucket(bucket)
-            control.apply(act.grant(CLUSTERS))
-            control.apply(act.credentials_secret())
-            yield stage, hub, proxy, s3
-        finally:
-            for cluster in clusters.values():
-                cluster.stop()
-
-
-def add_repo(hubs: tuple[TestHub, ...], repo: str, seed: int) -> int:
-    """The same repo on the hub and the proxy; the model's size."""
-    files = dict(make_model(MODEL_BYTES, shards=2, seed=seed))
-    for each in hubs:
-        each.add_repo(repo, files)
-    return sum(c.size for c in files.values())
+    with mirror_fleet(tmp_path_factory.mktemp("regions"),
+                      [fleet_cluster(name) for name in CLUSTERS],
+                      list(BUCKETS.values())) as played:
+        yield played
 
 
 def settle(stage: Stage, name: str) -> dict:

@@ -16,18 +16,13 @@ import time
 import pytest
 
 from fleetcache import demo_sources as act
-from fleetcache import render as rendering
 from fleetcache.demo_day_two import Stage
 from fleetcache.functions import kit
-from fleetcache.simulation import Cluster
-from fleetcache.testhub.content import make_model
-from fleetcache.testhub.server import Fault, TestHub
+from fleetcache.testhub.server import TestHub
 from tests.support import xrd
-from tests.support.plane import control_plane
+from tests.support.mirror_fleet import DEADLINE, MODEL_BYTES, add_repo, mirror_fleet
 
 CLUSTERS = ("gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e")
-MODEL_BYTES = 2 * 2**20
-DEADLINE = 120.0
 
 
 def fleet_cluster(name: str) -> dict:
@@ -39,34 +34,10 @@ def fleet_cluster(name: str) -> dict:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Five clusters, a hub, a corrupting proxy in front of it, and an S3 server."""
-    root = tmp_path_factory.mktemp("sources")
-    with TestHub() as hub, TestHub() as proxy, act.S3Store() as s3, \
-            rendering.function_process() as address, rendering.channel_to(address) as channel:
-        proxy.inject(Fault("corrupt", path="/lfs/*", host="cdn", times=None, offset=4096))
-        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = control_plane(channel, clusters)
-        stage = Stage(control, clusters, (hub,), None, act.NAMESPACE, "", "", MODEL_BYTES,
-                      CLUSTERS, 0.05, time.monotonic() + DEADLINE, lambda line: None)
-        try:
-            for name in CLUSTERS:
-                control.apply(fleet_cluster(name))
-            s3.make_bucket(act.BUCKET)
-            s3.make_bucket(act.MIRROR_BUCKET)
-            control.apply(act.grant(CLUSTERS))
-            control.apply(act.credentials_secret())
-            yield stage, hub, proxy, s3
-        finally:
-            for cluster in clusters.values():
-                cluster.stop()
-
-
-def add_repo(hubs: tuple[TestHub, ...], repo: str, seed: int) -> int:
-    """The same repo on the hub and the proxy (their commits agree only while their histories
-    do); the model's size."""
-    files = dict(make_model(MODEL_BYTES, shards=2, seed=seed))
-    for each in hubs:
-        each.add_repo(repo, files)
-    return sum(c.size for c in files.values())
+    with mirror_fleet(tmp_path_factory.mktemp("sources"),
+                      [fleet_cluster(name) for name in CLUSTERS],
+                      [act.BUCKET, act.MIRROR_BUCKET]) as played:
+        yield played
 
 
 def settle(stage: Stage, name: str, clusters=CLUSTERS) -> None:
