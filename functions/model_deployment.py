@@ -168,9 +168,7 @@ class Files:
             outcome.warnings.append(f"ModelCache spec.source.volume.subPath {kit.shown(sub_path)} "
                                     "is not a path inside the claim; replicas read its root")
             sub_path = ""
-        return cls(True, True,
-                   claim if kit.DNS_SUBDOMAIN.match(claim) and len(claim) <= 253 else "",
-                   sub_path)
+        return cls(True, True, kit.name_or_empty(claim), sub_path)
 
     @property
     def name(self) -> str:
@@ -190,9 +188,7 @@ class Files:
 def volume_name(hydration: Any) -> str:
     """The claim a cluster's hydration says it filled or verified (status.volumeName: the
     cache PVC, or the user's claim of an existing volume); "" unless it is a claim name."""
-    name = kit.get_path(hydration, "status.volumeName")
-    return name if isinstance(name, str) and len(name) <= 253 \
-        and kit.DNS_SUBDOMAIN.match(name) else ""
+    return kit.name_or_empty(kit.get_path(hydration, "status.volumeName"))
 
 
 @dataclass(frozen=True)
@@ -319,8 +315,8 @@ def read_model(spec: DeploymentSpec, request: kit.Request, outcome: kit.Outcome)
         hydration = hydrated.get(target.name)
         targets[target.name] = model_cache.report_of(
             target, hydration, kit.as_int(resolved.get("bytes")), resolved, seen_as)
-        if volume_name(hydration):
-            volumes[target.name] = volume_name(hydration)
+        if claim := volume_name(hydration):
+            volumes[target.name] = claim
         tier = NodeTier.of(hydration)
         if tier is not None and not files.flat:  # `select` links a Hugging Face cache
             node_tiers[target.name] = tier

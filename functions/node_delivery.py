@@ -66,8 +66,7 @@ class NodeTier:
             phase=kit.clipped(tier.get("phase") or "Pending", 32),
             commit=commit if isinstance(commit, str) and kit.LABEL_VALUE.match(commit)
             and len(commit) <= 63 else "",
-            claim_name=claim if isinstance(claim, str) and len(claim) <= 253
-            and kit.DNS_SUBDOMAIN.match(claim) else "",
+            claim_name=kit.name_or_empty(claim),
             label_key=label if isinstance(label, str) and LABEL_KEY_SHAPE.match(label) else "",
             ready_nodes=max(0, kit.as_int(tier.get("readyNodes"))),
             desired_nodes=max(0, kit.as_int(tier.get("desiredNodes"))),
