@@ -29,7 +29,7 @@ bench: $(STAMP)
 
 # The typed API models in functions/models/, regenerated from the XRDs in apis/.
 models: $(STAMP)
-	$(BIN)/python -m fleetcache.apigen
+	$(BIN)/python -m fleetcache.devtools.apigen
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt

@@ -34,7 +34,8 @@ from .node_plan import valid_commit
 from .node_warm import (PRUNE_ENV, STATUS_INTERVAL_ENV, KeyedSink, NodeRecorder, RecordPruner, StatusFileSink, Warm,
                         copy_ready)
 from .node_warm import run as run_node_warm
-from .plan import Listing, compared_record, manifest_digest, parse_listing, resolved_record, select
+from .plan import Listing, compared_record, parse_listing, resolved_record, select
+from fleetcache.manifest import manifest_digest
 from .progress import (FETCH_FIELDS, PRUNE_FIELDS, RESOLVE_FIELDS, VERIFY_FIELDS, ConfigMapSink, FileSink, Progress,
                        incluster_core_api, parse_configmap_ref, write_termination)
 from .prune import prune as run_prune

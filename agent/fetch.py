@@ -38,8 +38,9 @@ from .errors import AgentError, from_os_error
 from .hub import Bandwidth, RetryPolicy, Retryable, describe, redact_url
 from .layout import Layout
 from .lock import DestinationLock
-from .plan import (STATE_DIR, Entry, FetchPlan, FileTask, Listing, manifest_digest, merge_spans, new_hasher,
-                   plan_fetch, split_spans)
+from .plan import FetchPlan, FileTask, Listing, merge_spans, new_hasher, plan_fetch, split_spans
+from fleetcache.volume import STATE_DIR
+from fleetcache.manifest import Entry, manifest_digest
 from .progress import Progress
 from .prune import empty_trash
 from .sources import Source

@@ -45,7 +45,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .errors import AgentError
-from .plan import STATE_DIR, DiskState, Entry, Listing, Span, merge_spans, new_hasher
+from fleetcache.manifest import Entry
+from fleetcache.volume import COMMITS_DIR, CURRENT_LINK, HUB_DIR, STATE_DIR, flat_commit_path, repo_folder
+
+from .plan import DiskState, Listing, Span, merge_spans, new_hasher
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -53,21 +56,8 @@ PART_SUFFIX = ".fleetcache-part"
 JOURNAL_SUFFIX = ".fleetcache-journal"
 TMP_MARK = ".fleetcache-tmp-"
 SWEEP_AGE_SECONDS = 600
-HUB_DIR = "hub"  # HF_HUB_CACHE for readers: DEST/hub
-COMMITS_DIR = "commits"  # a flat fetch's commits: DEST/commits/<commit>
-CURRENT_LINK = "current"  # DEST/current -> commits/<the latest commit Ready>
 STAGING_DIR = "staging"  # a flat commit being fetched, under the repo's state directory
 READ_BLOCK = 8 << 20
-
-
-def flat_commit_path(root: str, commit: str) -> str:
-    """A flat fetch's directory of one commit under a volume mounted at `root` (the agent's
-    --dest, or a replica's mount path): the one definition FLEETCACHE_MODEL is built from."""
-    return f"{root.rstrip('/')}/{COMMITS_DIR}/{commit}"
-
-
-def repo_folder(repo: str) -> str:
-    return "models--" + repo.replace("/", "--")
 
 
 def fsync_dir(path: Path) -> None:

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 from .errors import AgentError
 from .fetch import body_reader
-from .plan import GIT_SHA1, SHA256, Entry, Listing, check_path, manifest_digest
+from .plan import Listing, check_path
+from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
 from .s3 import S3Client
 from .sources import parallel
 

@@ -24,11 +24,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import AgentError
-from .layout import HUB_DIR, fsync_dir, write_atomic
+from .layout import fsync_dir, write_atomic
+from fleetcache.volume import HUB_DIR
 from .node_plan import (LABEL_PREFIX, OWNER_UID, Kept, dns_label, label_patch, parse_keep, plan_prepare,
                         valid_commit)
 from .node_warm import CHECK_FILE, READY_FILE, read_json
-from .plan import STATE_DIR
+from fleetcache.volume import STATE_DIR
 
 log = logging.getLogger("fleetcache.agent")
 

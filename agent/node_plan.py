@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .errors import AgentError
-from .plan import GIT_SHA1, SHA256, DiskState, Entry, FetchPlan, check_path, manifest_digest, plan_fetch
+from .plan import DiskState, FetchPlan, check_path, plan_fetch
+from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
 
 WHOLE_FILE = 1 << 62  # one part per blob: the node copy streams each file once, front to back
 MAX_MESSAGE = 120  # a node record stays ~200 bytes: 2,000 nodes fit one ConfigMap

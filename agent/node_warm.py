@@ -38,11 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import AgentError, from_os_error
-from .layout import HUB_DIR, LAYOUTS, FlatLayout, HfCacheLayout, Layout, _inside, open_layout, write_atomic
+from .layout import LAYOUTS, FlatLayout, HfCacheLayout, Layout, _inside, open_layout, write_atomic
+from fleetcache.volume import HUB_DIR
 from .lock import DestinationLock
 from .node_plan import (VolumeNotReady, capacity_problem, clip, marker_matches, plan_node_copy, ready_marker,
                         stale_records, volume_entries)
-from .plan import STATE_DIR, Entry, FetchPlan, FileTask, Listing, check_path, manifest_digest, new_hasher
+from .plan import FetchPlan, FileTask, Listing, check_path, new_hasher
+from fleetcache.volume import STATE_DIR
+from fleetcache.manifest import Entry, manifest_digest
 from .progress import PRUNE_FIELDS, Progress
 from .prune import prune
 from .slots import take

@@ -11,25 +11,16 @@ import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from fleetcache.manifest import GIT_SHA1, SHA256, Entry, manifest_digest
+from fleetcache.volume import STATE_DIR
+
 from .errors import AgentError
 
-SHA256 = "sha256"
-GIT_SHA1 = "git-sha1"
 MAX_FILE_SIZE = 1 << 44  # 16 TiB: larger than any real weight file, so a bigger size is a broken listing
 MAX_FILES = 1_000_000
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-STATE_DIR = ".fleetcache"
 
-
-@dataclass(frozen=True)
-class Entry:
-    """One file of the snapshot and the digest its bytes must hash to."""
-
-    path: str
-    size: int
-    digest: str
-    algo: str  # SHA256 for LFS files, GIT_SHA1 for the rest
 
 
 @dataclass(frozen=True)
@@ -129,11 +120,6 @@ def new_hasher(entry: Entry):
         return hashlib.sha1(b"blob %d\0" % entry.size)
     return hashlib.sha256()
 
-
-def manifest_digest(entries: tuple[Entry, ...]) -> str:
-    """sha256 of the sorted `path size digest` lines: the same content gives the same digest everywhere."""
-    lines = sorted(f"{e.path} {e.size} {e.digest}" for e in entries)
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def resolved_record(listing: Listing, entries: tuple[Entry, ...]) -> dict:

@@ -27,10 +27,12 @@ import time
 from pathlib import Path
 
 from .errors import AgentError
-from .layout import (COMMITS_DIR, CURRENT_LINK, STAGING_DIR, FlatCommitsLayout, HfCacheLayout, Layout, _inside,
-                     fsync_dir, open_layout)
+from .layout import STAGING_DIR, FlatCommitsLayout, HfCacheLayout, Layout, _inside, fsync_dir, open_layout
+from fleetcache.volume import COMMITS_DIR, CURRENT_LINK
 from .lock import DestinationLock
-from .plan import STATE_DIR, BlobKey, Entry, VolumeState, check_path, plan_prune
+from .plan import BlobKey, VolumeState, check_path, plan_prune
+from fleetcache.volume import STATE_DIR
+from fleetcache.manifest import Entry
 from .progress import Progress
 
 log = logging.getLogger("fleetcache.agent")

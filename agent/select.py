@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .layout import HUB_DIR, Layout, repo_folder
+from .layout import Layout
+from fleetcache.volume import HUB_DIR, repo_folder
 from .node_plan import marker_matches
 from .node_warm import READY_FILE, read_json, state_file
 

@@ -30,7 +30,8 @@ from typing import Protocol
 
 from .errors import AgentError
 from .hub import HubClient
-from .plan import SHA256, Entry, Listing, check_path, manifest_digest, select
+from .plan import Listing, check_path, select
+from fleetcache.manifest import Entry, SHA256, manifest_digest
 from .s3 import S3Client, S3Listed
 
 log = logging.getLogger("fleetcache.agent")

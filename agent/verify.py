@@ -16,7 +16,8 @@ from pathlib import Path
 
 from .errors import AgentError
 from .layout import Layout, file_problems, open_layout
-from .plan import Entry, Listing, manifest_digest, resolved_record, select
+from .plan import Listing, resolved_record, select
+from fleetcache.manifest import Entry, manifest_digest
 from .sources import manifest_entries, parse_manifest
 
 log = logging.getLogger("fleetcache.agent")

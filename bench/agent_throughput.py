@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fleetcache.testhub import Fault, TestHub, make_model
+from fleetcache.devtools.testhub import Fault, TestHub, make_model
 
 REPO = "bench/model"
 BIN = Path(sys.executable).parent

@@ -32,9 +32,12 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache import render
-from fleetcache.functions import kit, model_replica, server
-from fleetcache.functions import model_deployment as composer
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.devtools import render
+from fleetcache.functions.composers import model_replica
+from fleetcache.functions import server
+from fleetcache.functions.composers import model_deployment as composer
 
 COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
 DIGEST = "sha256:" + "ab" * 32
@@ -46,7 +49,7 @@ PHASES = ("Ready", "Ready", "Hydrating", "Pending", "Ready", "Failed", "Hydratin
 def deployment_xr(replicas: int, arg_bytes: int) -> dict:
     template = "--chat-template="
     return {
-        "apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
+        "apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
         "metadata": {"name": "llama-70b-chat", "namespace": "serving", "uid": "0000"},
         "spec": {"modelCacheRef": {"name": "llama-70b"}, "replicas": replicas,
                  "maxReplicasPerCluster": 4,
@@ -70,7 +73,7 @@ def phase_of(i: int) -> str:
 
 
 def model_cache(clusters: int) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "llama-70b", "namespace": "serving"},
             "spec": {"source": {"huggingFace": {"repo": "meta-llama/Llama-3.1-70B"}},
                      "placement": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}}},
@@ -84,10 +87,10 @@ def hydration(i: int) -> dict:
     reports it."""
     name, phase = cluster_name(i), phase_of(i)
     done = {"Ready": BYTES, "Hydrating": BYTES // 3, "Pending": 0, "Failed": BYTES // 5}[phase]
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
-            "metadata": {"name": kit.child_name("llama-70b", name), "namespace": "serving",
-                         "labels": {kit.LABEL_MODEL_CACHE: "llama-70b",
-                                    kit.LABEL_CLUSTER: name}},
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
+            "metadata": {"name": naming.child_name("llama-70b", name), "namespace": "serving",
+                         "labels": {naming.LABEL_MODEL_CACHE: "llama-70b",
+                                    naming.LABEL_CLUSTER: name}},
             "spec": {"clusterName": name, "modelCacheName": "llama-70b", "commit": COMMIT,
                      "manifestDigest": DIGEST, "bytes": BYTES,
                      "source": {"huggingFace": {"repo": "meta-llama/Llama-3.1-70B"}},
@@ -131,7 +134,7 @@ def request_for(replicas: int, clusters: int, arg_bytes: int, steady: bool
     required = required_of(clusters)
     observed = {}
     if steady:
-        first = composer.compose(kit.Request(composite=xr, required=required))
+        first = composer.compose(protocol.Request(composite=xr, required=required))
         observed = {key: observed_ready(desired) for key, (desired, _) in first.desired.items()}
     return request_of(xr, observed, required)
 
@@ -152,7 +155,7 @@ def replica_request(deployment_req: fnv1.RunFunctionRequest,
                                    composer.FLEET_CLUSTERS_KEY].items)
                    if c["metadata"]["name"] == replica["spec"]["clusterName"])
     required = {model_replica.FLEET_CLUSTER_KEY: [cluster], model_replica.DEPLOYMENT_KEY: [xr]}
-    first = model_replica.compose(kit.Request(composite=replica, required=required))
+    first = model_replica.compose(protocol.Request(composite=replica, required=required))
     observed = {}
     for key, (desired, _) in first.desired.items():
         observed[key] = observed_ready(desired)

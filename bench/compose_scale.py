@@ -30,9 +30,10 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache import render
-from fleetcache.functions import kit, server
-from fleetcache.functions import model_cache as composer
+from fleetcache.functions import naming
+from fleetcache.devtools import render
+from fleetcache.functions import server
+from fleetcache.functions.composers import model_cache as composer
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
 COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
@@ -47,7 +48,7 @@ def cluster_name(i: int) -> str:
 def fleet_cluster(i: int) -> dict:
     name = cluster_name(i)
     return {
-        "apiVersion": kit.API_VERSION, "kind": "FleetCluster",
+        "apiVersion": naming.API_VERSION, "kind": "FleetCluster",
         "metadata": {"name": name, "labels": {"gpu": "h100", "region": name.split("-")[1],
                                               "tier": "serving"}},
         "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
@@ -63,7 +64,7 @@ def fleet_cluster(i: int) -> dict:
 
 def model_cache_xr(n: int) -> dict:
     return {
-        "apiVersion": kit.API_VERSION, "kind": "ModelCache",
+        "apiVersion": naming.API_VERSION, "kind": "ModelCache",
         "metadata": {"name": "llama-70b", "namespace": "serving", "uid": "0000"},
         "spec": {"source": {"huggingFace": {"repo": "meta-llama/Llama-3.1-70B",
                                             "revision": "main"},
@@ -80,8 +81,8 @@ def observed_hydration(cache: dict, i: int) -> dict:
     phase = PHASES[i % len(PHASES)]
     done = {"Ready": BYTES, "Hydrating": BYTES // 3, "Pending": 0, "Failed": BYTES // 5}[phase]
     return {
-        "apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
-        "metadata": {"name": kit.child_name("llama-70b", cluster_name(i)),
+        "apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
+        "metadata": {"name": naming.child_name("llama-70b", cluster_name(i)),
                      "namespace": "serving"},
         "spec": {"clusterName": cluster_name(i), "modelCacheName": "llama-70b",
                  "commit": COMMIT, "bytes": BYTES,

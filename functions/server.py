@@ -6,6 +6,13 @@ escapes: it becomes a fatal result naming the composite.
 """
 
 from __future__ import annotations
+from fleetcache.apis import specs
+from fleetcache.apis import xrds
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions import read
+from fleetcache import messages
+from fleetcache import shapes
 
 import datetime
 import importlib
@@ -15,25 +22,25 @@ from typing import Any, Callable
 
 import click
 import grpc
-from google.protobuf import struct_pb2
 from crossplane.function import cli as sdkcli
 from crossplane.function import logging, resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import struct_pb2
 
-from fleetcache import validation
-from fleetcache.functions import kit
+
+
 
 COMPOSER_MODULES = {
-    "FleetCluster": "fleetcache.functions.fleet_cluster",
-    "ModelCache": "fleetcache.functions.model_cache",
-    "ModelCacheGrant": "fleetcache.functions.model_cache_grant",
-    "ModelCacheHydration": "fleetcache.functions.model_cache_hydration",
-    "ModelDeployment": "fleetcache.functions.model_deployment",
-    "ModelReplica": "fleetcache.functions.model_replica",
+    "FleetCluster": "fleetcache.functions.composers.fleet_cluster",
+    "ModelCache": "fleetcache.functions.composers.model_cache",
+    "ModelCacheGrant": "fleetcache.functions.composers.model_cache_grant",
+    "ModelCacheHydration": "fleetcache.functions.composers.model_cache_hydration",
+    "ModelDeployment": "fleetcache.functions.composers.model_deployment",
+    "ModelReplica": "fleetcache.functions.composers.model_replica",
 }
 
-Composer = Callable[[kit.Request], kit.Outcome]
+Composer = Callable[[protocol.Request], protocol.Outcome]
 
 MiB = 1024 * 1024
 # Crossplane dials every function with grpc.NewClient and no call options
@@ -89,13 +96,13 @@ def from_value(value: struct_pb2.Value) -> Any:
     return None
 
 
-def to_request(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> kit.Request:
+def to_request(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> protocol.Request:
     observed = {key: from_struct(item.resource) for key, item in req.observed.resources.items()}
     required = {
         key: [from_struct(item.resource) for item in items.items]
         for key, items in req.required_resources.items()
     }
-    return kit.Request(
+    return protocol.Request(
         composite=from_struct(req.observed.composite.resource),
         observed=observed,
         required=required,
@@ -103,25 +110,25 @@ def to_request(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> kit.Requ
     )
 
 
-def apply_outcome(rsp: fnv1.RunFunctionResponse, outcome: kit.Outcome) -> None:
+def apply_outcome(rsp: fnv1.RunFunctionResponse, outcome: protocol.Outcome) -> None:
     for key in sorted(outcome.desired):
         manifest, ready = outcome.desired[key]
         target = rsp.desired.resources[key]
         target.resource.Clear()
-        resource.update(target, kit.canonical(manifest))
+        resource.update(target, naming.canonical(manifest))
         if ready is not None:
             target.ready = fnv1.READY_TRUE if ready else fnv1.READY_FALSE
     if outcome.status:
-        resource.update(rsp.desired.composite, {"status": kit.canonical(outcome.status)})
+        resource.update(rsp.desired.composite, {"status": naming.canonical(outcome.status)})
     if outcome.composite_ready is not None:
         rsp.desired.composite.ready = fnv1.READY_TRUE if outcome.composite_ready else fnv1.READY_FALSE
     response.set_conditions(rsp, *(
         resource.Condition(typ=c.type, status=c.status, reason=c.reason,
-                           message=kit.clipped(c.message, kit.MESSAGE_LIMIT) or None)
+                           message=messages.clipped(c.message, messages.MESSAGE_LIMIT) or None)
         for c in sorted(outcome.conditions, key=lambda c: c.type)
     ))
     for message in outcome.warnings:
-        response.warning(rsp, kit.clipped(message, kit.MESSAGE_LIMIT))
+        response.warning(rsp, messages.clipped(message, messages.MESSAGE_LIMIT))
     for key in sorted(outcome.requirements):
         requirement = outcome.requirements[key]
         selector = fnv1.ResourceSelector(api_version=requirement.api_version, kind=requirement.kind)
@@ -139,20 +146,18 @@ def identity(composite: dict) -> tuple[str, str]:
     """(kind, name) of the observed composite; a kind or name that is not a string, or a
     metadata that is not an object, reads as ""."""
     kind = composite.get("kind")
-    name = kit.get_path(composite, "metadata.name")
+    name = read.get_path(composite, "metadata.name")
     return (kind if isinstance(kind, str) else "", name if isinstance(name, str) else "")
 
 
-def require_identity(request: kit.Request, kind: str) -> None:
+def require_identity(request: protocol.Request, kind: str) -> None:
     """The composite's name (and namespace, for a namespaced kind, as its XRD says), or
     InputError: Crossplane always sends both, a hand-made request may not, and every
     composed name and label derives from them."""
-    kit.object_name(request.name, "metadata.name")
-    xrd = validation.xrd_for_kind(kind)
-    if xrd is not None and xrd.scope == "Namespaced" and not (
-            len(request.namespace) <= validation.DNS_LABEL_MAX
-            and validation.DNS_LABEL.fullmatch(request.namespace)):
-        raise kit.InputError(f"metadata.namespace: {kit.shown(request.namespace)} is not a "
+    naming.object_name(request.name, "metadata.name")
+    xrd = xrds.xrd_for_kind(kind)
+    if xrd is not None and xrd.scope == "Namespaced" and not shapes.is_dns_label(request.namespace):
+        raise specs.InputError(f"metadata.namespace: {messages.shown(request.namespace)} is not a "
                              f"namespace name; a {kind} is namespaced")
 
 
@@ -166,15 +171,15 @@ def run(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> fnv1.RunFunctio
         composer = composer_for(kind)
         if composer is None:
             known = ", ".join(sorted(COMPOSER_MODULES))
-            return fatal(rsp, f"fleetcache-function has no composer for kind {kit.shown(kind)} "
-                              f"(composite {kit.shown(name)}); it composes {known}")
+            return fatal(rsp, f"fleetcache-function has no composer for kind {messages.shown(kind)} "
+                              f"(composite {messages.shown(name)}); it composes {known}")
         require_identity(request, kind)
         outcome = composer(request)
-    except kit.InputError as err:
+    except specs.InputError as err:
         return fatal(rsp, f"{kind} {name}: {err}")
     except Exception as err:  # noqa: BLE001 - a composer bug must not crash the server
         return fatal(rsp, f"{kind} {name}: internal error while composing "
-                          f"({type(err).__name__}: {kit.clipped(err)}); please report it")
+                          f"({type(err).__name__}: {messages.clipped(err)}); please report it")
     if outcome.fatal:
         return fatal(rsp, f"{kind} {name}: {outcome.fatal}")
     apply_outcome(rsp, outcome)
@@ -191,7 +196,7 @@ def run(req: fnv1.RunFunctionRequest, now: datetime.datetime) -> fnv1.RunFunctio
 
 def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionResponse:
     """The response as one fatal result (nothing desired), its message bounded."""
-    response.fatal(rsp, kit.clipped(message, kit.MESSAGE_LIMIT))
+    response.fatal(rsp, messages.clipped(message, messages.MESSAGE_LIMIT))
     return rsp
 
 
@@ -243,5 +248,5 @@ def check_tls_dir(directory: str | None) -> None:
             "pass --insecure to serve without TLS (local testing only)")
     missing = [f for f in TLS_FILES if not os.path.isfile(os.path.join(directory, f))]
     if missing:
-        raise click.UsageError(f"--tls-certs-dir {kit.shown(directory)} lacks "
+        raise click.UsageError(f"--tls-certs-dir {messages.shown(directory)} lacks "
                                f"{', '.join(missing)} (it needs {', '.join(TLS_FILES)})")

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from fleetcache.functions import admission, kit
-from fleetcache.functions.admission import Cache, Footprint, Grant, Previous
+from fleetcache import reasons
+from fleetcache.functions.decisions import admission
+from fleetcache.functions.decisions.admission import Cache, Footprint, Grant, Previous
 
 GIB = 1024**3
 FLEET = frozenset({"gpu-east-1", "gpu-east-2", "gpu-west-1"})
@@ -95,7 +96,7 @@ def test_an_over_quota_message_gives_the_numbers_needed_and_the_budget():
     assert "would make the projection 120.0GiB" in message
     assert f"over the budget of 100.0GiB ({100 * GIB} bytes)" in message
     assert "40.0GiB is left" in message
-    assert kit.remedy("OverQuota") in message
+    assert reasons.remedy("OverQuota") in message
 
 
 # --- the projection ----------------------------------------------------------------------------
@@ -206,8 +207,8 @@ def test_a_cache_admitted_before_it_resolved_does_not_claim_copies_keep_serving_
 
 def test_a_refusal_states_its_remedy_once():
     row = admission.decide(grant(5), [cache("a", 10)], {}).rows[0]
-    assert row.message.count(kit.remedy("OverQuota").rstrip(".")) == 1
-    assert kit.with_remedy(row.message.rstrip("."), "OverQuota") == row.message.rstrip(".")
+    assert row.message.count(reasons.remedy("OverQuota").rstrip(".")) == 1
+    assert reasons.with_remedy(row.message.rstrip("."), "OverQuota") == row.message.rstrip(".")
 
 
 # --- determinism -------------------------------------------------------------------------------

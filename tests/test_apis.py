@@ -9,6 +9,10 @@ own kind-specific tests.
 """
 
 from __future__ import annotations
+from fleetcache.functions.k8s import selectors
+from fleetcache.functions import naming
+from fleetcache import reasons
+from fleetcache import shapes
 
 from collections import Counter
 
@@ -16,11 +20,13 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from fleetcache.functions import kit
+
+from fleetcache.apis.cel import compile_rule
+from fleetcache.apis.xrds import (
+    CROSSPLANE_PRINTER_COLUMNS, XRD_API_VERSION, apply_defaults, cel_rules, load_xrds, to_jsonschema, walk_schema,
+)
 from tests.support.xrd import (
-    COMPOSITIONS, CROSSPLANE_PRINTER_COLUMNS, FORBIDDEN_KEYWORDS, XRD_API_VERSION,
-    apply_defaults, cel_rules, compile_rule, example_docs, is_fleetcache_kind,
-    load_xrds, load_yaml_docs, schema_at, to_jsonschema, walk_schema, xrd_for,
+    COMPOSITIONS, FORBIDDEN_KEYWORDS, example_docs, is_fleetcache_kind, load_yaml_docs, schema_at, xrd_for,
 )
 
 XRDS = load_xrds()
@@ -125,7 +131,7 @@ def test_the_three_core_kinds_have_xrds():
 def test_xrd_is_crossplane_v2_in_the_fleetcache_group(xrd):
     assert xrd.doc["apiVersion"] == XRD_API_VERSION
     assert xrd.doc["kind"] == "CompositeResourceDefinition"
-    assert xrd.group == kit.GROUP
+    assert xrd.group == naming.GROUP
 
 
 @every_xrd
@@ -138,7 +144,7 @@ def test_xrd_is_named_plural_dot_group_and_lives_in_apis_plural(xrd):
 def test_xrd_serves_one_referenceable_version_v1alpha1(xrd):
     versions = xrd.doc["spec"]["versions"]
     assert [(v["name"], v["served"], v["referenceable"]) for v in versions] == \
-        [(kit.VERSION, True, True)]
+        [(naming.VERSION, True, True)]
 
 
 @pytest.mark.parametrize("kind, scope", [
@@ -519,7 +525,7 @@ def test_example_validates_against_its_xrd(entry):
 def test_example_has_a_name_crossplane_accepts(entry):
     _, _, doc = entry
     name = doc["metadata"]["name"]
-    assert kit.DNS_SUBDOMAIN.match(name) and len(name) <= 63
+    assert shapes.DNS_SUBDOMAIN.match(name) and len(name) <= 63
 
 
 @every_example
@@ -578,7 +584,7 @@ def test_the_example_fleet_cache_selects_exactly_the_fleet():
     selector = caches[0]["spec"]["placement"]["clusterSelector"]
     every_cluster = examples_of("FleetCluster")
     selected = sorted(c["metadata"]["name"] for c in every_cluster
-                      if kit.selector_matches(selector, c["metadata"].get("labels", {}),
+                      if selectors.selector_matches(selector, c["metadata"].get("labels", {}),
                                               "spec.placement.clusterSelector"))
     assert selected == ["gpu-east-1", "gpu-east-2", "gpu-west-1"]
 
@@ -601,7 +607,7 @@ def test_model_cache_status_as_the_composer_writes_it_is_accepted():
             {"name": "gpu-east-2", "phase": "Hydrating", "bytesDone": 601_295_421,
              "bytesTotal": 1_503_238_553},
             {"name": "gpu-west-1", "phase": "Pending", "reason": "ClusterNotReady",
-             "message": kit.remedy("ClusterNotReady")},
+             "message": reasons.remedy("ClusterNotReady")},
         ],
         "conditions": [{"type": "Resolved", "status": "True", "reason": "Resolved",
                         "lastTransitionTime": "2026-01-01T00:00:00Z"}],
@@ -617,7 +623,7 @@ def test_model_cache_hydration_as_the_model_cache_writes_it_is_accepted():
                      "reason": "", "message": "",
                      "resolved": {"commit": COMMIT, "manifestDigest": "ab" * 32,
                                   "bytes": 1_503_238_553},
-                     "volumeName": kit.cache_volume_name("qwen")}
+                     "volumeName": naming.cache_volume_name("qwen")}
     assert messages(obj) == []
 
 

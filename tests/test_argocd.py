@@ -9,8 +9,11 @@ import lupa
 import pytest
 import yaml
 
-from fleetcache import demo, demo_node_tier
-from fleetcache.functions import kit
+from fleetcache.functions import read
+from fleetcache import reasons
+from fleetcache.devtools import demo
+from fleetcache.devtools.demo import node_tier as demo_node_tier
+
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGOCD_CM = ROOT / "examples" / "argocd" / "argocd-cm.yaml"
@@ -89,7 +92,7 @@ def test_a_fleet_cluster_waiting_for_its_provider_config_is_progressing(health, 
 
 def test_a_model_cache_that_is_resolving_is_progressing(health, demo_rounds):
     resolving = next(c for c in states(demo_rounds, "ModelCache")
-                     if kit.condition_of(c, "Resolved").get("reason") == "Resolving")
+                     if read.condition_of(c, "Resolved").get("reason") == "Resolving")
     status, message = health(resolving)
     assert status == "Progressing" and "resolving" in message
 
@@ -157,8 +160,8 @@ def test_a_fleet_cluster_with_low_capacity_is_degraded_with_its_message(health, 
 
 def test_a_model_cache_short_only_by_lapsed_copies_is_healthy(health, demo_rounds):
     lapsed = last_of(demo_rounds, "ModelCache", "weekly-chat")
-    assert kit.condition_of(lapsed, "Lapsed")["status"] == "True"
-    assert health(lapsed) == ("Healthy", kit.condition_of(lapsed, "Lapsed")["message"])
+    assert read.condition_of(lapsed, "Lapsed")["status"] == "True"
+    assert health(lapsed) == ("Healthy", read.condition_of(lapsed, "Lapsed")["message"])
 
 
 def test_a_model_cache_short_by_an_eviction_it_did_not_lapse_into_is_not_healthy(health,
@@ -182,14 +185,14 @@ def test_a_grant_within_its_budget_is_healthy_with_its_figures(health, demo_roun
     grant = last_of(demo_rounds, "ModelCacheGrant", "demo")
     status, message = health(grant)
     assert status == "Healthy"
-    assert message.startswith(kit.condition_of(grant, "OverQuota")["message"])
+    assert message.startswith(read.condition_of(grant, "OverQuota")["message"])
     assert message.endswith(f"{grant['status']['cachesSummary']} caches admitted")
 
 
 def test_a_grant_that_cannot_count_its_usage_yet_is_progressing(health, demo_rounds):
     counting = next(g for g in states(demo_rounds, "ModelCacheGrant")
-                    if kit.condition_of(g, "OverQuota").get("status") == "Unknown")
-    assert health(counting) == ("Progressing", kit.condition_of(counting, "OverQuota")["message"])
+                    if read.condition_of(g, "OverQuota").get("status") == "Unknown")
+    assert health(counting) == ("Progressing", read.condition_of(counting, "OverQuota")["message"])
 
 
 def test_a_grant_over_its_budget_is_degraded_with_the_numbers(health, demo_rounds):
@@ -258,7 +261,7 @@ def test_a_model_cache_with_every_node_warm_is_healthy_with_the_node_count(healt
 def test_a_model_cache_whose_volumes_are_ready_and_nodes_warming_is_progressing(health,
                                                                                 demo_rounds):
     warming = [c for c in node_caches(demo_rounds)
-               if kit.condition_of(c, "Available").get("status") == "True"
+               if read.condition_of(c, "Available").get("status") == "True"
                and c["status"]["nodeTier"]["readyNodes"] < c["status"]["nodeTier"]["desiredNodes"]]
     seen = {health(c) for c in warming}
     assert seen == {("Progressing", "2/2 clusters ready, nodes 0/4 warm"),
@@ -270,7 +273,7 @@ def test_a_model_cache_whose_nodes_failed_is_degraded_naming_the_first_failure(h
                                                                                demo_rounds):
     cache = copy.deepcopy(node_caches(demo_rounds)[-1])
     message = ("node copies failed on gpu-nodes-a (1 of 2 nodes: InsufficientCapacity). "
-               + kit.remedy("InsufficientCapacity"))
+               + reasons.remedy("InsufficientCapacity"))
     cache["status"]["nodeTier"].update(readyNodes=3, failedNodes=1, readyClusters=1)
     cache["status"]["conditions"] = [
         c for c in cache["status"]["conditions"] if c["type"] != "Degraded"] + [

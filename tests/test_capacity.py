@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from fleetcache.functions.capacity import LISTED, Copy, allocates, decide
+from fleetcache.functions.decisions.capacity import LISTED, Copy, allocates, decide
 
 GI = 1024**3
 CAPACITY = 100 * GI  # high watermark 80Gi, low 70Gi

@@ -11,7 +11,7 @@ import datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetcache.functions import capacity
+from fleetcache.functions.decisions import capacity
 
 MIB = 2**20
 ROUNDS = 12

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleetcache import demo, demo_day_two, demo_node_tier, demo_tenants
+from fleetcache.devtools import demo
+from fleetcache.devtools.demo import day_two, node_tier, tenants
 from tests.support import xrd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,15 +102,15 @@ def test_with_nothing_removable_capacity_low_holds_a_new_copy_until_capacity_gro
 
 
 def test_a_second_tenant_is_refused_past_its_budget_with_the_numbers_then_admitted(demo_output):
-    act = demo_output[demo_output.index(f"tenant {demo_tenants.TENANT}"):]
+    act = demo_output[demo_output.index(f"tenant {tenants.TENANT}"):]
     refusal = next(line for line in act.splitlines() if "OverQuota" in line)
     assert "would make the projection" in refusal and "over the budget of" in refusal
-    assert f"{demo_tenants.CACHE} is Ready on gpu-east-2 and gpu-east-3" in act
+    assert f"{tenants.CACHE} is Ready on gpu-east-2 and gpu-east-3" in act
 
 
 def test_every_manifest_of_the_second_tenant_is_valid_against_its_xrd():
-    xrd.assert_valid(demo_tenants.grant(2**20))
-    xrd.assert_valid(demo_tenants.cache("http://127.0.0.1:1"))
+    xrd.assert_valid(tenants.grant(2**20))
+    xrd.assert_valid(tenants.cache("http://127.0.0.1:1"))
 
 
 def test_the_grant_admits_the_demo_cache_and_shows_its_figures(demo_output):
@@ -130,8 +131,8 @@ def test_every_demo_composite_is_valid_against_its_xrd():
 def test_every_cache_of_the_demo_names_its_grant():
     assert demo.model_cache("http://127.0.0.1:1")["spec"]["grantRef"] == {"name": demo.GRANT}
     stage = SimpleNamespace(namespace=demo.NAMESPACE)
-    for name, _, retention in demo_day_two.CROWD:
-        cache = demo_day_two.crowd_manifest(stage, name, retention, "http://127.0.0.1:1")
+    for name, _, retention in day_two.CROWD:
+        cache = day_two.crowd_manifest(stage, name, retention, "http://127.0.0.1:1")
         assert cache["spec"]["grantRef"] == {"name": demo.GRANT}
         xrd.assert_valid(cache)
 
@@ -160,7 +161,7 @@ def test_the_node_tier_act_warms_every_opted_in_node_of_both_clusters(demo_outpu
     act = node_tier_act(demo_output)
     converged = tier_tables(act[:act.index("$ kubectl get nodes")])[-1]
     assert {c: row[:4] for c, row in converged.items()} == {
-        c: ["Ready", "Ready", "2", "2"] for c in demo_node_tier.CLUSTERS}
+        c: ["Ready", "Ready", "2", "2"] for c in node_tier.CLUSTERS}
 
 
 def test_only_opted_in_pool_nodes_carry_the_warm_label(demo_output):
@@ -172,23 +173,23 @@ def test_only_opted_in_pool_nodes_carry_the_warm_label(demo_output):
 
 def test_a_joining_node_is_warmed_without_the_hub_and_a_removed_one_leaves_the_counts(demo_output):
     act = node_tier_act(demo_output)
-    assert f"{demo_node_tier.JOINING} warmed from the cluster volume" in act
+    assert f"{node_tier.JOINING} warmed from the cluster volume" in act
     assert "0 requests since it joined" in act
-    removed = act.index(f"node {demo_node_tier.LEAVING} is removed")
-    joined = [t[demo_node_tier.CHURN_CLUSTER][2] for t in tier_tables(act[:removed])]
+    removed = act.index(f"node {node_tier.LEAVING} is removed")
+    joined = [t[node_tier.CHURN_CLUSTER][2] for t in tier_tables(act[:removed])]
     after = tier_tables(act[removed:act.index("ModelDeployment edge-chat")])
     assert joined[-1] == "3"
-    assert after[-1][demo_node_tier.CHURN_CLUSTER][:4] == ["Ready", "Ready", "2", "2"]
+    assert after[-1][node_tier.CHURN_CLUSTER][:4] == ["Ready", "Ready", "2", "2"]
 
 
 def test_node_tier_replicas_run_on_warm_nodes_reading_the_node_copy(demo_output):
     act = node_tier_act(demo_output)
     table = act[act.index("NODE WARM"):].split("\n\n")[0].splitlines()[1:]
-    assert len(table) == len(demo_node_tier.CLUSTERS)
+    assert len(table) == len(node_tier.CLUSTERS)
     for line in table:
         cluster, _, node, warm, select, reason, reads = line.split()
         assert (select, reason) == ("node", "(NodeCopyReady)") and warm != "no"
-        assert reads.startswith(f"{node}:{demo_node_tier.CACHE_PATH}/")
+        assert reads.startswith(f"{node}:{node_tier.CACHE_PATH}/")
 
 
 def listing(act: str, command: str) -> list[list[str]]:
@@ -199,8 +200,8 @@ def listing(act: str, command: str) -> list[list[str]]:
 
 def test_kubectl_get_shows_the_node_tier_in_its_columns(demo_output):
     act = node_tier_act(demo_output)
-    ns, clusters = demo_node_tier.NAMESPACE, demo_node_tier.CLUSTERS
-    cache = listing(act, f"modelcache -n {ns} {demo_node_tier.CACHE}")
+    ns, clusters = node_tier.NAMESPACE, node_tier.CLUSTERS
+    cache = listing(act, f"modelcache -n {ns} {node_tier.CACHE}")
     assert cache[0][-1] == "NODES" and cache[1][-1] == f"{2 * len(clusters)}/{2 * len(clusters)}"
     fleet = listing(act, f"fleetcluster {' '.join(clusters)}")
     assert [row[0] for row in fleet[1:]] == list(clusters)
@@ -212,11 +213,11 @@ def test_kubectl_get_shows_the_node_tier_in_its_columns(demo_output):
 def test_each_node_tier_cluster_shows_the_bytes_it_read_from_the_hub(demo_output):
     act = node_tier_act(demo_output)
     table = act[act.index("HUB BYTES READ"):].split("\n\n")[0].splitlines()[1:]
-    assert [line.split()[0] for line in table] == list(demo_node_tier.CLUSTERS)
+    assert [line.split()[0] for line in table] == list(node_tier.CLUSTERS)
 
 
 def test_every_manifest_of_the_node_tier_act_is_valid_against_its_xrd():
-    for resource in [*map(demo_node_tier.fleet_cluster, demo_node_tier.CLUSTERS),
-                     demo_node_tier.grant(), demo_node_tier.model_cache("http://127.0.0.1:1"),
-                     demo_node_tier.model_deployment()]:
+    for resource in [*map(node_tier.fleet_cluster, node_tier.CLUSTERS),
+                     node_tier.grant(), node_tier.model_cache("http://127.0.0.1:1"),
+                     node_tier.model_deployment()]:
         xrd.assert_valid(resource)

@@ -9,15 +9,17 @@ from pathlib import Path
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache import demo
-from fleetcache import render as rendering
-from fleetcache.simulation import Clock, function_server
+from fleetcache.apis.documents import load_documents
+from fleetcache.apis.xrds import admit, xrd_schemas
+from fleetcache.devtools import demo
+from fleetcache.devtools import render as rendering
+from fleetcache.devtools.simulation import Clock, function_server
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSITIONS = {d["spec"]["compositeTypeRef"]["kind"]: d
-                for d in rendering.load_documents(ROOT / "compositions")
+                for d in load_documents(ROOT / "compositions")
                 if d.get("kind") == "Composition"}
-SCHEMAS = rendering.xrd_schemas(rendering.load_documents(ROOT / "apis"))
+SCHEMAS = xrd_schemas(load_documents(ROOT / "apis"))
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +31,14 @@ def stub():
 
 def render(watch: demo.Watch, required: list[dict]) -> tuple[rendering.Rendered, bool]:
     """The demo's grant (its functions require the ModelCaches of its namespace)."""
-    grant = rendering.admit(demo.model_cache_grant(), SCHEMAS)
+    grant = admit(demo.model_cache_grant(), SCHEMAS)
     return watch(grant, COMPOSITIONS["ModelCacheGrant"], [], required)
 
 
 def cache(namespace: str) -> dict:
     manifest = demo.model_cache("http://127.0.0.1:1")
     manifest["metadata"]["namespace"] = namespace
-    return rendering.admit(manifest, SCHEMAS)
+    return admit(manifest, SCHEMAS)
 
 
 def test_an_unchanged_input_returns_the_last_render_without_running_the_functions(stub):

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache import docs, exitcodes
+from fleetcache import reasons
+from fleetcache.devtools import docs
+from fleetcache import exitcodes
 from fleetcache.agent.errors import Interrupted
-from fleetcache.functions import (kit, model_cache, model_cache_hydration, model_deployment,
-                                  model_replica)
+from fleetcache.functions.composers import model_cache, model_cache_hydration, model_deployment, model_replica
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -110,7 +111,7 @@ def test_the_scan_reads_every_way_a_reason_is_given_and_nothing_else(tmp_path):
 
 
 def test_a_reason_is_declared_once():
-    seen = dict.fromkeys(kit.REASONS, "kit")
+    seen = dict.fromkeys(reasons.REASONS, "kit")
     for module in docs.composer_modules():
         for reason in getattr(module, "REASONS", {}):
             assert reason not in seen, f"{reason}: {module.__name__} and {seen[reason]}"

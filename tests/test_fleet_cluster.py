@@ -9,9 +9,13 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
 
-from fleetcache import render
-from fleetcache.functions import kit
-from fleetcache.functions.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
+from fleetcache.apis import specs
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache import reasons
+from fleetcache.devtools import render
+
+from fleetcache.functions.composers.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
 from tests.support.builders import COMMIT, GIB, fleet_cluster_xr
 from tests.support.xrd import assert_valid
 
@@ -20,10 +24,10 @@ SECRET_REF = {"namespace": "crossplane-system", "name": "gpu-east-1-kubeconfig",
 
 
 def request(xr: dict | None = None, observed: dict | None = None,
-            hydrations: list[dict] | None = None) -> kit.Request:
+            hydrations: list[dict] | None = None) -> protocol.Request:
     """hydrations: the ModelCacheHydrations Crossplane fetched (None: not fetched yet)."""
     required = {} if hydrations is None else {HYDRATIONS_KEY: hydrations}
-    return kit.Request(composite=fleet_cluster_xr() if xr is None else xr,
+    return protocol.Request(composite=fleet_cluster_xr() if xr is None else xr,
                        observed=observed or {}, required=required)
 
 
@@ -38,9 +42,9 @@ def with_capacity(capacity: str | None = "100Gi", status: dict | None = None, **
 def hydration(name: str, size_gib: int, *, namespace: str = "team-a", cluster: str = "gpu-east-1",
               created: str = "2026-01-01T00:00:00Z", **status) -> dict:
     """A ModelCacheHydration as Crossplane returns it for the cluster label."""
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
             "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created,
-                         "labels": {kit.LABEL_CLUSTER: kit.label_value(cluster)}},
+                         "labels": {naming.LABEL_CLUSTER: naming.label_value(cluster)}},
             "spec": {"clusterName": cluster, "storage": {"size": f"{size_gib}Gi"}},
             "status": status}
 
@@ -54,11 +58,11 @@ def ready_copy(name: str, used_gib: int, *, last_used: str = "2026-01-01T01:00:0
         **status})
 
 
-def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+def condition(outcome: protocol.Outcome, type_: str) -> protocol.Condition:
     return next(c for c in outcome.conditions if c.type == type_)
 
 
-def provider_config(outcome: kit.Outcome) -> dict:
+def provider_config(outcome: protocol.Outcome) -> dict:
     return outcome.desired[PROVIDER_CONFIG_KEY][0]
 
 
@@ -127,7 +131,7 @@ def test_the_fleet_cluster_and_its_status_validate_against_the_xrd(spec):
 
 def test_same_request_gives_the_same_outcome():
     first, second = compose(request()), compose(request())
-    assert json.dumps(kit.canonical(first.desired)) == json.dumps(kit.canonical(second.desired))
+    assert json.dumps(naming.canonical(first.desired)) == json.dumps(naming.canonical(second.desired))
     assert first.status == second.status
 
 
@@ -136,9 +140,9 @@ def test_same_request_gives_the_same_outcome():
 
 def test_the_hydrations_of_this_cluster_are_required_by_label_in_every_namespace():
     requirement = compose(request()).requirements[HYDRATIONS_KEY]
-    assert requirement == kit.Requirement(
-        kit.API_VERSION, "ModelCacheHydration", namespace=None,
-        match_labels=((kit.LABEL_CLUSTER, "gpu-east-1"),))
+    assert requirement == protocol.Requirement(
+        naming.API_VERSION, "ModelCacheHydration", namespace=None,
+        match_labels=((naming.LABEL_CLUSTER, "gpu-east-1"),))
 
 
 def test_status_cache_shows_capacity_usage_reservations_and_the_decisions():
@@ -169,7 +173,7 @@ def test_a_hydration_that_would_pass_the_high_watermark_waits_and_capacity_is_lo
     assert (low.status, low.reason) == ("True", "CapacityLow")
     assert "1 hydration(s) wait for room (team-a/big)" in low.message
     assert "high watermark 80%: 80.0GiB" in low.message
-    assert low.message.endswith(kit.remedy("CapacityLow"))
+    assert low.message.endswith(reasons.remedy("CapacityLow"))
 
 
 def test_above_the_high_watermark_the_least_recently_used_copy_is_evicted():
@@ -358,7 +362,7 @@ def test_through_grpc_an_existing_volume_counts_nothing_and_is_not_evicted():
     {"kubeconfigSecretRef": SECRET_REF, "providerConfigRef": {"name": "existing"}},
 ], ids=["neither", "both"])
 def test_exactly_one_of_the_two_refs_names_both_fields(spec):
-    with pytest.raises(kit.InputError) as err:
+    with pytest.raises(specs.InputError) as err:
         compose(request(fleet_cluster_xr(**spec) if spec else
                         {**fleet_cluster_xr(), "spec": {}}))
     assert "spec.kubeconfigSecretRef" in str(err.value)
@@ -396,25 +400,25 @@ def test_exactly_one_of_the_two_refs_names_both_fields(spec):
     ({"kubeconfigSecretRef": SECRET_REF, "agent": {"image": 3}}, "spec.agent.image"),
 ])
 def test_bad_spec_is_an_input_error_naming_the_field(spec, named):
-    with pytest.raises(kit.InputError) as err:
+    with pytest.raises(specs.InputError) as err:
         compose(request(fleet_cluster_xr(**spec)))
     assert named in str(err.value)
 
 
 @pytest.mark.parametrize("xr, message", [
-    ({"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"}},
+    ({"apiVersion": naming.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"}},
      "spec is required"),
-    ({"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"},
+    ({"apiVersion": naming.API_VERSION, "kind": "FleetCluster", "metadata": {"name": "a"},
       "spec": ["kubeconfigSecretRef"]}, "spec: list must be an object"),
 ], ids=["missing-spec", "spec-is-a-list"])
 def test_missing_or_mistyped_spec_is_an_input_error(xr, message):
-    with pytest.raises(kit.InputError, match=message):
+    with pytest.raises(specs.InputError, match=message):
         compose(request(xr))
 
 
 @pytest.mark.parametrize("name", ["x" * 300, "gpü-øst-1", "", "UPPER"])
 def test_a_name_that_cannot_name_a_provider_config_is_an_input_error(name):
-    with pytest.raises(kit.InputError, match="metadata.name"):
+    with pytest.raises(specs.InputError, match="metadata.name"):
         compose(request(fleet_cluster_xr(name)))
 
 
@@ -423,10 +427,10 @@ def test_a_253_character_name_still_composes_with_a_valid_label():
     manifest = provider_config(compose(request(fleet_cluster_xr(
         name, kubeconfigSecretRef=SECRET_REF))))
     assert manifest["metadata"]["name"] == name
-    label = manifest["metadata"]["labels"][kit.LABEL_CLUSTER]
+    label = manifest["metadata"]["labels"][naming.LABEL_CLUSTER]
     assert len(label) <= 63
 
 
 def test_an_empty_composite_is_an_input_error():
-    with pytest.raises(kit.InputError):
-        compose(kit.Request(composite={}))
+    with pytest.raises(specs.InputError):
+        compose(protocol.Request(composite={}))

@@ -10,10 +10,14 @@ import json
 import celpy
 import pytest
 
-from fleetcache import validation
-from fleetcache.functions import kit, node_system
-from fleetcache.functions.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
-from fleetcache.functions.node_tier import NodeCache, pool_affinity
+
+from fleetcache.apis import cel
+from fleetcache.apis import xrds
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions.node_tier import node_agent
+from fleetcache.functions.composers.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
+from fleetcache.functions.node_tier.warmers import NodeCache, pool_affinity
 from tests.support.builders import fleet_cluster_xr
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.xrd import assert_valid
@@ -36,35 +40,35 @@ def cluster_xr(status: dict | None = None, **node_cache) -> dict:
 
 def hydration(cache: str, gib: int, *, tier: str = "Node", node: dict | None = None,
               created: str = "2026-01-01T00:00:00Z", **status) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
             "metadata": {"name": f"{cache}-gpu-east-1", "namespace": "ml",
                          "creationTimestamp": created,
-                         "labels": {kit.LABEL_CLUSTER: "gpu-east-1"}},
+                         "labels": {naming.LABEL_CLUSTER: "gpu-east-1"}},
             "spec": {"clusterName": "gpu-east-1", "modelCacheName": cache, "tier": tier,
                      "commit": COMMIT, "bytes": gib * GI, "storage": {"size": f"{gib + 1}Gi"}},
             "status": {**({"nodeTier": node} if node else {}), **status}}
 
 
 def run(xr: dict | None = None, hydrations: list[dict] | None = None,
-        observed: dict | None = None) -> kit.Outcome:
+        observed: dict | None = None) -> protocol.Outcome:
     required = {} if hydrations is None else {HYDRATIONS_KEY: hydrations}
-    return compose(kit.Request(composite=xr or cluster_xr(), observed=observed or {},
+    return compose(protocol.Request(composite=xr or cluster_xr(), observed=observed or {},
                                required=required))
 
 
-def remote(outcome: kit.Outcome) -> dict[str, dict]:
+def remote(outcome: protocol.Outcome) -> dict[str, dict]:
     return dict(iter_remote_manifests(outcome))
 
 
-def agent_pod(outcome: kit.Outcome) -> dict:
-    return remote(outcome)[node_system.AGENT_KEY]["spec"]["template"]["spec"]
+def agent_pod(outcome: protocol.Outcome) -> dict:
+    return remote(outcome)[node_agent.AGENT_KEY]["spec"]["template"]["spec"]
 
 
-def containers(outcome: kit.Outcome) -> dict[str, dict]:
+def containers(outcome: protocol.Outcome) -> dict[str, dict]:
     return {c["name"]: c for c in agent_pod(outcome)["containers"]}
 
 
-def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+def condition(outcome: protocol.Outcome, type_: str) -> protocol.Condition:
     return next(c for c in outcome.conditions if c.type == type_)
 
 
@@ -74,7 +78,7 @@ def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
 def test_a_fleet_cluster_with_a_node_cache_is_valid_and_gets_the_xrds_defaults():
     xr = cluster_xr()
     assert_valid(xr)
-    spec = validation.with_defaults(xr)["spec"]["nodeCache"]
+    spec = xrds.with_defaults(xr)["spec"]["nodeCache"]
     assert (spec["optInLabel"], spec["highWatermark"], spec["lowWatermark"], spec["labels"]) == \
         ({"key": "fleetcache.dev/node-cache", "value": "enabled"}, 80, 70, "NodeAgent")
 
@@ -94,7 +98,7 @@ def test_the_xrd_refuses_a_node_cache_it_cannot_serve(change, refusal):
     node = {**NODE_CACHE, **change}
     xr = cluster_xr()
     xr["spec"]["nodeCache"] = {k: v for k, v in node.items() if v is not None}
-    problems = [str(v) for v in validation.violations(xr)]
+    problems = [str(v) for v in xrds.violations(xr)]
     assert any(refusal in p for p in problems), problems
 
 
@@ -357,11 +361,11 @@ def refusals(old: dict, new: dict, req: dict) -> list[str] | None:
                   "request": celpy.json_to_cel(req)}
     spec = policy()["spec"]
     for match in spec["matchConditions"]:
-        if not validation.compile_rule(match["expression"]).evaluate(activation):
+        if not cel.compile_rule(match["expression"]).evaluate(activation):
             return None
     out = []
     for rule in spec["validations"]:
-        verdict = validation.compile_rule(rule["expression"]).evaluate(activation)
+        verdict = cel.compile_rule(rule["expression"]).evaluate(activation)
         assert isinstance(verdict, celpy.celtypes.BoolType), verdict  # never an evaluation error
         if not verdict:
             out.append(rule["message"])

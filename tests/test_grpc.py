@@ -15,7 +15,7 @@ from crossplane.function import runtime
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache import render
+from fleetcache.devtools import render
 from fleetcache.functions import server
 from tests.support.cases import CASES
 from tests.support.tls import make_pki

@@ -13,7 +13,14 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache.functions import kit, server
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions.k8s import objects
+from fleetcache.functions.k8s import selectors
+from fleetcache.functions import read
+from fleetcache.functions.views.fleet_cluster import FleetClusterView
+from fleetcache.messages import MESSAGE_LIMIT, SHOWN_LIMIT
+from fleetcache.functions import server
 from tests.support.fleet import GRANT, fleet_cluster, grant, grant_row, resolved_status
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
@@ -128,7 +135,7 @@ def test_a_fatal_result_never_echoes_a_huge_value_whole():
                      NOW)
     never_internal_error(rsp)
     assert "matchExpressions[0].values" in rsp.results[0].message
-    assert len(rsp.results[0].message) <= kit.MESSAGE_LIMIT
+    assert len(rsp.results[0].message) <= MESSAGE_LIMIT
 
 
 def test_a_composer_bug_is_a_bounded_internal_error_not_an_exception(monkeypatch):
@@ -137,7 +144,7 @@ def test_a_composer_bug_is_a_bounded_internal_error_not_an_exception(monkeypatch
     monkeypatch.setattr(server, "composer_for", lambda kind: broken)
     rsp = server.run(request("ModelCache", "h", {}), NOW)
     assert "internal error" in rsp.results[0].message
-    assert len(rsp.results[0].message) <= kit.MESSAGE_LIMIT
+    assert len(rsp.results[0].message) <= MESSAGE_LIMIT
 
 
 # --- readers ------------------------------------------------------------------------------
@@ -146,12 +153,12 @@ def test_a_composer_bug_is_a_bounded_internal_error_not_an_exception(monkeypatch
 @pytest.mark.parametrize("value", ["Infinity", "NaN", "-inf", "1" * 400, "1e999999999", "1e30", [1],
                                    {"a": 1}, None, True, "twelve", float("inf")])
 def test_a_value_that_is_not_a_finite_number_reads_as_the_default(value):
-    assert kit.as_int(value, 7) == 7
+    assert read.as_int(value, 7) == 7
 
 
 @pytest.mark.parametrize("conditions", ["Ready", 7, {"type": "Ready"}, [None, "x", 3]])
 def test_conditions_that_are_not_a_list_of_objects_read_as_absent(conditions):
-    assert kit.condition_of({"status": {"conditions": conditions}}, "Ready") == {}
+    assert read.condition_of({"status": {"conditions": conditions}}, "Ready") == {}
 
 
 @pytest.mark.parametrize("job", [
@@ -162,7 +169,7 @@ def test_conditions_that_are_not_a_list_of_objects_read_as_absent(conditions):
                                 "message": {"a": 1}}]}},
 ], ids=["status-string", "status-list", "conditions-string", "condition-fields-mistyped"])
 def test_a_malformed_job_status_reads_as_not_started(job):
-    state = kit.JobState.of(job)
+    state = agent_job.JobState.of(job)
     assert not state.started and not state.complete and state.exit_code is None
 
 
@@ -170,35 +177,35 @@ def test_a_five_thousand_digit_exit_code_is_no_exit_code():
     message = f"Container agent failed with exit code {'9' * 5000} matching FailJob rule"
     job = {"status": {"conditions": [{"type": "Failed", "status": "True",
                                       "reason": "PodFailurePolicy", "message": message}]}}
-    state = kit.JobState.of(job)
+    state = agent_job.JobState.of(job)
     assert state.failed and state.exit_code is None
-    assert len(state.failure_message) <= kit.SHOWN_LIMIT
+    assert len(state.failure_message) <= SHOWN_LIMIT
 
 
 def test_a_hostile_agent_record_never_becomes_a_condition_reason():
-    state = kit.JobState.of({"status": {"conditions": [{"type": "Failed", "status": "True"}]}})
-    reason, message = kit.failure_reason(state, {"reason": "no such reason " * 1000,
+    state = agent_job.JobState.of({"status": {"conditions": [{"type": "Failed", "status": "True"}]}})
+    reason, message = agent_job.failure_reason(state, {"reason": "no such reason " * 1000,
                                                  "message": "m" * 100_000})
     assert reason == "BackoffLimitExceeded"
-    assert len(message) < kit.MESSAGE_LIMIT
+    assert len(message) < MESSAGE_LIMIT
 
 
 def test_an_agent_record_that_is_not_an_object_reads_as_absent():
-    state = kit.JobState.of({"status": {"conditions": [{"type": "Failed", "status": "True"}]}})
-    assert kit.failure_reason(state, ["reason"])[0] == "BackoffLimitExceeded"
+    state = agent_job.JobState.of({"status": {"conditions": [{"type": "Failed", "status": "True"}]}})
+    assert agent_job.failure_reason(state, ["reason"])[0] == "BackoffLimitExceeded"
 
 
 @pytest.mark.parametrize("values", ["h100", 7, {"a": "b"}, ["h100", 3]],
                          ids=["string", "number", "object", "mixed"])
 def test_selector_values_that_are_not_a_list_of_strings_name_the_field(values):
     selector = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": values}]}
-    with pytest.raises(kit.InputError, match=r"sel\.matchExpressions\[0\]\.values"):
-        kit.selector_matches(selector, {"gpu": "h100"}, "sel")
+    with pytest.raises(specs.InputError, match=r"sel\.matchExpressions\[0\]\.values"):
+        selectors.selector_matches(selector, {"gpu": "h100"}, "sel")
 
 
 @pytest.mark.parametrize("metadata", ["m", ["m"], 7])
 def test_an_observed_resource_whose_metadata_is_not_an_object_strips_to_no_metadata(metadata):
-    assert kit.strip_observed({"kind": "X", "metadata": metadata})["metadata"] == {}
+    assert objects.strip_observed({"kind": "X", "metadata": metadata})["metadata"] == {}
 
 
 # --- cost -------------------------------------------------------------------------------------
@@ -254,7 +261,7 @@ def test_a_hostile_thousand_cluster_request_costs_under_a_second_of_cpu(latched)
 def test_a_fleet_cluster_with_a_malformed_provider_config_name_is_not_ready(field, value):
     cluster = fleet_cluster("gpu-1")
     cluster["status"]["providerConfigName"] = value
-    view = kit.FleetClusterView.of(cluster)
+    view = FleetClusterView.of(cluster)
     assert (view.ready, view.provider_config) == (False, "")
 
 
@@ -267,9 +274,9 @@ def test_a_fleet_cluster_with_a_malformed_provider_config_name_is_not_ready(fiel
 def test_a_fleet_cluster_with_malformed_cache_or_agent_fields_reads_the_defaults(cache, agent):
     cluster = fleet_cluster("gpu-1", cache=cache)
     cluster["spec"]["agent"] = agent
-    view = kit.FleetClusterView.of(cluster)
+    view = FleetClusterView.of(cluster)
     assert (view.access_mode, view.storage_class, view.capacity, view.agent_image) == \
-        ("ReadWriteMany", None, None, kit.DEFAULT_AGENT_IMAGE)
+        ("ReadWriteMany", None, None, agent_job.DEFAULT_AGENT_IMAGE)
     assert view.ready
 
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from fleetcache import validation
-from fleetcache.functions import kit, mirror, model_cache
+
+from fleetcache.apis import xrds
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions.decisions import mirror
+from fleetcache.functions.composers import model_cache
 from tests.support.builders import with_status
 from tests.support.fleet import (COMMIT, fleet_cluster, grant_admitting, hydrations,
                                  model_cache_xr, with_resolved)
@@ -199,20 +203,20 @@ def cache(spec: dict = KEYED) -> dict:
                                         distribution={"mirror": spec}))
 
 
-def compose(xr: dict, observed: dict | None = None, **secrets: list) -> kit.Outcome:
+def compose(xr: dict, observed: dict | None = None, **secrets: list) -> protocol.Outcome:
     required = {"fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)],
                 "mirror-secret-eu-keys": [secret("eu-keys")],
                 "mirror-secret-us-keys": [secret("us-keys")]}
     required.update({f"mirror-secret-{k.replace('_', '-')}": v for k, v in secrets.items()})
-    return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
+    return model_cache.compose(protocol.Request(composite=xr, observed=observed or {},
                                            required=required))
 
 
-def rows(outcome: kit.Outcome) -> dict[str, dict]:
+def rows(outcome: protocol.Outcome) -> dict[str, dict]:
     return {r["name"]: r for r in outcome.status["clusters"]}
 
 
-def condition(outcome: kit.Outcome, kind: str) -> kit.Condition:
+def condition(outcome: protocol.Outcome, kind: str) -> protocol.Condition:
     return next(c for c in outcome.conditions if c.type == kind)
 
 
@@ -248,7 +252,7 @@ def test_a_cluster_of_no_listed_region_reads_the_origin_at_once():
     fleet = [*FLEET, fleet_cluster("gpu-e")]
     xr = with_resolved(model_cache_xr(placement={"clusterNames": [*NAMES, "gpu-e"]},
                                       distribution={"mirror": KEYED}))
-    outcome = model_cache.compose(kit.Request(composite=xr, required={
+    outcome = model_cache.compose(protocol.Request(composite=xr, required={
         "fleet-clusters": fleet, "model-cache-grant": [grant_admitting(xr)],
         "mirror-secret-eu-keys": [secret("eu-keys")],
         "mirror-secret-us-keys": [secret("us-keys")]}))
@@ -305,7 +309,7 @@ def test_the_default_mirrors_missing_secret_names_its_field():
 def test_an_s3_sources_missing_secret_stops_the_resolve_with_credentials_secret_missing():
     xr = model_cache_xr(placement={"clusterNames": NAMES}, source={"s3": {
         "bucket": "weights", "credentialsSecretRef": {"name": "s3-keys"}}})
-    outcome = model_cache.compose(kit.Request(composite=xr, required={
+    outcome = model_cache.compose(protocol.Request(composite=xr, required={
         "fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)],
         "token-secret": []}))
     resolved = condition(outcome, "Resolved")
@@ -317,7 +321,7 @@ def test_an_s3_sources_missing_secret_stops_the_resolve_with_credentials_secret_
 def test_a_hub_sources_missing_token_stays_token_secret_missing():
     xr = model_cache_xr(placement={"clusterNames": NAMES}, source={"huggingFace": {
         "repo": "Qwen/Qwen3-0.6B", "tokenSecretRef": {"name": "hf"}}})
-    outcome = model_cache.compose(kit.Request(composite=xr, required={
+    outcome = model_cache.compose(protocol.Request(composite=xr, required={
         "fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)],
         "token-secret": []}))
     assert condition(outcome, "Resolved").reason == "TokenSecretMissing"
@@ -327,7 +331,7 @@ def test_a_hub_sources_missing_token_stays_token_secret_missing():
 
 
 def xr_with(mirror_spec: dict) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "qwen", "namespace": "default"},
             "spec": {"grantRef": {"name": "team-a"},
                      "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}},
@@ -370,6 +374,6 @@ def test_malformed_regions_are_rejected_by_the_schema(mirror_spec):
 
 
 def test_the_region_label_defaults_to_the_well_known_topology_label():
-    defaulted = validation.with_defaults(xr_with({"s3": DEFAULT}))
+    defaulted = xrds.with_defaults(xr_with({"s3": DEFAULT}))
     assert defaulted["spec"]["distribution"]["mirror"]["regionLabel"] == \
         "topology.kubernetes.io/region"

@@ -16,11 +16,12 @@ import time
 
 import pytest
 
-from fleetcache import demo_sources as act
-from fleetcache.demo_day_two import Stage
-from fleetcache.functions import kit
+from fleetcache.functions import naming
+from fleetcache.devtools.demo import sources as act
+from fleetcache.devtools.demo.day_two import Stage
+
 from tests.support import xrd
-from tests.support.mirror_fleet import DEADLINE, MODEL_BYTES, add_repo, mirror_fleet
+from tests.support.mirror_fleet import DEADLINE, add_repo, mirror_fleet
 
 REGIONS = {"gpu-a": "eu-west-1", "gpu-b": "us-east-1", "gpu-c": "eu-west-1",
            "gpu-d": "us-east-1"}
@@ -29,7 +30,7 @@ BUCKETS = {"eu-west-1": "mirror-eu", "us-east-1": "mirror-us"}
 
 
 def fleet_cluster(name: str) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster",
+    return {"apiVersion": naming.API_VERSION, "kind": "FleetCluster",
             "metadata": {"name": name,
                          "labels": {"topology.kubernetes.io/region": REGIONS[name]}},
             "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",

@@ -7,8 +7,14 @@ import json
 
 import pytest
 
+from fleetcache.apis import specs
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
+from fleetcache import messages
+from fleetcache import reasons
 from fleetcache import exitcodes
-from fleetcache.functions import kit, model_cache
+from fleetcache.functions.composers import model_cache
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.fleet import (COMMIT, GIB, condition, fleet_cluster, grant_admitting,
                                  hydrations, model_cache_xr, observed_hydration, observed_object,
@@ -18,18 +24,18 @@ FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster
 
 
 def compose(xr: dict, fleet: list[dict] | None = None, observed: dict | None = None,
-            secrets: list[dict] | None = None) -> kit.Outcome:
+            secrets: list[dict] | None = None) -> protocol.Outcome:
     """The cache composed under a grant that admitted it (tests/test_model_cache_admission.py
     specifies the admission)."""
     required = {"fleet-clusters": FLEET if fleet is None else fleet,
                 "model-cache-grant": [grant_admitting(xr)]}
     if secrets is not None:
         required["token-secret"] = secrets
-    return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
+    return model_cache.compose(protocol.Request(composite=xr, observed=observed or {},
                                            required=required))
 
 
-def clusters(outcome: kit.Outcome) -> dict[str, dict]:
+def clusters(outcome: protocol.Outcome) -> dict[str, dict]:
     return {c["name"]: c for c in outcome.status["clusters"]}
 
 
@@ -59,10 +65,10 @@ def first_round_observed(xr: dict, record: dict | None = None, job_status: dict 
 
 def test_asks_for_every_fleet_cluster_and_composes_nothing_new_until_they_arrive():
     xr = model_cache_xr()
-    kept = {"hydration-gpu-east-1": {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+    kept = {"hydration-gpu-east-1": {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
                                      "metadata": {"name": "keep"}, "spec": {}}}
-    outcome = model_cache.compose(kit.Request(composite=xr, observed=kept))
-    assert outcome.requirements["fleet-clusters"] == kit.FLEET_CLUSTERS
+    outcome = model_cache.compose(protocol.Request(composite=xr, observed=kept))
+    assert outcome.requirements["fleet-clusters"] == FLEET_CLUSTERS
     assert set(outcome.desired) == {"hydration-gpu-east-1"}
 
 
@@ -70,7 +76,7 @@ def test_asks_for_the_token_secret_by_name_in_its_own_namespace():
     xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
                                                 "tokenSecretRef": {"name": "hf-token"}}})
     outcome = compose(xr, secrets=[])
-    assert outcome.requirements["token-secret"] == kit.Requirement(
+    assert outcome.requirements["token-secret"] == protocol.Requirement(
         "v1", "Secret", match_name="hf-token", namespace="ml")
 
 
@@ -92,7 +98,7 @@ def test_bad_spec_is_an_input_error_naming_the_field(spec, field):
     xr = model_cache_xr(**spec)
     if spec == {}:
         xr["spec"] = {"grantRef": {"name": "team-a"}}
-    with pytest.raises(kit.InputError, match=field.replace(".", r"\.")):
+    with pytest.raises(specs.InputError, match=field.replace(".", r"\.")):
         compose(xr)
 
 
@@ -217,7 +223,7 @@ def test_a_resolve_job_failed_on_an_exit_code_reports_that_code_reason():
 def test_token_secret_missing_composes_no_job_and_deletes_nothing():
     xr = model_cache_xr(source={"huggingFace": {"repo": "org/private",
                                                 "tokenSecretRef": {"name": "hf-token"}}})
-    already = {"hydration-gpu-east-1": {"apiVersion": kit.API_VERSION,
+    already = {"hydration-gpu-east-1": {"apiVersion": naming.API_VERSION,
                                         "kind": "ModelCacheHydration",
                                         "metadata": {"name": "h"}, "spec": {"commit": "old"}}}
     outcome = compose(xr, observed=already, secrets=[])
@@ -277,7 +283,7 @@ def test_one_hydration_per_target_carrying_the_pinned_commit_and_source():
     made = hydrations(compose(xr))
     assert set(made) == {"gpu-east-1", "gpu-east-2", "gpu-west-1"}
     east = made["gpu-east-1"]
-    assert east["metadata"]["name"] == kit.child_name("qwen", "gpu-east-1")
+    assert east["metadata"]["name"] == naming.child_name("qwen", "gpu-east-1")
     assert east["spec"]["commit"] == COMMIT
     assert east["spec"]["source"]["allowPatterns"] == ["*.safetensors", "*.json"]
     assert east["spec"]["modelCacheName"] == "qwen"
@@ -354,7 +360,7 @@ def test_a_cluster_on_an_older_commit_keeps_its_cache_until_a_slot_frees():
                 for k, (r, _) in compose(old, fleet, {}).desired.items()}
     for key in ("hydration-gpu-1", "hydration-gpu-2"):
         observed[key] = observed_hydration(
-            model_cache.hydration(kit.Request(composite=old), model_cache.read_spec(old["spec"]),
+            model_cache.hydration(protocol.Request(composite=old), model_cache.read_spec(old["spec"]),
                                   old["status"]["resolved"], key.removeprefix("hydration-")),
             "Ready", done=3 * GIB)
     new = with_resolved(model_cache_xr(rollout={"maxConcurrent": 1}))
@@ -471,7 +477,7 @@ def test_new_patterns_on_the_same_commit_roll_out_as_new_content():
                 for k, (r, _) in compose(old).desired.items()}
     for key in ("hydration-gpu-east-2", "hydration-gpu-west-1"):
         observed[key] = observed_hydration(model_cache.hydration(
-            kit.Request(composite=old), model_cache.read_spec(old["spec"]),
+            protocol.Request(composite=old), model_cache.read_spec(old["spec"]),
             old["status"]["resolved"], key.removeprefix("hydration-")), "Ready", done=3 * GIB)
     new = model_cache_xr(rollout={"maxConcurrent": 1})
     new["spec"]["source"]["allowPatterns"] = ["*.safetensors", "*.json", "*.txt"]
@@ -485,7 +491,7 @@ def test_new_patterns_on_the_same_commit_roll_out_as_new_content():
 # --- status -----------------------------------------------------------------------------
 
 
-def three_phase_outcome(min_ready: int = 0) -> kit.Outcome:
+def three_phase_outcome(min_ready: int = 0) -> protocol.Outcome:
     xr = with_resolved(model_cache_xr(minReady=min_ready))
     desired = compose(xr).desired
     observed = {
@@ -645,8 +651,8 @@ def test_a_malformed_hydration_status_reads_as_pending_or_bounded(status):
     row = clusters(compose(xr, observed=observed))["gpu-east-1"]
     assert row["phase"] in ("Pending", "Hydrating", "Failed")
     assert 0 <= row["bytesDone"] <= 10 ** 400 and row["bytesTotal"] >= 0
-    assert len(row["message"]) <= kit.SHOWN_LIMIT
-    assert row["reason"] == "" or kit.REASON_SHAPE.match(row["reason"])
+    assert len(row["message"]) <= messages.SHOWN_LIMIT
+    assert row["reason"] == "" or reasons.REASON_SHAPE.match(row["reason"])
 
 
 def test_a_token_secret_whose_data_is_not_an_object_lacks_the_key():
@@ -735,14 +741,14 @@ def compared_row(commit: str = OLD_COMMIT, size: int = 3 * GIB, shared: int = 0,
     return {"commit": commit, "bytes": size, "files": 5, "sharedBytes": shared, **more}
 
 
-def resolving_update(observed: dict, fleet: list[dict]) -> kit.Outcome:
+def resolving_update(observed: dict, fleet: list[dict]) -> protocol.Outcome:
     """A changed revision on a fleet whose hydrations serve what `observed` says."""
     xr = with_resolved(model_cache_xr(), commit=OLD_COMMIT)
     xr["spec"]["source"]["huggingFace"]["revision"] = "v2"
     return compose(xr, fleet, observed)
 
 
-def compare_args(outcome: kit.Outcome) -> list[str]:
+def compare_args(outcome: protocol.Outcome) -> list[str]:
     args = outcome.desired["resolve-job"][0]["spec"]["forProvider"]["manifest"]["spec"][
         "template"]["spec"]["containers"][0]["args"]
     return [b for a, b in zip(args, args[1:]) if a == "--compare"]

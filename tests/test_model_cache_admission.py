@@ -18,8 +18,14 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
 
-from fleetcache import render
-from fleetcache.functions import kit, model_cache, model_cache_grant, server
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import objects
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache import reasons
+from fleetcache.devtools import render
+from fleetcache.functions.composers import model_cache, model_cache_grant
+from fleetcache.functions import server
 from tests.test_argocd import ARGOCD_CM, lua_value
 from tests.support.fleet import (DIGEST, GIB, GRANT, admitted_digest, condition, fleet_cluster,
                                  grant, grant_admitting, grant_row, hydrations, model_cache_xr,
@@ -29,12 +35,12 @@ FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster
 EAST = {"clusterNames": ["gpu-east-1", "gpu-east-2"]}
 
 
-def compose(xr: dict, grants: list[dict] | None, observed: dict | None = None) -> kit.Outcome:
+def compose(xr: dict, grants: list[dict] | None, observed: dict | None = None) -> protocol.Outcome:
     """grants: what Crossplane fetched for the grant requirement (None: not fetched yet)."""
     required: dict = {"fleet-clusters": FLEET}
     if grants is not None:
         required["model-cache-grant"] = grants
-    return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
+    return model_cache.compose(protocol.Request(composite=xr, observed=observed or {},
                                            required=required))
 
 
@@ -46,7 +52,7 @@ def serving_fleet(xr: dict) -> dict:
 
 
 def as_observed(observed: dict) -> dict:
-    return {k: kit.strip_observed(v) for k, v in observed.items()}
+    return {k: objects.strip_observed(v) for k, v in observed.items()}
 
 
 # --- the grant is required ------------------------------------------------------------------
@@ -54,8 +60,8 @@ def as_observed(observed: dict) -> dict:
 
 def test_asks_for_the_grant_by_name_in_its_own_namespace():
     outcome = compose(model_cache_xr(grantRef={"name": "team-b"}), None)
-    assert outcome.requirements["model-cache-grant"] == kit.Requirement(
-        kit.API_VERSION, "ModelCacheGrant", match_name="team-b", namespace="ml")
+    assert outcome.requirements["model-cache-grant"] == protocol.Requirement(
+        naming.API_VERSION, "ModelCacheGrant", match_name="team-b", namespace="ml")
 
 
 def test_composes_nothing_new_until_the_grant_is_fetched():
@@ -73,7 +79,7 @@ def test_a_spec_without_a_valid_grant_ref_is_an_input_error_naming_it(grant_ref)
         del xr["spec"]["grantRef"]
     else:
         xr["spec"]["grantRef"] = grant_ref
-    with pytest.raises(kit.InputError, match=r"spec\.grantRef"):
+    with pytest.raises(specs.InputError, match=r"spec\.grantRef"):
         compose(xr, [])
 
 
@@ -97,13 +103,13 @@ def test_grant_not_found_names_the_grant_and_the_namespace_with_the_remedy():
     message = condition(compose(model_cache_xr(), []), "Admitted").message
     assert f"ModelCacheGrant {GRANT} (spec.grantRef.name) does not exist in namespace ml" \
         in message
-    assert kit.remedy("GrantNotFound") in message
+    assert reasons.remedy("GrantNotFound") in message
 
 
 def test_a_deleted_grant_keeps_every_copy_and_the_resolve_step_as_they_are():
     xr = with_resolved(model_cache_xr())
     observed = serving_fleet(xr)
-    observed["resolve-job"] = {"apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+    observed["resolve-job"] = {"apiVersion": objects.OBJECT_API_VERSION, "kind": "Object",
                                "metadata": {"name": "qwen-resolve-job"}, "spec": {}}
     outcome = compose(xr, [], observed)
     assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
@@ -169,7 +175,7 @@ def test_a_refusal_shows_the_grants_message_and_the_remedy(kind):
     admitted = condition(compose(xr, [grant(row)]), "Admitted")
     assert row["message"] in admitted.message
     assert f"ModelCacheGrant {GRANT} refuses this spec" in admitted.message
-    assert kit.remedy(row["reason"]) in admitted.message
+    assert reasons.remedy(row["reason"]) in admitted.message
 
 
 @pytest.mark.parametrize("kind, progressing", [
@@ -226,7 +232,7 @@ def test_a_resolution_latched_in_this_call_waits_for_the_grant_to_count_it():
 # --- a refused edit keeps the old footprint -------------------------------------------------
 
 
-def refused_edit(reason: str = "OverQuota") -> tuple[dict, dict, kit.Outcome]:
+def refused_edit(reason: str = "OverQuota") -> tuple[dict, dict, protocol.Outcome]:
     """The cache admitted on the east clusters, then edited to every cluster; the grant
     refuses the edit and keeps the earlier admission (its admittedDigest)."""
     before = with_resolved(model_cache_xr(placement=EAST))
@@ -279,7 +285,7 @@ def test_a_selector_matching_a_cluster_outside_the_grant_again_composes_nothing_
     fleet = FLEET + [fleet_cluster("gpu-south-1")]
     latched = grant_row(xr, admitted=False, reason="OutsideGrant", admitted_digest_of=xr,
                         message="gpu-south-1 is outside the grant's clusters")
-    outcome = model_cache.compose(kit.Request(composite=xr, observed=observed, required={
+    outcome = model_cache.compose(protocol.Request(composite=xr, observed=observed, required={
         "fleet-clusters": fleet, "model-cache-grant": [grant(latched)]}))
     assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
     assert condition(outcome, "Admitted").reason == "OutsideGrant"
@@ -295,7 +301,7 @@ def test_a_cluster_matching_since_the_grant_admitted_is_not_reached_before_it_de
     east_only = grant(grant_row(xr))
     east_only["spec"]["clusters"] = {"clusterNames": [c["metadata"]["name"] for c in FLEET]}
     fleet = FLEET + [fleet_cluster("gpu-south-1")]
-    outcome = model_cache.compose(kit.Request(composite=xr, observed=observed, required={
+    outcome = model_cache.compose(protocol.Request(composite=xr, observed=observed, required={
         "fleet-clusters": fleet, "model-cache-grant": [east_only]}))
     assert {k: r for k, (r, _) in outcome.desired.items()} == as_observed(observed)
     admitted = condition(outcome, "Admitted")
@@ -323,7 +329,7 @@ def test_once_the_grant_admits_the_edit_it_rolls_out():
 def test_the_admission_digest_is_the_grants_own():
     xr = with_resolved(model_cache_xr())
     assert model_cache.admission.admission_digest(model_cache.as_admitted(
-        kit.Request(composite=xr), None)) == admitted_digest(xr)
+        protocol.Request(composite=xr), None)) == admitted_digest(xr)
 
 
 # --- the grant decides, the cache obeys: no spec reaches past the grant ---------------------
@@ -335,11 +341,11 @@ GRANTED_CLUSTERS = ["gpu-east-1", "gpu-east-2"]
 def decided_grant(*caches: dict, allow_pinned: bool = False) -> dict:
     """The grant over the east clusters (100Gi) with the status its own composer publishes
     after weighing `caches`."""
-    xr = {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+    xr = {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant",
           "metadata": {"name": GRANT, "namespace": "ml"},
           "spec": {"clusters": {"clusterNames": GRANTED_CLUSTERS}, "quota": {"bytes": "100Gi"},
                    "allowPinned": allow_pinned}}
-    outcome = model_cache_grant.compose(kit.Request(composite=xr, required={
+    outcome = model_cache_grant.compose(protocol.Request(composite=xr, required={
         model_cache_grant.MODEL_CACHES_KEY: list(caches),
         model_cache_grant.HYDRATIONS_KEY: [],
         model_cache_grant.FLEET_CLUSTERS_KEY: FLEET}))
@@ -387,7 +393,7 @@ def argocd_health(cache: dict) -> tuple[str, str]:
     return result["status"], result["message"]
 
 
-def as_composed(xr: dict, outcome: kit.Outcome) -> dict:
+def as_composed(xr: dict, outcome: protocol.Outcome) -> dict:
     """The cache with the status and conditions the composer returned."""
     conditions = [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
                   for c in outcome.conditions]

@@ -9,11 +9,15 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from fleetcache import cli, validation
-from fleetcache.functions import admission, kit
-from fleetcache.functions.model_cache_grant import (
-    FLEET_CLUSTERS_KEY, HYDRATIONS_KEY, MODEL_CACHES_KEY, compose,
-)
+from fleetcache.apis import cel
+from fleetcache.apis import specs
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions import read
+from fleetcache import reasons
+from fleetcache.devtools import cli
+from fleetcache.functions.decisions import admission
+from fleetcache.functions.composers.model_cache_grant import FLEET_CLUSTERS_KEY, HYDRATIONS_KEY, MODEL_CACHES_KEY, compose
 from tests.support.fleet import fleet_cluster
 from tests.support.xrd import assert_valid, xrd_for
 
@@ -32,7 +36,7 @@ def grant_xr(quota: str = "100Gi", *, allow_pinned: bool | None = None,
                   "quota": {"bytes": quota}}
     if allow_pinned is not None:
         spec["allowPinned"] = allow_pinned
-    xr = {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+    xr = {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant",
           "metadata": {"name": "team-a", "namespace": "ml"}, "spec": spec}
     if status is not None:
         xr["status"] = status
@@ -43,7 +47,7 @@ def model_cache(name: str, *, size_gib: int | None = 10, content: str = DIGEST_A
                 clusters: tuple[str, ...] = ("gpu-east-1",), grant: str = "team-a",
                 created: str = "2026-01-01T00:00:00Z", pinned: bool = False) -> dict:
     """A ModelCache as Crossplane returns it; `size_gib` None: not resolved yet."""
-    cache = {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    cache = {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
              "metadata": {"name": name, "namespace": "ml", "creationTimestamp": created},
              "spec": {"grantRef": {"name": grant},
                       "source": {"huggingFace": {"repo": f"org/{name}", "revision": "main"}},
@@ -56,7 +60,7 @@ def model_cache(name: str, *, size_gib: int | None = 10, content: str = DIGEST_A
 
 
 def hydration(cache: str, cluster: str, content: str, size_gib: int) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
             "metadata": {"name": f"{cache}-{cluster}", "namespace": "ml"},
             "spec": {"modelCacheName": cache, "clusterName": cluster,
                      "manifestDigest": content, "bytes": size_gib * GIB}}
@@ -64,19 +68,19 @@ def hydration(cache: str, cluster: str, content: str, size_gib: int) -> dict:
 
 def request(xr: dict | None = None, caches: list[dict] | None = None,
             hydrations: list[dict] | None = None, fleet: list[dict] | None = FLEET
-            ) -> kit.Request:
+            ) -> protocol.Request:
     """caches / hydrations / fleet: what Crossplane fetched (None: not fetched yet)."""
     required = {key: value for key, value in ((MODEL_CACHES_KEY, caches),
                                               (HYDRATIONS_KEY, hydrations),
                                               (FLEET_CLUSTERS_KEY, fleet)) if value is not None}
-    return kit.Request(composite=grant_xr() if xr is None else xr, required=required)
+    return protocol.Request(composite=grant_xr() if xr is None else xr, required=required)
 
 
-def rows(outcome: kit.Outcome) -> dict[str, tuple[bool, str]]:
+def rows(outcome: protocol.Outcome) -> dict[str, tuple[bool, str]]:
     return {row["name"]: (row["admitted"], row["reason"]) for row in outcome.status["caches"]}
 
 
-def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+def condition(outcome: protocol.Outcome, type_: str) -> protocol.Condition:
     return next(c for c in outcome.conditions if c.type == type_)
 
 
@@ -145,11 +149,11 @@ def test_the_budget_must_be_a_positive_quantity():
     ('isQuantity("ten")', False),
 ])
 def test_the_cel_quantity_library_compares_exactly(rule, expected):
-    assert validation.evaluate_rule(f"({rule}) == {str(expected).lower()}", None) is True
+    assert cel.evaluate_rule(f"({rule}) == {str(expected).lower()}", None) is True
 
 
 def test_a_string_that_is_no_quantity_is_an_evaluation_error():
-    assert str(validation.evaluate_rule('quantity(self).isLessThan(quantity("1Gi"))', "ten")
+    assert str(cel.evaluate_rule('quantity(self).isLessThan(quantity("1Gi"))', "ten")
                ).startswith("evaluation error")
 
 
@@ -327,7 +331,7 @@ def test_over_quota_is_true_when_what_is_held_passes_the_budget():
                                                                         DIGEST_A, 60)]
     over = condition(compose(request(caches=caches, hydrations=hydrations)), "OverQuota")
     assert (over.status, over.reason) == ("True", "OverQuota")
-    assert "hold 120.0GiB" in over.message and kit.remedy("OverQuota") in over.message
+    assert "hold 120.0GiB" in over.message and reasons.remedy("OverQuota") in over.message
 
 
 def test_content_another_namespace_shares_counts_fully_here():
@@ -345,7 +349,7 @@ def test_content_another_namespace_shares_counts_fully_here():
 def test_a_spec_without_quota_is_an_input_error_naming_the_field():
     xr = grant_xr()
     del xr["spec"]["quota"]
-    with pytest.raises(kit.InputError, match=r"^spec.quota is required"):
+    with pytest.raises(specs.InputError, match=r"^spec.quota is required"):
         compose(request(xr, [], []))
 
 
@@ -374,5 +378,5 @@ def test_a_hostile_hydration_counts_nothing_and_fails_nothing():
 
 def test_a_budget_past_int64_is_published_at_int64s_largest_value():
     status = compose(request(grant_xr("9000Pi"), [model_cache("a")], [])).status
-    assert status["quotaBytes"] == kit.INT64_MAX
+    assert status["quotaBytes"] == read.INT64_MAX
     assert status["budgetHuman"] == f"{9000 * 1024:.1f}TiB"

@@ -8,9 +8,17 @@ import json
 
 import pytest
 
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions import quantities
+from fleetcache.functions.views.fleet_cluster import fleet_cluster_requirement
+from fleetcache import messages
+from fleetcache import reasons
 from fleetcache import exitcodes
-from fleetcache.functions import kit
-from fleetcache.functions.model_cache_hydration import compose, content_id, job_key
+
+from fleetcache.functions.composers.model_cache_hydration import compose, content_id, job_key
 from tests.support.builders import (
     CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, cache_replica, fleet_cluster,
     hydration_request, hydration_xr, job_complete, job_failed, job_failed_exit, job_running, observe, pvc, with_status,
@@ -31,7 +39,7 @@ def progress(done: int, total: int, files_done: int = 2, files_total: int = 5, *
 
 
 def settle(xr: dict | None = None, *, states: dict | None = None, data: dict | None = None,
-           cluster: object = "ready") -> kit.Outcome:
+           cluster: object = "ready") -> protocol.Outcome:
     """Compose until the Job exists, then observe everything in the given remote states."""
     xr = hydration_xr() if xr is None else xr
     first = compose(hydration_request(xr, cluster=cluster))
@@ -47,11 +55,11 @@ def observed_after(xr: dict, *, states: dict | None = None, data: dict | None = 
     return observe(second, states=states, data=data)
 
 
-def remote(outcome: kit.Outcome, key: str) -> dict:
+def remote(outcome: protocol.Outcome, key: str) -> dict:
     return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
 
 
-def pod_spec(outcome: kit.Outcome) -> dict:
+def pod_spec(outcome: protocol.Outcome) -> dict:
     return remote(outcome, JOB_KEY)["spec"]["template"]["spec"]
 
 
@@ -149,7 +157,7 @@ def test_ready_when_the_job_completes():
     assert outcome.status["progress"]["percent"] == 100
     assert outcome.status["progress"]["filesDone"] == 5
     assert outcome.composite_ready is True
-    assert kit.Condition("Hydrated", "True", "Hydrated", outcome.status["message"]) \
+    assert protocol.Condition("Hydrated", "True", "Hydrated", outcome.status["message"]) \
         in outcome.conditions
 
 
@@ -216,14 +224,14 @@ SERVING = {"servingRepo": "Qwen/Qwen3-0.6B", "servingCommit": COMMIT,
            "servingManifestDigest": "ab" * 32}
 
 
-def repinned(states: dict, status: dict | None = None) -> kit.Outcome:
+def repinned(states: dict, status: dict | None = None) -> protocol.Outcome:
     """A hydration that was Ready on COMMIT, re-pinned to NEW_COMMIT, its new Job in `states`."""
     xr = with_status(hydration_xr(commit=NEW_COMMIT), **{
         "phase": "Ready", "resolved": {"commit": COMMIT}, **(status or SERVING)})
     return compose(hydration_request(xr, observed=observed_after(xr, states=states)))
 
 
-def serving(outcome: kit.Outcome) -> dict:
+def serving(outcome: protocol.Outcome) -> dict:
     return {k: outcome.status[k] for k in SERVING}
 
 
@@ -273,7 +281,7 @@ def test_failed_reason_and_remedy_come_from_the_exit_code(row):
     assert outcome.status["phase"] == "Failed"
     assert outcome.status["reason"] == row.reason
     assert row.remedy in outcome.status["message"]
-    assert kit.Condition("Hydrated", "False", row.reason, outcome.status["message"]) \
+    assert protocol.Condition("Hydrated", "False", row.reason, outcome.status["message"]) \
         in outcome.conditions
 
 
@@ -312,7 +320,7 @@ def test_failed_keeps_the_job_and_token_so_it_is_not_retried_in_a_loop():
 @pytest.mark.parametrize("cluster", ["ready", "not-ready", "missing", "unfetched"])
 def test_the_fleet_cluster_is_required_on_every_call(cluster):
     outcome = compose(hydration_request(cluster=cluster))
-    assert outcome.requirements["fleet-cluster"] == kit.fleet_cluster_requirement(CLUSTER)
+    assert outcome.requirements["fleet-cluster"] == fleet_cluster_requirement(CLUSTER)
 
 
 def test_cluster_not_fetched_yet_is_pending_and_composes_nothing():
@@ -365,23 +373,23 @@ def test_agent_image_comes_from_the_cluster():
 
 def test_remote_names_follow_the_contract():
     outcome = settle(hydration_xr(token=True), states=BOUND)
-    assert remote(outcome, "volume")["metadata"]["name"] == kit.cache_volume_name(CACHE)
-    assert remote(outcome, "progress")["metadata"]["name"] == kit.child_name(CACHE, "progress")
+    assert remote(outcome, "volume")["metadata"]["name"] == naming.cache_volume_name(CACHE)
+    assert remote(outcome, "progress")["metadata"]["name"] == naming.child_name(CACHE, "progress")
     for key in ("service-account", "role", "role-binding"):
-        assert remote(outcome, key)["metadata"]["name"] == kit.child_name(CACHE, "agent")
-    assert remote(outcome, "token-secret")["metadata"]["name"] == kit.child_name(CACHE, "token")
+        assert remote(outcome, key)["metadata"]["name"] == naming.child_name(CACHE, "agent")
+    assert remote(outcome, "token-secret")["metadata"]["name"] == naming.child_name(CACHE, "token")
     assert remote(outcome, JOB_KEY)["metadata"]["name"] == \
-        kit.child_name(CACHE, "hydrate", content_id(COMMIT, DIGEST))
+        naming.child_name(CACHE, "hydrate", content_id(COMMIT, DIGEST))
     assert {m["metadata"].get("namespace", m["metadata"]["name"])
             for _, m in iter_remote_manifests(outcome)} == {NAMESPACE}
-    assert outcome.status["volumeName"] == kit.cache_volume_name(CACHE)
+    assert outcome.status["volumeName"] == naming.cache_volume_name(CACHE)
 
 
 def test_object_names_derive_from_the_hydration_and_the_job_carries_the_commit():
     xr = hydration_xr()
     outcome = settle(xr, states=BOUND)
     name = xr["metadata"]["name"]
-    assert outcome.desired["volume"][0]["metadata"]["name"] == kit.child_name(name, "volume")
+    assert outcome.desired["volume"][0]["metadata"]["name"] == naming.child_name(name, "volume")
     assert COMMIT[:10] in outcome.desired[JOB_KEY][0]["metadata"]["name"]
 
 
@@ -402,11 +410,11 @@ def test_agent_may_only_get_and_patch_its_own_configmap():
     outcome = compose(hydration_request())
     rules = remote(outcome, "role")["rules"]
     assert rules == [{"apiGroups": [""], "resources": ["configmaps"],
-                      "resourceNames": [kit.child_name(CACHE, "progress")],
+                      "resourceNames": [naming.child_name(CACHE, "progress")],
                       "verbs": ["get", "patch"]}]
     binding = remote(outcome, "role-binding")
     assert binding["roleRef"]["name"] == remote(outcome, "role")["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": kit.child_name(
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": naming.child_name(
         CACHE, "agent"), "namespace": NAMESPACE}]
 
 
@@ -463,7 +471,7 @@ def test_volume_uses_the_clusters_default_class_when_nothing_names_one():
 
 
 def test_a_missing_storage_size_is_an_input_error_since_the_model_cache_always_sets_it():
-    with pytest.raises(kit.InputError, match=r"^spec\.storage\.size is required$"):
+    with pytest.raises(specs.InputError, match=r"^spec\.storage\.size is required$"):
         compose(hydration_request(hydration_xr(storage={})))
 
 
@@ -492,7 +500,7 @@ def capped(*, admitted=(), evicted=(), used: int = 0, reserved: int = 0,
 
 
 def at_now(xr: dict, *, cluster: object = "ready", replicas: list[dict] | None = None,
-           observed: dict | None = None, now: datetime.datetime = NOW) -> kit.Outcome:
+           observed: dict | None = None, now: datetime.datetime = NOW) -> protocol.Outcome:
     request = hydration_request(xr, cluster=cluster, replicas=replicas, observed=observed)
     request.now = now
     return compose(request)
@@ -505,7 +513,7 @@ def test_a_copy_not_admitted_waits_as_capacity_low_and_composes_nothing():
     message = outcome.status["message"]
     assert "needs 4Gi (spec.storage.size)" in message
     assert "2.0GiB is free under 80% of 100.0GiB (70.0GiB used, 8.0GiB reserved" in message
-    assert message.endswith(kit.remedy("CapacityLow"))
+    assert message.endswith(reasons.remedy("CapacityLow"))
 
 
 def test_a_copy_waits_while_its_cluster_has_not_decided_for_its_capacity():
@@ -620,7 +628,7 @@ def test_a_copy_whose_cluster_left_the_placement_never_starts_a_fetch():
     outcome = at_now(hydration_xr(removal=REMOVAL), cluster=fleet_cluster(CLUSTER))
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "LeftPlacement")
     assert outcome.desired == {}
-    assert outcome.status["message"].endswith(kit.remedy("LeftPlacement"))
+    assert outcome.status["message"].endswith(reasons.remedy("LeftPlacement"))
 
 
 def test_a_copy_whose_cluster_left_keeps_serving_what_it_holds():
@@ -770,27 +778,27 @@ def test_job_has_a_read_only_root_and_an_emptydir_tmp():
     volumes = {v["name"]: v for v in spec["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert volumes[mounts["/tmp"]] == {"name": mounts["/tmp"], "emptyDir": {}}
-    assert volumes[mounts[kit.CACHE_MOUNT_PATH]]["persistentVolumeClaim"] == \
-        {"claimName": kit.cache_volume_name(CACHE)}
+    assert volumes[mounts[agent_job.CACHE_MOUNT_PATH]]["persistentVolumeClaim"] == \
+        {"claimName": naming.cache_volume_name(CACHE)}
 
 
 def test_job_mounts_the_token_as_a_file_and_passes_its_path():
     spec = pod_spec(settle(hydration_xr(token=True), states=BOUND))
     container = spec["containers"][0]
     token_volume = next(v for v in spec["volumes"] if "secret" in v)
-    assert token_volume["secret"]["secretName"] == kit.child_name(CACHE, "token")
-    assert {"name": token_volume["name"], "mountPath": kit.TOKEN_MOUNT_PATH,
+    assert token_volume["secret"]["secretName"] == naming.child_name(CACHE, "token")
+    assert {"name": token_volume["name"], "mountPath": agent_job.TOKEN_MOUNT_PATH,
             "readOnly": True} in container["volumeMounts"]
     args = container["args"]
-    assert args[args.index("--token-file") + 1] == f"{kit.TOKEN_MOUNT_PATH}/{kit.TOKEN_SECRET_KEY}"
+    assert args[args.index("--token-file") + 1] == f"{agent_job.TOKEN_MOUNT_PATH}/{agent_job.TOKEN_SECRET_KEY}"
     assert not any("HF_TOKEN" in json.dumps(e) for e in container.get("env", []))
 
 
 def test_job_fetches_the_pinned_commit_with_progress_and_tuning():
     xr = hydration_xr(agent={"concurrency": 4, "bandwidth": "100Mi"})
     args = pod_spec(settle(xr, states=BOUND))["containers"][0]["args"]
-    assert args[:7] == ["fetch", "--dest", kit.CACHE_MOUNT_PATH, "--revision", COMMIT,
-                        "--progress-configmap", f"{NAMESPACE}/{kit.child_name(CACHE, 'progress')}"]
+    assert args[:7] == ["fetch", "--dest", agent_job.CACHE_MOUNT_PATH, "--revision", COMMIT,
+                        "--progress-configmap", f"{NAMESPACE}/{naming.child_name(CACHE, 'progress')}"]
     assert args[-4:] == ["--concurrency", "4", "--bandwidth", "100Mi"]
     assert ["--repo", "Qwen/Qwen3-0.6B"] == args[args.index("--repo"):args.index("--repo") + 2]
     assert "--token-file" not in args
@@ -827,7 +835,7 @@ def test_token_secret_is_patched_in_by_the_provider_and_holds_no_bytes():
     assert "data" not in manifest and "stringData" not in manifest
     assert obj["spec"]["references"] == [{"patchesFrom": {
         "apiVersion": "v1", "kind": "Secret", "name": "hf-token", "namespace": NAMESPACE,
-        "fieldPath": "data.HF_TOKEN"}, "toFieldPath": f"data.{kit.TOKEN_SECRET_KEY}"}]
+        "fieldPath": "data.HF_TOKEN"}, "toFieldPath": f"data.{agent_job.TOKEN_SECRET_KEY}"}]
 
 
 def test_token_bytes_never_appear_in_any_output():
@@ -879,7 +887,7 @@ def refused(observed: dict, message: str = REFUSAL) -> dict:
 
 
 def grown(states: dict | None = None, message: str = REFUSAL, size: str = "9Gi"
-          ) -> kit.Outcome:
+          ) -> protocol.Outcome:
     """A 4Gi volume asked to grow to `size` for NEW_COMMIT, the resize refused."""
     observed = refused(observed_after(hydration_xr(storage={"size": "4Gi"}),
                                       states=states or BOUND), message)
@@ -896,7 +904,7 @@ def test_a_refused_resize_is_volume_not_expandable_with_the_remedy():
     outcome = grown()
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending",
                                                                    "VolumeNotExpandable")
-    assert kit.remedy("VolumeNotExpandable") in outcome.status["message"]
+    assert reasons.remedy("VolumeNotExpandable") in outcome.status["message"]
     assert "allowVolumeExpansion: true" in outcome.status["message"]
 
 
@@ -939,7 +947,7 @@ UPDATED = {"phase": "Ready", "resolved": {"commit": NEW_COMMIT, "manifestDigest"
 
 
 def updated(replicas: list[dict] | None, *, states: dict | None = None,
-            data: dict | None = None, **status) -> kit.Outcome:
+            data: dict | None = None, **status) -> protocol.Outcome:
     """Ready on NEW_COMMIT with COMMIT still on the volume; its objects observed in `states`."""
     xr = with_status(hydration_xr(commit=NEW_COMMIT), **{**UPDATED, **status})
     first = compose(hydration_request(xr, replicas=replicas))
@@ -948,33 +956,33 @@ def updated(replicas: list[dict] | None, *, states: dict | None = None,
     return compose(hydration_request(xr, observed=observed, replicas=replicas))
 
 
-def prune_keys(outcome: kit.Outcome) -> list[str]:
+def prune_keys(outcome: protocol.Outcome) -> list[str]:
     return [k for k in outcome.desired if k.startswith("prune-")]
 
 
-def prune_job(outcome: kit.Outcome) -> dict:
+def prune_job(outcome: protocol.Outcome) -> dict:
     [key] = prune_keys(outcome)
     return remote(outcome, key)
 
 
-def keeps(outcome: kit.Outcome) -> list[str]:
+def keeps(outcome: protocol.Outcome) -> list[str]:
     args = prune_job(outcome)["spec"]["template"]["spec"]["containers"][0]["args"]
     return [b for a, b in zip(args, args[1:]) if a == "--keep"]
 
 
 def test_the_replicas_of_its_cache_on_its_cluster_are_required_by_label():
     outcome = compose(hydration_request())
-    assert outcome.requirements["model-replicas"] == kit.Requirement(
-        kit.API_VERSION, "ModelReplica", namespace=NAMESPACE,
-        match_labels=((kit.LABEL_MODEL_CACHE, CACHE), (kit.LABEL_CLUSTER, CLUSTER)))
+    assert outcome.requirements["model-replicas"] == protocol.Requirement(
+        naming.API_VERSION, "ModelReplica", namespace=NAMESPACE,
+        match_labels=((naming.LABEL_MODEL_CACHE, CACHE), (naming.LABEL_CLUSTER, CLUSTER)))
 
 
 def test_a_commit_no_replica_mounts_is_pruned_once_the_new_one_is_ready():
     outcome = updated([cache_replica(NEW_COMMIT)])
     assert keeps(outcome) == [NEW_COMMIT]
     args = prune_job(outcome)["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[:5] == ["prune", "--dest", kit.CACHE_MOUNT_PATH, "--repo", "Qwen/Qwen3-0.6B"]
-    assert args[-2:] == ["--progress-configmap", f"{NAMESPACE}/{kit.child_name(CACHE, 'progress')}"]
+    assert args[:5] == ["prune", "--dest", agent_job.CACHE_MOUNT_PATH, "--repo", "Qwen/Qwen3-0.6B"]
+    assert args[-2:] == ["--progress-configmap", f"{NAMESPACE}/{naming.child_name(CACHE, 'progress')}"]
 
 
 def test_a_commit_a_replica_still_mounts_is_never_pruned():
@@ -1046,7 +1054,7 @@ def test_the_agents_pruned_commits_are_read_as_a_json_list(reported, pruned):
     assert outcome.status["prunedCommits"] == sorted(pruned)
 
 
-def moved_on(prune_state: dict) -> tuple[kit.Outcome, str]:
+def moved_on(prune_state: dict) -> tuple[protocol.Outcome, str]:
     """Ready on NEW_COMMIT with its prune Job observed in `prune_state`, when the cache
     moves on to THIRD_COMMIT."""
     before = updated([])
@@ -1088,9 +1096,9 @@ def test_the_prune_job_runs_the_restricted_agent_on_the_cache_volume():
     job = prune_job(outcome)
     assert_valid_k8s(job)
     assert restricted_violations(job["spec"]["template"]["spec"]) == []
-    assert {"name": "cache", "persistentVolumeClaim": {"claimName": kit.cache_volume_name(CACHE)}} \
+    assert {"name": "cache", "persistentVolumeClaim": {"claimName": naming.cache_volume_name(CACHE)}} \
         in job["spec"]["template"]["spec"]["volumes"]
-    assert job["spec"]["template"]["spec"]["serviceAccountName"] == kit.child_name(CACHE, "agent")
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == naming.child_name(CACHE, "agent")
 
 
 def test_the_prune_job_waits_for_its_service_account_and_role():
@@ -1123,7 +1131,7 @@ def test_used_and_capacity_bytes_come_from_the_agents_record():
                      data=progress(GIB, 2 * GIB, usedBytes=str(3 * GIB),
                                    capacityBytes=str(10 * GIB)))
     assert (outcome.status["usedBytes"], outcome.status["capacityBytes"],
-            outcome.status["usedHuman"]) == (3 * GIB, 10 * GIB, kit.human_bytes(3 * GIB))
+            outcome.status["usedHuman"]) == (3 * GIB, 10 * GIB, quantities.human_bytes(3 * GIB))
 
 
 def test_usage_is_absent_until_measured():
@@ -1215,7 +1223,7 @@ def test_same_request_gives_the_same_outcome():
     observed = observed_after(hydration_xr(token=True), states={JOB_KEY: job_running()})
     first = compose(hydration_request(hydration_xr(token=True), observed=observed))
     second = compose(hydration_request(hydration_xr(token=True), observed=observed))
-    assert json.dumps(kit.canonical(first.desired)) == json.dumps(kit.canonical(second.desired))
+    assert json.dumps(naming.canonical(first.desired)) == json.dumps(naming.canonical(second.desired))
     assert first.status == second.status and first.conditions == second.conditions
 
 
@@ -1279,7 +1287,7 @@ def xr_with(path: str, value: object) -> dict:
     ("metadata", "nope", "metadata.name"),
 ])
 def test_bad_input_is_an_input_error_naming_the_field(path, value, named):
-    with pytest.raises(kit.InputError) as err:
+    with pytest.raises(specs.InputError) as err:
         compose(hydration_request(xr_with(path, value)))
     assert named in str(err.value)
 
@@ -1291,8 +1299,8 @@ def test_retention_and_removal_written_by_the_model_cache_are_accepted():
 
 
 def test_an_empty_composite_is_an_input_error():
-    with pytest.raises(kit.InputError):
-        compose(kit.Request(composite={}))
+    with pytest.raises(specs.InputError):
+        compose(protocol.Request(composite={}))
 
 
 def test_a_long_but_valid_model_cache_name_gives_valid_names_and_labels():
@@ -1455,7 +1463,7 @@ def test_a_hostile_retried_reason_and_message_are_left_out_or_cut():
     outcome = settle(states={JOB_KEY: job_running(), **BOUND},
                      data=progress(1, 10, reason="RateLimited", message="m" * 100_000))
     assert "RateLimited: " + "m" * 100 in outcome.status["message"]
-    assert len(outcome.status["message"]) < 2 * kit.SHOWN_LIMIT + 200
+    assert len(outcome.status["message"]) < 2 * messages.SHOWN_LIMIT + 200
 
 
 def test_a_five_thousand_digit_exit_code_in_the_job_message_fails_on_the_jobs_reason():
@@ -1463,7 +1471,7 @@ def test_a_five_thousand_digit_exit_code_in_the_job_message_fails_on_the_jobs_re
     outcome = settle(states={JOB_KEY: job_failed("PodFailurePolicy", message), **BOUND})
     assert (outcome.status["phase"], outcome.status["reason"]) == \
         ("Failed", "BackoffLimitExceeded")
-    assert len(outcome.status["message"]) < kit.MESSAGE_LIMIT
+    assert len(outcome.status["message"]) < messages.MESSAGE_LIMIT
 
 
 @pytest.mark.parametrize("pvc_spec", [

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from fleetcache.functions import kit, model_cache, model_cache_hydration, sources
+from fleetcache.functions import protocol
+from fleetcache.functions.composers import model_cache, model_cache_hydration
+from fleetcache.functions.decisions import sources
 from tests.support.builders import (hydration_request, hydration_xr, job_running, observe,
                                     with_status)
 from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, grant_admitting, hydrations,
@@ -26,21 +28,21 @@ def cache() -> dict:
                                         distribution={"mirror": MIRROR}))
 
 
-def compose(xr: dict, observed: dict | None = None) -> kit.Outcome:
-    return model_cache.compose(kit.Request(
+def compose(xr: dict, observed: dict | None = None) -> protocol.Outcome:
+    return model_cache.compose(protocol.Request(
         composite=xr, observed=observed or {},
         required={"fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)],
                   "mirror-secret-mirror-keys": [MIRROR_KEYS]}))
 
 
-def observed_as(outcome: kit.Outcome, **phases: str) -> dict:
+def observed_as(outcome: protocol.Outcome, **phases: str) -> dict:
     """Each composed hydration observed in the phase given for its cluster."""
     return {f"hydration-{c}": with_status(h, phase=phases.get(c, "Hydrating"),
                                           progress={"bytesDone": 0, "bytesTotal": 3 * GIB})
             for c, h in hydrations(outcome).items()}
 
 
-def rows(outcome: kit.Outcome) -> dict[str, dict]:
+def rows(outcome: protocol.Outcome) -> dict[str, dict]:
     return {r["name"]: r for r in outcome.status["clusters"]}
 
 
@@ -105,7 +107,7 @@ def test_with_every_hydration_failed_nobody_publishes():
 
 def test_a_cluster_that_is_not_ready_is_never_chosen_to_publish():
     fleet = [fleet_cluster("gpu-a", ready=False), *FLEET[1:]]
-    outcome = model_cache.compose(kit.Request(
+    outcome = model_cache.compose(protocol.Request(
         composite=cache(), observed={},
         required={"fleet-clusters": fleet, "model-cache-grant": [grant_admitting(cache())]}))
     assert outcome.status["mirror"]["publisher"] == "gpu-b"
@@ -134,13 +136,13 @@ def mirrored(role: str) -> dict:
     return hydration_xr(mirror={**MIRROR, "role": role})
 
 
-def job_args(outcome: kit.Outcome) -> list[str]:
+def job_args(outcome: protocol.Outcome) -> list[str]:
     key = next(k for k in outcome.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
     return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]["spec"]["template"][
         "spec"]["containers"][0]["args"]
 
 
-def settled(xr: dict, data: dict | None = None) -> kit.Outcome:
+def settled(xr: dict, data: dict | None = None) -> protocol.Outcome:
     first = model_cache_hydration.compose(hydration_request(xr))
     observed = observe(first, states={"volume": {"phase": "Bound"}}, data=data)
     return model_cache_hydration.compose(hydration_request(xr, observed=observed))

@@ -9,8 +9,12 @@ import datetime
 
 import pytest
 
-from fleetcache import validation
-from fleetcache.functions import kit, model_cache
+
+from fleetcache.apis import specs
+from fleetcache.apis import xrds
+from fleetcache.functions.k8s import objects
+from fleetcache.functions import protocol
+from fleetcache.functions.composers import model_cache
 from tests.support.fleet import GIB, fleet_cluster, grant_admitting, model_cache_xr, \
     observed_hydration, with_resolved
 
@@ -26,8 +30,8 @@ def at(hour: int, minute: int = 0) -> str:
 
 
 def compose(xr: dict, fleet: list[dict], observed: dict | None = None,
-            now: datetime.datetime = NOW) -> kit.Outcome:
-    return model_cache.compose(kit.Request(
+            now: datetime.datetime = NOW) -> protocol.Outcome:
+    return model_cache.compose(protocol.Request(
         composite=xr, observed=observed or {}, now=now,
         required={"fleet-clusters": fleet, "model-cache-grant": [grant_admitting(xr)]}))
 
@@ -36,12 +40,12 @@ def cache(**spec: object) -> dict:
     return with_resolved(model_cache_xr(**spec))
 
 
-def hydrations(outcome: kit.Outcome) -> dict[str, dict]:
+def hydrations(outcome: protocol.Outcome) -> dict[str, dict]:
     return {r["spec"]["clusterName"]: r for r, _ in outcome.desired.values()
             if r["kind"] == "ModelCacheHydration"}
 
 
-def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+def condition(outcome: protocol.Outcome, type_: str) -> protocol.Condition:
     return next(c for c in outcome.conditions if c.type == type_)
 
 
@@ -59,7 +63,7 @@ def observed_fleet(xr: dict, **status_by_cluster: dict) -> dict:
 
 
 def west_left(status: dict | None = None, retained_since: str | None = None,
-              now: datetime.datetime = NOW, **spec: object) -> kit.Outcome:
+              now: datetime.datetime = NOW, **spec: object) -> protocol.Outcome:
     """gpu-west-1 left the placement; its hydration reports `status` (merged)."""
     xr = cache(**spec)
     if retained_since:
@@ -91,7 +95,7 @@ def test_every_hydration_gets_the_pin_and_the_ttl_of_its_cache(retention, passed
     ({"pinned": "yes"}, "spec.retention.pinned"),
 ])
 def test_a_bad_retention_is_an_input_error_naming_the_field(retention, field):
-    with pytest.raises(kit.InputError, match=field.replace(".", r"\.")):
+    with pytest.raises(specs.InputError, match=field.replace(".", r"\.")):
         compose(cache(retention=retention), FLEET)
 
 
@@ -152,7 +156,7 @@ def test_a_kept_hydration_leaves_spec_crossplane_to_the_hydrations_own_reconcile
     observed = observed_fleet(xr)
     observed["hydration-gpu-west-1"]["spec"]["crossplane"] = {
         "compositionRef": {"name": "modelcachehydrations.fleetcache.dev"},
-        "resourceRefs": [{"apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+        "resourceRefs": [{"apiVersion": objects.OBJECT_API_VERSION, "kind": "Object",
                           "name": "qwen-gpu-west-1-cache"}]}
     kept = hydrations(compose(xr, WEST_LEFT, observed))["gpu-west-1"]
     assert "crossplane" not in kept["spec"]
@@ -357,5 +361,5 @@ def test_composed_hydrations_and_the_status_validate_against_their_xrds():
     outcome = compose(xr, WEST_LEFT, observed)
     assert "removal" in hydrations(outcome)["gpu-west-1"]["spec"]
     for hydration in hydrations(outcome).values():
-        assert validation.violations(hydration) == [], hydration["spec"]["clusterName"]
-    assert validation.violations({**xr, "status": outcome.status}) == []
+        assert xrds.violations(hydration) == [], hydration["spec"]["clusterName"]
+    assert xrds.violations({**xr, "status": outcome.status}) == []

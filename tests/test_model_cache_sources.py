@@ -8,8 +8,13 @@ import json
 
 import pytest
 
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
 from fleetcache import exitcodes
-from fleetcache.functions import kit, model_cache, model_cache_hydration, sources
+from fleetcache.functions.composers import model_cache, model_cache_hydration
+from fleetcache.functions.decisions import sources
 from tests.support.builders import (CLUSTER, hydration_request, hydration_xr, job_complete,
                                     job_failed_exit, job_running, observe, with_status)
 from tests.support.fleet import (GIB, condition, fleet_cluster, grant_admitting, hydrations,
@@ -35,15 +40,15 @@ def cache(source: dict, **spec) -> dict:
                           **spec)
 
 
-def compose(xr: dict, observed: dict | None = None, secrets: list | None = None) -> kit.Outcome:
+def compose(xr: dict, observed: dict | None = None, secrets: list | None = None) -> protocol.Outcome:
     required = {"fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr, DIGEST)]}
     if secrets is not None:
         required["token-secret"] = secrets
-    return model_cache.compose(kit.Request(composite=xr, observed=observed or {},
+    return model_cache.compose(protocol.Request(composite=xr, observed=observed or {},
                                            required=required))
 
 
-def resolve_job(outcome: kit.Outcome) -> dict:
+def resolve_job(outcome: protocol.Outcome) -> dict:
     return outcome.desired["resolve-job"][0]["spec"]["forProvider"]["manifest"]
 
 
@@ -65,7 +70,7 @@ def record(commit: str = S3_COMMIT, manifest: list | None = None, **overrides) -
     return data
 
 
-def resolved(xr: dict, data: dict) -> kit.Outcome:
+def resolved(xr: dict, data: dict) -> protocol.Outcome:
     """The cache composed again with its resolve record observed."""
     first = compose(xr, secrets=[SECRET])
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
@@ -83,14 +88,14 @@ def resolved(xr: dict, data: dict) -> kit.Outcome:
     {**S3_SOURCE, **VOLUME_SOURCE},
 ])
 def test_a_cache_sets_exactly_one_source(source):
-    with pytest.raises(kit.InputError, match="exactly one of huggingFace, s3 or volume"):
+    with pytest.raises(specs.InputError, match="exactly one of huggingFace, s3 or volume"):
         compose(cache(source))
 
 
 def test_a_volume_manifest_is_a_hub_listing_or_a_file_not_both():
     source = {"volume": {"claimName": "weights", "manifest": {
         "huggingFace": {"repo": "org/name"}, "file": "m.json"}}}
-    with pytest.raises(kit.InputError, match="at most one of huggingFace or file"):
+    with pytest.raises(specs.InputError, match="at most one of huggingFace or file"):
         compose(cache(source))
 
 
@@ -101,7 +106,7 @@ def test_a_volume_manifest_is_a_hub_listing_or_a_file_not_both():
 def test_a_malformed_s3_location_names_the_field(field, value):
     source = copy.deepcopy(S3_SOURCE)
     source["s3"][field] = value
-    with pytest.raises(kit.InputError, match=f"spec.source.s3.{field}"):
+    with pytest.raises(specs.InputError, match=f"spec.source.s3.{field}"):
         compose(cache(source))
 
 
@@ -248,14 +253,14 @@ def volume_hydration(manifest: dict | None = None) -> dict:
 
 
 def model_cache_with(commit: str, manifest: list[dict]) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "qwen", "namespace": "ml"},
             "status": {"resolved": {"commit": commit, "manifestDigest": DIGEST,
                                     "manifest": manifest}}}
 
 
 def compose_hydration(xr: dict, observed: dict | None = None, caches: list | None = None,
-                      commit: str = S3_COMMIT) -> kit.Outcome:
+                      commit: str = S3_COMMIT) -> protocol.Outcome:
     request = hydration_request(xr, observed=observed)
     request.required["model-cache"] = [model_cache_with(commit, MANIFEST)] if caches is None \
         else caches
@@ -263,7 +268,7 @@ def compose_hydration(xr: dict, observed: dict | None = None, caches: list | Non
 
 
 def settled(xr: dict, commit: str = S3_COMMIT, states: dict | None = None,
-            data: dict | None = None) -> tuple[kit.Outcome, dict]:
+            data: dict | None = None) -> tuple[protocol.Outcome, dict]:
     """Composed twice: the second time with everything of the first observed."""
     first = compose_hydration(xr, commit=commit)
     observed = observe(first, states={"volume": {"phase": "Bound"}, **(states or {})},
@@ -271,21 +276,21 @@ def settled(xr: dict, commit: str = S3_COMMIT, states: dict | None = None,
     return compose_hydration(xr, observed, commit=commit), observed
 
 
-def job_of(outcome: kit.Outcome) -> dict:
+def job_of(outcome: protocol.Outcome) -> dict:
     key = next(k for k in outcome.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
     return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
 
 
 def test_an_s3_hydration_requires_its_model_cache_by_name():
     outcome = compose_hydration(s3_hydration())
-    assert outcome.requirements["model-cache"] == kit.Requirement(
-        kit.API_VERSION, "ModelCache", match_name="qwen", namespace="ml")
+    assert outcome.requirements["model-cache"] == protocol.Requirement(
+        naming.API_VERSION, "ModelCache", match_name="qwen", namespace="ml")
 
 
 def test_the_manifest_configmap_carries_the_latched_manifest_named_for_its_content():
     outcome, _ = settled(s3_hydration())
     configmap = outcome.desired["manifest"][0]["spec"]["forProvider"]["manifest"]
-    assert configmap["metadata"]["name"] == kit.child_name("qwen", "manifest",
+    assert configmap["metadata"]["name"] == naming.child_name("qwen", "manifest",
                                                            f"{S3_COMMIT[:10]}-{DIGEST[:6]}")
     assert json.loads(configmap["data"]["manifest.json"]) == MANIFEST
 
@@ -302,7 +307,7 @@ def test_an_s3_fetch_pins_commit_digest_and_manifest_file():
     container = job["spec"]["template"]["spec"]["containers"][0]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {sources.MANIFEST_MOUNT_PATH, sources.CREDENTIALS_MOUNT_PATH,
-            kit.CACHE_MOUNT_PATH} <= mounts
+            agent_job.CACHE_MOUNT_PATH} <= mounts
     assert restricted_violations(job["spec"]["template"]["spec"]) == []
 
 
@@ -380,7 +385,7 @@ def full_cluster(evicted: tuple[str, ...] = ()) -> dict:
     return cluster
 
 
-def on_full_cluster(observed: dict, evicted: tuple[str, ...] = ()) -> kit.Outcome:
+def on_full_cluster(observed: dict, evicted: tuple[str, ...] = ()) -> protocol.Outcome:
     xr = volume_hydration()
     request = hydration_request(xr, observed=observed, cluster=full_cluster(evicted), replicas=[])
     request.required["model-cache"] = [model_cache_with(VOL_COMMIT, MANIFEST)]

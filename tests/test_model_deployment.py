@@ -15,29 +15,39 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache import render
-from fleetcache.functions import kit, model_replica, server
-from fleetcache.functions import model_deployment as composer
+from fleetcache.apis.xrds import load_xrds, walk_schema
+from fleetcache.apis.specs import InputError
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
+from fleetcache import messages
+from fleetcache import reasons
+from fleetcache import shapes
+from fleetcache.devtools import render
+from fleetcache.functions.composers import model_replica
+from fleetcache.functions import server
+from fleetcache.functions.composers import model_deployment as composer
 from tests.support import xrd
 from tests.support.deployments import (CACHE, ENGINE, NAMESPACE, NO_CACHE, cache_required,
                                        cache_row, deployment, hydration)
 from tests.support.fleet import COMMIT, GIB, fleet_cluster
 
 def request(xr: dict, clusters: list[dict], cache: dict | None = None,
-            observed: dict | None = None) -> kit.Request:
+            observed: dict | None = None) -> protocol.Request:
     """`cache`: what cache_required gives; None: the ModelCache does not exist."""
     required = {composer.FLEET_CLUSTERS_KEY: clusters}
     if "modelCacheRef" in (xr.get("spec") or {}):
         required.update(cache or NO_CACHE)
-    return kit.Request(composite=xr, observed=observed or {}, required=required)
+    return protocol.Request(composite=xr, observed=observed or {}, required=required)
 
 
 def compose(xr: dict, clusters: list[dict], cache: dict | None = None,
-            observed: dict | None = None) -> kit.Outcome:
+            observed: dict | None = None) -> protocol.Outcome:
     return composer.compose(request(xr, clusters, cache, observed))
 
 
-def observe(outcome: kit.Outcome, ready: bool | set[int] = False) -> dict:
+def observe(outcome: protocol.Outcome, ready: bool | set[int] = False) -> dict:
     """The composed ModelReplicas as Crossplane would observe them next time."""
     out = {}
     for key, (desired, _) in outcome.desired.items():
@@ -50,15 +60,15 @@ def observe(outcome: kit.Outcome, ready: bool | set[int] = False) -> dict:
     return out
 
 
-def replicas(outcome: kit.Outcome) -> dict[int, dict]:
+def replicas(outcome: protocol.Outcome) -> dict[int, dict]:
     return {r["spec"]["replica"]: r for r, _ in outcome.desired.values()}
 
 
-def clusters_of(outcome: kit.Outcome) -> dict[int, str]:
+def clusters_of(outcome: protocol.Outcome) -> dict[int, str]:
     return {i: r["spec"]["clusterName"] for i, r in replicas(outcome).items()}
 
 
-def conditions(outcome: kit.Outcome) -> dict[str, kit.Condition]:
+def conditions(outcome: protocol.Outcome) -> dict[str, protocol.Condition]:
     return {c.type: c for c in outcome.conditions}
 
 
@@ -69,41 +79,41 @@ FLEET = [fleet_cluster("gpu-a"), fleet_cluster("gpu-b"), fleet_cluster("gpu-c")]
 
 
 def test_asks_for_every_fleet_cluster_and_the_model_cache_in_its_namespace():
-    outcome = composer.compose(kit.Request(composite=deployment()))
-    assert outcome.requirements[composer.FLEET_CLUSTERS_KEY] == kit.FLEET_CLUSTERS
-    assert outcome.requirements[composer.MODEL_CACHE_KEY] == kit.Requirement(
-        kit.API_VERSION, "ModelCache", match_name=CACHE, namespace=NAMESPACE)
+    outcome = composer.compose(protocol.Request(composite=deployment()))
+    assert outcome.requirements[composer.FLEET_CLUSTERS_KEY] == FLEET_CLUSTERS
+    assert outcome.requirements[composer.MODEL_CACHE_KEY] == protocol.Requirement(
+        naming.API_VERSION, "ModelCache", match_name=CACHE, namespace=NAMESPACE)
     assert outcome.desired == {} and outcome.status == {}
 
 
 def test_asks_for_the_caches_hydrations_by_its_label_in_its_namespace():
-    outcome = composer.compose(kit.Request(composite=deployment()))
-    assert outcome.requirements[composer.HYDRATIONS_KEY] == kit.Requirement(
-        kit.API_VERSION, "ModelCacheHydration", namespace=NAMESPACE,
-        match_labels=((kit.LABEL_MODEL_CACHE, CACHE),))
+    outcome = composer.compose(protocol.Request(composite=deployment()))
+    assert outcome.requirements[composer.HYDRATIONS_KEY] == protocol.Requirement(
+        naming.API_VERSION, "ModelCacheHydration", namespace=NAMESPACE,
+        match_labels=((naming.LABEL_MODEL_CACHE, CACHE),))
     assert hydration(cache_row("gpu-a", "Ready"))["metadata"]["labels"][
-        kit.LABEL_MODEL_CACHE] == CACHE
+        naming.LABEL_MODEL_CACHE] == CACHE
 
 
 def test_a_long_cache_name_is_asked_for_by_its_label_value():
     name = "q" * 80
-    outcome = composer.compose(kit.Request(composite=deployment(modelCacheRef={"name": name})))
+    outcome = composer.compose(protocol.Request(composite=deployment(modelCacheRef={"name": name})))
     labels = dict(outcome.requirements[composer.HYDRATIONS_KEY].match_labels)
-    assert labels == {kit.LABEL_MODEL_CACHE: kit.label_value(name)} and len(
-        labels[kit.LABEL_MODEL_CACHE]) <= 63
+    assert labels == {naming.LABEL_MODEL_CACHE: naming.label_value(name)} and len(
+        labels[naming.LABEL_MODEL_CACHE]) <= 63
 
 
 def test_keeps_every_replica_while_requirements_are_not_fetched_yet():
     first = compose(deployment(replicas=2), FLEET, cache_required(cache_row("gpu-a", "Ready")))
     observed = observe(first)
-    again = composer.compose(kit.Request(composite=deployment(replicas=2), observed=observed,
+    again = composer.compose(protocol.Request(composite=deployment(replicas=2), observed=observed,
                                          required={composer.FLEET_CLUSTERS_KEY: FLEET}))
     assert sorted(again.desired) == sorted(observed)
 
 
 def test_a_direct_model_needs_no_model_cache():
     xr = deployment(modelCacheRef=None, model={"huggingFace": {"repo": "Qwen/Qwen3-0.6B"}})
-    outcome = composer.compose(kit.Request(composite=xr))
+    outcome = composer.compose(protocol.Request(composite=xr))
     assert composer.MODEL_CACHE_KEY not in outcome.requirements
 
 
@@ -152,9 +162,9 @@ def test_delivery_follows_the_table(phase, policy, delivery, reason):
     assert ("hydration" in replica["spec"]) == (delivery in ("Wait", "Fail"))
     if delivery == "Cache":
         assert replica["spec"]["cache"] == {
-            "modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
-            "mountPath": kit.CACHE_MOUNT_PATH, "commit": COMMIT,
-            "snapshotPath": f"{kit.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"}
+            "modelCacheName": CACHE, "volumeName": naming.cache_volume_name(CACHE),
+            "mountPath": agent_job.CACHE_MOUNT_PATH, "commit": COMMIT,
+            "snapshotPath": f"{agent_job.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"}
     if delivery == "Fail":
         assert replica["spec"]["hydration"]["reason"] == "AuthFailed"
     assert conditions(outcome)["ModelCacheResolved"].status == "True"
@@ -238,7 +248,7 @@ def test_a_model_cache_that_never_existed_says_nothing_runs():
 
 def test_a_replica_waiting_for_a_missing_cache_says_so_with_the_remedy():
     outcome = compose(deployment(), FLEET, cache=None)
-    replica = model_replica.compose(kit.Request(composite=replicas(outcome)[0]))
+    replica = model_replica.compose(protocol.Request(composite=replicas(outcome)[0]))
     assert (replica.status["phase"], replica.status["reason"]) == ("Waiting",
                                                                    "ModelCacheNotFound")
     assert f"ModelCache {NAMESPACE}/{CACHE} does not exist" in replica.status["message"]
@@ -274,7 +284,7 @@ def test_a_direct_huggingface_model_is_always_source():
 # --- a new commit hydrating where an older one is verified --------------------------------
 
 OLD_COMMIT = "0" * 40
-OLD_SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{OLD_COMMIT}"
+OLD_SNAPSHOT = f"{agent_job.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{OLD_COMMIT}"
 
 
 def serving_row(phase: str, **extra) -> dict:
@@ -454,7 +464,7 @@ def test_no_candidate_leaves_replicas_unscheduled_with_no_clusters():
     assert outcome.desired == {}
     scheduled = conditions(outcome)["ReplicasScheduled"]
     assert (scheduled.status, scheduled.reason) == ("False", "NoClusters")
-    assert kit.remedy("NoClusters") in scheduled.message
+    assert reasons.remedy("NoClusters") in scheduled.message
     assert outcome.status["placements"] == [
         {"replica": i, "cluster": "", "delivery": "", "reason": "NoClusters", "commit": ""}
         for i in (0, 1)]
@@ -604,7 +614,7 @@ def test_a_deployment_example_is_valid_and_composes():
 
 def test_every_xrd_field_has_a_description():
     for kind in ("ModelDeployment", "ModelReplica"):
-        for path, node in xrd.walk_schema(xrd.load_xrds()[kind].schema):
+        for path, node in walk_schema(load_xrds()[kind].schema):
             assert node.get("description"), f"{kind} {path or '<root>'} has no description"
 
 
@@ -619,7 +629,7 @@ def run_proto(xr: dict, clusters: list[dict], cache: dict | None) -> fnv1.RunFun
         for item in items:
             req.required_resources[key].items.add().resource.CopyFrom(
                 resource.dict_to_struct(item))
-    return server.run(req, kit.Request(composite={}).now)
+    return server.run(req, protocol.Request(composite={}).now)
 
 
 def test_same_request_gives_the_same_bytes():
@@ -633,7 +643,7 @@ def test_same_request_gives_the_same_bytes():
         assert again == first
     a = compose(xr, FLEET, three_state_cache())
     b = compose(xr, list(reversed(FLEET)), three_state_cache())
-    assert json.dumps(kit.canonical(a.desired)) == json.dumps(kit.canonical(b.desired))
+    assert json.dumps(naming.canonical(a.desired)) == json.dumps(naming.canonical(b.desired))
 
 
 HOSTILE_SPECS = [
@@ -687,7 +697,7 @@ def test_hostile_specs_are_input_errors_or_fatal_results(spec):
         del xr["spec"]
     else:
         xr["spec"] = spec
-    with pytest.raises(kit.InputError):
+    with pytest.raises(InputError):
         compose(xr, FLEET, three_state_cache())
     rsp = run_proto(xr, FLEET, three_state_cache())
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
@@ -702,10 +712,10 @@ def test_long_and_dotted_names_give_valid_child_names():
         names = [r["metadata"]["name"] for r in replicas(outcome).values()]
         assert len(set(names)) == 3
         for child in names:
-            assert len(child) <= 63 and kit.DNS_SUBDOMAIN.match(child), child
+            assert len(child) <= 63 and shapes.DNS_SUBDOMAIN.match(child), child
         for replica in replicas(outcome).values():
             for value in replica["metadata"]["labels"].values():
-                assert kit.LABEL_VALUE.match(value) and len(value) <= 63
+                assert shapes.LABEL_VALUE.match(value) and len(value) <= 63
 
 
 def test_hostile_observed_and_required_resources_do_not_break_compose():
@@ -734,7 +744,7 @@ def test_what_a_hostile_hydration_says_reaches_a_replica_cut_to_size():
     replica = replicas(outcome)[0]
     told = replica["spec"]["hydration"]
     assert (told["reason"], told["bytesDone"]) == ("", 0)
-    assert len(told["message"]) <= kit.MESSAGE_LIMIT
+    assert len(told["message"]) <= messages.MESSAGE_LIMIT
     xrd.assert_valid(replica)
 
 
@@ -856,7 +866,7 @@ def test_equivalent_engines_share_a_digest():
 
 
 def test_printer_columns_are_the_designed_ones():
-    xrds = xrd.load_xrds()
+    xrds = load_xrds()
     columns = {kind: [(c["name"], c["jsonPath"]) for c in xrds[kind].effective_printer_columns
                       if c.get("priority", 0) == 0]
                for kind in ("ModelDeployment", "ModelReplica")}

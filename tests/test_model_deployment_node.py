@@ -16,9 +16,12 @@ import json
 
 import pytest
 
-from fleetcache.functions import kit, node_delivery
-from fleetcache.functions.node_tier import VOLUME_MOUNT
-from fleetcache.functions import model_deployment as composer
+from fleetcache.apis import specs
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache import messages
+from fleetcache.functions.node_tier.warmers import VOLUME_MOUNT
+from fleetcache.functions.composers import model_deployment as composer
 from tests.support import xrd
 from tests.support.deployments import (CACHE, NAMESPACE, cache_required, cache_row,
                                        deployment)
@@ -61,18 +64,18 @@ def node_cache(*rows: dict, tiers: dict[str, dict | None], commit: str = COMMIT)
 
 
 def compose(xr: dict, cache: dict, observed: dict | None = None,
-            clusters: list[dict] | None = None) -> kit.Outcome:
-    return composer.compose(kit.Request(
+            clusters: list[dict] | None = None) -> protocol.Outcome:
+    return composer.compose(protocol.Request(
         composite=xr, observed=observed or {},
         required={composer.FLEET_CLUSTERS_KEY: FLEET if clusters is None else clusters,
                   **cache}))
 
 
-def replicas(outcome: kit.Outcome) -> dict[int, dict]:
+def replicas(outcome: protocol.Outcome) -> dict[int, dict]:
     return {r["spec"]["replica"]: r for r, _ in outcome.desired.values()}
 
 
-def observe(outcome: kit.Outcome, status: dict | None = None) -> dict:
+def observe(outcome: protocol.Outcome, status: dict | None = None) -> dict:
     """The composed ModelReplicas as observed next time, Ready, with `status` merged in."""
     out = {}
     for key, (desired, _) in outcome.desired.items():
@@ -83,7 +86,7 @@ def observe(outcome: kit.Outcome, status: dict | None = None) -> dict:
     return out
 
 
-def only(outcome: kit.Outcome) -> dict:
+def only(outcome: protocol.Outcome) -> dict:
     return replicas(outcome)[0]["spec"]
 
 
@@ -141,7 +144,7 @@ def test_a_node_replica_carries_the_node_copy_and_the_volume_it_falls_back_to():
                                  "manifestDigest": DIGEST, "policy": "Prefer",
                                  "requireTimeout": "15m"}
     assert spec["cache"] == {
-        "modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
+        "modelCacheName": CACHE, "volumeName": naming.cache_volume_name(CACHE),
         "mountPath": VOLUME_MOUNT, "commit": COMMIT,
         "snapshotPath": f"{VOLUME_MOUNT}/hub/models--Qwen--Qwen3-0.6B/"
                         f"snapshots/{COMMIT}"}
@@ -400,7 +403,7 @@ def test_a_hostile_node_tier_never_reaches_a_pod_template(tier):
                       node_cache(cache_row("gpu-a", "Ready"), tiers={"gpu-a": tier}))
     replica = replicas(outcome)[0]
     assert replica["spec"]["delivery"] == "Cache"
-    assert len(replica["spec"]["deliveryReason"]) <= kit.MESSAGE_LIMIT
+    assert len(replica["spec"]["deliveryReason"]) <= messages.MESSAGE_LIMIT
     xrd.assert_valid(replica)
 
 
@@ -414,7 +417,7 @@ def test_a_label_key_that_is_not_a_node_cache_label_places_anywhere_in_the_pool(
                                   {"requireTimeout": 15}, "Prefer", {"policy": "Prefer", "x": 1}],
                          ids=["policy", "seconds", "number", "string", "unknown-field"])
 def test_a_malformed_node_policy_is_an_input_error_naming_the_field(node):
-    with pytest.raises(kit.InputError, match="spec.delivery.node"):
+    with pytest.raises(specs.InputError, match="spec.delivery.node"):
         compose(deployment(delivery={"node": node}, **ON_GPU_A),
                 node_cache(cache_row("gpu-a", "Ready"), tiers={"gpu-a": node_tier()}))
 

@@ -15,16 +15,19 @@ import copy
 
 import pytest
 
-from fleetcache.agent.layout import flat_commit_path
-from fleetcache.functions import kit
-from fleetcache.functions import model_deployment as composer
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.volume import flat_commit_path
+
+from fleetcache.functions.composers import model_deployment as composer
 from tests.support import xrd
 from tests.support.deployments import CACHE, cache_required, cache_row, deployment
 from tests.support.fleet import COMMIT, fleet_cluster
 
 FLEET = [fleet_cluster("gpu-a"), fleet_cluster("gpu-b")]
 ON_GPU_A = {"placement": {"clusterNames": ["gpu-a"]}}
-MOUNT = kit.CACHE_MOUNT_PATH
+MOUNT = agent_job.CACHE_MOUNT_PATH
 CLAIM = "preloaded"
 VOL_COMMIT = "vol-" + "3c" * 20
 OLD_VOL_COMMIT = "vol-" + "9e" * 20
@@ -47,7 +50,7 @@ RESOLVED = {"hub": ("Qwen/Qwen3-0.6B", COMMIT), "volume": ("", VOL_COMMIT),
 
 
 def claim_of(source: str) -> str:
-    return CLAIM if source.startswith("volume") else kit.cache_volume_name(CACHE)
+    return CLAIM if source.startswith("volume") else naming.cache_volume_name(CACHE)
 
 
 def cache_of(source: str, *rows: dict, volume_name: str | None = None) -> dict:
@@ -69,7 +72,7 @@ def cache_of(source: str, *rows: dict, volume_name: str | None = None) -> dict:
 
 def replica(source: str, *rows: dict, **deployment_spec) -> dict:
     rows = rows or (cache_row("gpu-a", "Ready"),)
-    outcome = composer.compose(kit.Request(
+    outcome = composer.compose(protocol.Request(
         composite=deployment(**{**ON_GPU_A, **deployment_spec}),
         required={composer.FLEET_CLUSTERS_KEY: FLEET, **cache_of(source, *rows)}))
     return next(r for r, _ in outcome.desired.values())["spec"]
@@ -79,11 +82,11 @@ def replica(source: str, *rows: dict, **deployment_spec) -> dict:
 
 
 @pytest.mark.parametrize("source, volume, model_dir, layout", [
-    ("hub", kit.cache_volume_name(CACHE),
+    ("hub", naming.cache_volume_name(CACHE),
      f"{MOUNT}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}", None),
-    ("s3-hf-cache", kit.cache_volume_name(CACHE),
+    ("s3-hf-cache", naming.cache_volume_name(CACHE),
      f"{MOUNT}/hub/models--s3--weights--chat--v1/snapshots/{S3_COMMIT}", None),
-    ("s3-flat", kit.cache_volume_name(CACHE), flat_commit_path(MOUNT, S3_COMMIT), "Flat"),
+    ("s3-flat", naming.cache_volume_name(CACHE), flat_commit_path(MOUNT, S3_COMMIT), "Flat"),
     ("volume", CLAIM, f"{MOUNT}/chat", "Flat"),
     ("volume-root", CLAIM, MOUNT, "Flat"),
     ("volume-hub-manifest", CLAIM, f"{MOUNT}/chat", "Flat"),
@@ -97,7 +100,7 @@ def test_a_cache_replica_mounts_the_claim_and_loads_the_directory_its_source_lay
 
 def test_the_claim_is_the_one_the_clusters_hydration_reports():
     required = cache_of("volume", cache_row("gpu-a", "Ready"), volume_name="restored-copy")
-    outcome = composer.compose(kit.Request(composite=deployment(**ON_GPU_A), required={
+    outcome = composer.compose(protocol.Request(composite=deployment(**ON_GPU_A), required={
         composer.FLEET_CLUSTERS_KEY: FLEET, **required}))
     assert next(r for r, _ in outcome.desired.values())["spec"]["cache"]["volumeName"] == \
         "restored-copy"
@@ -116,7 +119,7 @@ def test_without_a_claim_name_from_the_hydration_an_existing_volume_mounts_its_o
         del status["volumeName"]
     else:
         status["volumeName"] = reported
-    outcome = composer.compose(kit.Request(composite=deployment(**ON_GPU_A), required={
+    outcome = composer.compose(protocol.Request(composite=deployment(**ON_GPU_A), required={
         composer.FLEET_CLUSTERS_KEY: FLEET, **required}))
     assert next(r for r, _ in outcome.desired.values())["spec"]["cache"]["volumeName"] == mounted
 
@@ -124,16 +127,16 @@ def test_without_a_claim_name_from_the_hydration_an_existing_volume_mounts_its_o
 def test_without_a_claim_name_from_the_hydration_a_flat_s3_cache_mounts_the_cache_pvc():
     required = cache_of("s3-flat", cache_row("gpu-a", "Ready"))
     del required[composer.HYDRATIONS_KEY][0]["status"]["volumeName"]
-    outcome = composer.compose(kit.Request(composite=deployment(**ON_GPU_A), required={
+    outcome = composer.compose(protocol.Request(composite=deployment(**ON_GPU_A), required={
         composer.FLEET_CLUSTERS_KEY: FLEET, **required}))
     assert next(r for r, _ in outcome.desired.values())["spec"]["cache"]["volumeName"] == \
-        kit.cache_volume_name(CACHE)
+        naming.cache_volume_name(CACHE)
 
 
 def test_a_sub_path_that_climbs_out_of_the_claim_reads_as_its_root_with_a_warning():
     required = cache_of("volume", cache_row("gpu-a", "Ready"))
     required[composer.MODEL_CACHE_KEY][0]["spec"]["source"]["volume"]["subPath"] = "a/../../etc"
-    outcome = composer.compose(kit.Request(composite=deployment(**ON_GPU_A), required={
+    outcome = composer.compose(protocol.Request(composite=deployment(**ON_GPU_A), required={
         composer.FLEET_CLUSTERS_KEY: FLEET, **required}))
     assert next(r for r, _ in outcome.desired.values())["spec"]["cache"]["snapshotPath"] == MOUNT
     assert any("subPath" in w for w in outcome.warnings)
@@ -162,7 +165,7 @@ def test_a_flat_s3_cache_on_tier_node_serves_replicas_from_the_volume():
     hydration["status"]["nodeTier"] = {
         "phase": "Ready", "commit": S3_COMMIT, "claimName": "qwen-node", "readyNodes": 2,
         "desiredNodes": 2, "labelKey": "node-cache.fleetcache.dev/0123456789abcdef"}
-    outcome = composer.compose(kit.Request(composite=deployment(**ON_GPU_A), required={
+    outcome = composer.compose(protocol.Request(composite=deployment(**ON_GPU_A), required={
         composer.FLEET_CLUSTERS_KEY: FLEET, **required}))
     spec = next(r for r, _ in outcome.desired.values())["spec"]
     assert (spec["delivery"], spec["cache"]["layout"]) == ("Cache", "Flat")
@@ -184,7 +187,7 @@ def test_a_flat_s3_cache_on_tier_node_serves_replicas_from_the_volume():
 ])
 def test_a_replica_the_table_sends_to_the_source_waits_when_no_engine_loads_that_source(
         source, row, policy, delivery, reason):
-    outcome = composer.compose(kit.Request(
+    outcome = composer.compose(protocol.Request(
         composite=deployment(**ON_GPU_A, delivery=policy),
         required={composer.FLEET_CLUSTERS_KEY: FLEET, **cache_of(source, row)}))
     assert outcome.status["placements"][0] | {"commit": ""} == {
@@ -199,7 +202,7 @@ def test_a_waiting_replica_carries_its_clusters_hydration():
 
 def test_outside_the_caches_targets_an_s3_replica_waits_saying_how_to_place_it():
     required = cache_of("s3-flat", cache_row("gpu-a", "Ready"))
-    outcome = composer.compose(kit.Request(
+    outcome = composer.compose(protocol.Request(
         composite=deployment(placement={"clusterNames": ["gpu-b"]}),
         required={composer.FLEET_CLUSTERS_KEY: FLEET, **required}))
     spec = next(r for r, _ in outcome.desired.values())["spec"]
@@ -211,7 +214,7 @@ def test_outside_the_caches_targets_an_s3_replica_waits_saying_how_to_place_it()
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_every_replica_it_composes_is_valid_against_the_model_replica_xrd(source):
     for row in (cache_row("gpu-a", "Ready"), cache_row("gpu-a", "Hydrating")):
-        outcome = composer.compose(kit.Request(
+        outcome = composer.compose(protocol.Request(
             composite=deployment(**ON_GPU_A),
             required={composer.FLEET_CLUSTERS_KEY: FLEET, **cache_of(source, row)}))
         for composed, _ in outcome.desired.values():

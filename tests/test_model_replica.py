@@ -15,8 +15,17 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache.functions import kit, model_deployment, server
-from fleetcache.functions import model_replica as composer
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions.k8s import objects
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions.views.fleet_cluster import fleet_cluster_requirement
+from fleetcache import messages
+from fleetcache import reasons
+from fleetcache.functions.composers import model_deployment
+from fleetcache.functions import server
+from fleetcache.functions.composers import model_replica as composer
 from tests.support import xrd
 from tests.support.deployments import (CACHE, CLUSTER, NAMESPACE, REPLICA_ENGINE, SNAPSHOT,
                                        deployment, engine_digest, replica_xr)
@@ -29,32 +38,32 @@ KEPT_ON_CACHE = sorted([*composer.REMOTE_KEYS, composer.CACHE_USAGE_KEY])
 
 
 def compose(xr: dict, clusters: list[dict] | None = None, observed: dict | None = None,
-            owners: list | None = None) -> kit.Outcome:
+            owners: list | None = None) -> protocol.Outcome:
     """Compose with its FleetCluster and its ModelDeployment (running REPLICA_ENGINE)
     fetched, unless given."""
     required = {composer.FLEET_CLUSTER_KEY: [fleet_cluster(CLUSTER)] if clusters is None
                 else clusters,
                 composer.DEPLOYMENT_KEY: [deployment(engine=REPLICA_ENGINE)] if owners is None
                 else owners}
-    return composer.compose(kit.Request(composite=xr, observed=observed or {},
+    return composer.compose(protocol.Request(composite=xr, observed=observed or {},
                                         required=required))
 
 
-def running(delivery: str, engine: dict) -> kit.Outcome:
+def running(delivery: str, engine: dict) -> protocol.Outcome:
     """A replica of a ModelDeployment whose spec.engine is `engine`."""
     return compose(replica_xr(delivery, engineDigest=engine_digest(engine)),
                    owners=[deployment(engine=engine)])
 
 
-def remote(outcome: kit.Outcome, key: str) -> dict:
+def remote(outcome: protocol.Outcome, key: str) -> dict:
     return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
 
 
-def pod_spec(outcome: kit.Outcome) -> dict:
+def pod_spec(outcome: protocol.Outcome) -> dict:
     return remote(outcome, "deployment")["spec"]["template"]["spec"]
 
 
-def env_of(outcome: kit.Outcome) -> dict[str, str]:
+def env_of(outcome: protocol.Outcome) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in pod_spec(outcome)["containers"][0]["env"]}
 
 
@@ -66,7 +75,7 @@ def test_cache_replica_carries_the_cache_contract():
     assert env["FLEETCACHE_MODEL"] == SNAPSHOT
     assert env["FLEETCACHE_MODEL_REVISION"] == COMMIT
     assert env["FLEETCACHE_DELIVERY"] == "cache"
-    assert env["HF_HUB_CACHE"] == f"{kit.CACHE_MOUNT_PATH}/hub"
+    assert env["HF_HUB_CACHE"] == f"{agent_job.CACHE_MOUNT_PATH}/hub"
     assert env["HF_HUB_OFFLINE"] == "1"
 
 
@@ -112,10 +121,10 @@ def test_the_engine_runs_its_own_command_line_unchanged():
 def test_cache_is_mounted_read_only_from_the_caches_pvc():
     spec = pod_spec(compose(replica_xr("Cache")))
     volume = next(v for v in spec["volumes"] if "persistentVolumeClaim" in v)
-    assert volume["persistentVolumeClaim"] == {"claimName": kit.cache_volume_name(CACHE),
+    assert volume["persistentVolumeClaim"] == {"claimName": naming.cache_volume_name(CACHE),
                                                "readOnly": True}
     mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"])
-    assert mount == {"name": volume["name"], "mountPath": kit.CACHE_MOUNT_PATH, "readOnly": True}
+    assert mount == {"name": volume["name"], "mountPath": agent_job.CACHE_MOUNT_PATH, "readOnly": True}
 
 
 def test_source_replica_mounts_no_cache():
@@ -138,8 +147,8 @@ def test_pod_passes_restricted_and_runs_as_the_agents_uid(delivery):
     deployment = remote(compose(replica_xr(delivery)), "deployment")
     spec = deployment["spec"]["template"]["spec"]
     assert restricted_violations(spec) == []
-    assert spec["securityContext"]["runAsUser"] == kit.AGENT_UID
-    assert spec["securityContext"]["fsGroup"] == kit.AGENT_UID
+    assert spec["securityContext"]["runAsUser"] == agent_job.AGENT_UID
+    assert spec["securityContext"]["fsGroup"] == agent_job.AGENT_UID
     assert spec["automountServiceAccountToken"] is False
     assert spec["enableServiceLinks"] is False  # a Service named vllm would set VLLM_PORT
 
@@ -162,8 +171,8 @@ def test_remote_objects_target_the_clusters_provider_config_and_keep_the_namespa
     outcome = compose(replica_xr("Cache"))
     for key in composer.REMOTE_KEYS:
         obj = outcome.desired[key][0]
-        assert obj["apiVersion"] == kit.OBJECT_API_VERSION
-        assert obj["spec"]["providerConfigRef"] == {"kind": kit.PROVIDER_CONFIG_KIND,
+        assert obj["apiVersion"] == objects.OBJECT_API_VERSION
+        assert obj["spec"]["providerConfigRef"] == {"kind": objects.PROVIDER_CONFIG_KIND,
                                                     "name": CLUSTER}
         assert obj["metadata"]["namespace"] == NAMESPACE
         assert remote(outcome, key).get("metadata", {}).get("namespace", NAMESPACE) == NAMESPACE
@@ -242,7 +251,7 @@ def test_wait_composes_nothing_and_shows_the_hydrations_progress():
 
 
 def test_fail_composes_nothing_and_carries_the_hydrations_remedy():
-    remedy = kit.remedy("AuthFailed")
+    remedy = reasons.remedy("AuthFailed")
     xr = replica_xr("Fail", hydration={"phase": "Failed", "reason": "AuthFailed",
                                        "message": f"401 from the hub. {remedy}"})
     outcome = compose(xr)
@@ -257,7 +266,7 @@ def test_fail_composes_nothing_and_carries_the_hydrations_remedy():
 def test_a_huge_hydration_message_is_cut_in_the_status(delivery):
     xr = replica_xr(delivery, hydration={"phase": "x" * 5000, "reason": "r" * 5000,
                                          "message": "m" * 50_000})
-    assert len(compose(xr).status["message"]) < 2 * kit.MESSAGE_LIMIT
+    assert len(compose(xr).status["message"]) < 2 * messages.MESSAGE_LIMIT
 
 
 def test_a_running_replica_is_kept_while_its_cluster_is_not_ready():
@@ -268,13 +277,13 @@ def test_a_running_replica_is_kept_while_its_cluster_is_not_ready():
         outcome = compose(replica_xr("Cache"), clusters, observed)
         assert sorted(outcome.desired) == KEPT_ON_CACHE
         assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", reason)
-        assert kit.remedy(reason) in outcome.status["message"]
+        assert reasons.remedy(reason) in outcome.status["message"]
 
 
 def test_nothing_is_deleted_before_the_cluster_and_deployment_are_fetched():
     first = compose(replica_xr("Cache"))
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
-    outcome = composer.compose(kit.Request(composite=replica_xr("Cache"), observed=observed))
+    outcome = composer.compose(protocol.Request(composite=replica_xr("Cache"), observed=observed))
     assert sorted(outcome.desired) == KEPT_ON_CACHE
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "Resolving")
 
@@ -285,9 +294,9 @@ def test_nothing_is_deleted_before_the_cluster_and_deployment_are_fetched():
 def test_a_cache_replica_holds_its_model_cache_with_a_usage_that_replays_deletion():
     usage, ready = compose(replica_xr("Cache")).desired[composer.CACHE_USAGE_KEY]
     assert usage["spec"] == {
-        "of": {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+        "of": {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
                "resourceRef": {"name": CACHE}},
-        "by": {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+        "by": {"apiVersion": naming.API_VERSION, "kind": "ModelReplica",
                "resourceRef": {"name": replica_xr("Cache")["metadata"]["name"]}},
         "replayDeletion": True}
     assert (usage["apiVersion"], usage["kind"], ready) == (composer.USAGE_API_VERSION, "Usage",
@@ -303,16 +312,16 @@ def test_a_replica_that_does_not_mount_the_cache_does_not_hold_it(delivery):
 
 
 def test_asks_for_its_fleet_cluster_and_its_model_deployment_by_name():
-    outcome = composer.compose(kit.Request(composite=replica_xr("Source")))
+    outcome = composer.compose(protocol.Request(composite=replica_xr("Source")))
     assert outcome.requirements == {
-        composer.FLEET_CLUSTER_KEY: kit.fleet_cluster_requirement(CLUSTER),
-        composer.DEPLOYMENT_KEY: kit.Requirement(kit.API_VERSION, "ModelDeployment",
+        composer.FLEET_CLUSTER_KEY: fleet_cluster_requirement(CLUSTER),
+        composer.DEPLOYMENT_KEY: protocol.Requirement(naming.API_VERSION, "ModelDeployment",
                                                  match_name="chat", namespace=NAMESPACE)}
 
 
 @pytest.mark.parametrize("delivery", ["Wait", "Fail"])
 def test_a_replica_that_runs_nothing_asks_for_nothing(delivery):
-    assert composer.compose(kit.Request(composite=replica_xr(delivery))).requirements == {}
+    assert composer.compose(protocol.Request(composite=replica_xr(delivery))).requirements == {}
 
 
 def test_runs_the_engine_its_model_deployment_names():
@@ -327,8 +336,8 @@ def test_a_missing_model_deployment_keeps_what_runs_and_says_so():
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
     outcome = compose(replica_xr("Cache"), observed=observed, owners=[])
     assert sorted(outcome.desired) == KEPT_ON_CACHE
-    assert kit.canonical(outcome.desired["deployment"][0]) == kit.canonical(
-        kit.strip_observed(observed["deployment"]))
+    assert naming.canonical(outcome.desired["deployment"][0]) == naming.canonical(
+        objects.strip_observed(observed["deployment"]))
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending",
                                                                    "DeploymentNotFound")
     assert f"ModelDeployment {NAMESPACE}/chat does not exist" in outcome.status["message"]
@@ -362,8 +371,8 @@ def test_an_engine_changed_since_composing_keeps_the_running_one():
     observed["deployment"]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
     newer = deployment(engine={**REPLICA_ENGINE, "args": ["--new-flag"]})
     outcome = compose(replica_xr("Cache"), observed=observed, owners=[newer])
-    assert kit.canonical(outcome.desired["deployment"][0]) == kit.canonical(
-        kit.strip_observed(observed["deployment"]))
+    assert naming.canonical(outcome.desired["deployment"][0]) == naming.canonical(
+        objects.strip_observed(observed["deployment"]))
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "EngineChanging")
 
 
@@ -420,7 +429,7 @@ def test_status_is_valid_against_the_xrd(delivery):
 
 def test_same_request_gives_the_same_output():
     a, b = compose(replica_xr("Cache")), compose(replica_xr("Cache"))
-    assert kit.canonical(a.desired) == kit.canonical(b.desired) and a.status == b.status
+    assert naming.canonical(a.desired) == naming.canonical(b.desired) and a.status == b.status
 
 
 def test_names_are_valid_for_long_dotted_and_digit_leading_replicas():
@@ -475,7 +484,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("xr", HOSTILE, ids=range(len(HOSTILE)))
 def test_hostile_input_is_an_input_error(xr):
-    with pytest.raises(kit.InputError):
+    with pytest.raises(specs.InputError):
         compose(copy.deepcopy(xr))
 
 
@@ -498,6 +507,6 @@ def test_hostile_input_is_a_fatal_result_through_the_server(xr):
         resource.dict_to_struct(fleet_cluster(CLUSTER)))
     req.required_resources[composer.DEPLOYMENT_KEY].items.add().resource.CopyFrom(
         resource.dict_to_struct(deployment(engine=REPLICA_ENGINE)))
-    rsp = server.run(req, kit.Request(composite={}).now)
+    rsp = server.run(req, protocol.Request(composite={}).now)
     fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
     assert fatal and "internal error" not in fatal[0], fatal

@@ -18,10 +18,15 @@ from typing import Any
 import pytest
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache import render
-from fleetcache.functions import kit, node_delivery, node_tier
-from fleetcache.functions import model_deployment
-from fleetcache.functions import model_replica as composer
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions import times
+from fleetcache.devtools import render
+from fleetcache.functions.node_tier import delivery, warmers
+from fleetcache.functions.composers import model_deployment
+from fleetcache.functions.composers import model_replica as composer
 from tests.test_model_replica import env_of, pod_spec, remote
 from tests.support import xrd
 from tests.support.deployments import (CACHE, CLUSTER, NAMESPACE, REPLICA_ENGINE,
@@ -34,7 +39,7 @@ LABEL_KEY = "node-cache.fleetcache.dev/" + hashlib.sha256(
 CLAIM = f"{CACHE}-node-1a2b3c4d"
 AGENT_IMAGE = "registry.example.com/fleetcache/fleetcache-agent:v9"
 NOW = datetime.datetime(2026, 12, 3, 10, 0, tzinfo=datetime.timezone.utc)
-LINKED = f"{node_delivery.LINK_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
+LINKED = f"{delivery.LINK_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
 
 
 def node_xr(**node: Any) -> dict:
@@ -42,10 +47,10 @@ def node_xr(**node: Any) -> dict:
     spec_node = {"claimName": CLAIM, "labelKey": LABEL_KEY, "commit": COMMIT,
                  "manifestDigest": DIGEST, "policy": "Prefer", "requireTimeout": "15m"}
     spec_node.update(node)
-    mount = node_tier.VOLUME_MOUNT
+    mount = warmers.VOLUME_MOUNT
     xr = replica_xr("Cache", nodeCache={k: v for k, v in spec_node.items() if v is not None},
                     deliveryReason=f"NodeReady: 3/3 nodes warm on {COMMIT[:12]}",
-                    cache={"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
+                    cache={"modelCacheName": CACHE, "volumeName": naming.cache_volume_name(CACHE),
                            "mountPath": mount, "commit": COMMIT,
                            "snapshotPath": f"{mount}/hub/models--Qwen--Qwen3-0.6B/snapshots/"
                                            f"{COMMIT}"})
@@ -60,14 +65,14 @@ def cluster() -> dict:
 
 
 def compose(xr: dict, observed: dict | None = None, now: datetime.datetime = NOW
-            ) -> kit.Outcome:
-    return composer.compose(kit.Request(
+            ) -> protocol.Outcome:
+    return composer.compose(protocol.Request(
         composite=xr, observed=observed or {}, now=now,
         required={composer.FLEET_CLUSTER_KEY: [cluster()],
                   composer.DEPLOYMENT_KEY: [deployment(engine=REPLICA_ENGINE)]}))
 
 
-def select_of(outcome: kit.Outcome) -> dict:
+def select_of(outcome: protocol.Outcome) -> dict:
     (init,) = pod_spec(outcome)["initContainers"]
     return init
 
@@ -89,29 +94,29 @@ def test_both_pvcs_are_mounted_read_only_at_the_pod_and_the_engine():
     claims = {v["name"]: v["persistentVolumeClaim"] for v in spec["volumes"]
               if "persistentVolumeClaim" in v}
     assert claims == {
-        node_delivery.NODE_VOLUME: {"claimName": CLAIM, "readOnly": True},
-        node_delivery.VOLUME_VOLUME: {"claimName": kit.cache_volume_name(CACHE),
+        delivery.NODE_VOLUME: {"claimName": CLAIM, "readOnly": True},
+        delivery.VOLUME_VOLUME: {"claimName": naming.cache_volume_name(CACHE),
                                       "readOnly": True}}
     mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
-    assert mounts[node_delivery.NODE_VOLUME] == {
-        "name": node_delivery.NODE_VOLUME, "mountPath": "/var/cache/fleetcache-node",
+    assert mounts[delivery.NODE_VOLUME] == {
+        "name": delivery.NODE_VOLUME, "mountPath": "/var/cache/fleetcache-node",
         "readOnly": True}
-    assert mounts[node_delivery.VOLUME_VOLUME] == {
-        "name": node_delivery.VOLUME_VOLUME, "mountPath": "/var/cache/fleetcache-volume",
+    assert mounts[delivery.VOLUME_VOLUME] == {
+        "name": delivery.VOLUME_VOLUME, "mountPath": "/var/cache/fleetcache-volume",
         "readOnly": True}
 
 
 def test_the_link_lives_in_an_emptydir_the_engine_only_reads():
     spec = pod_spec(compose(node_xr()))
-    run = next(v for v in spec["volumes"] if v["name"] == node_delivery.RUN_VOLUME)
+    run = next(v for v in spec["volumes"] if v["name"] == delivery.RUN_VOLUME)
     assert "emptyDir" in run
     engine = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
     select = {m["name"]: m for m in select_of(compose(node_xr()))["volumeMounts"]}
-    assert engine[node_delivery.RUN_VOLUME] == {
-        "name": node_delivery.RUN_VOLUME, "mountPath": "/var/run/fleetcache", "readOnly": True}
-    assert select[node_delivery.RUN_VOLUME]["readOnly"] is False
-    assert select[node_delivery.NODE_VOLUME]["readOnly"] is True
-    assert select[node_delivery.VOLUME_VOLUME]["readOnly"] is True
+    assert engine[delivery.RUN_VOLUME] == {
+        "name": delivery.RUN_VOLUME, "mountPath": "/var/run/fleetcache", "readOnly": True}
+    assert select[delivery.RUN_VOLUME]["readOnly"] is False
+    assert select[delivery.NODE_VOLUME]["readOnly"] is True
+    assert select[delivery.VOLUME_VOLUME]["readOnly"] is True
 
 
 def test_the_select_step_checks_the_node_copy_and_links_it():
@@ -134,7 +139,7 @@ def test_the_select_step_runs_the_clusters_agent_image_with_small_resources():
 def test_the_node_pod_passes_restricted(policy):
     spec = pod_spec(compose(node_xr(policy=policy)))
     assert restricted_violations(spec) == []
-    assert select_of(compose(node_xr()))["securityContext"] == kit.RESTRICTED_CONTAINER_SECURITY
+    assert select_of(compose(node_xr()))["securityContext"] == agent_job.RESTRICTED_CONTAINER_SECURITY
     assert spec["automountServiceAccountToken"] is False
 
 
@@ -185,7 +190,7 @@ def test_without_warm_labels_the_pod_goes_anywhere_in_the_pool():
 
 def started(minutes_ago: int, reverted: str = "") -> dict:
     """The replica's own status as latched at the last compose."""
-    moment = kit.format_time(NOW - datetime.timedelta(minutes=minutes_ago))
+    moment = times.format_time(NOW - datetime.timedelta(minutes=minutes_ago))
     return {"nodeCache": {"commit": COMMIT, "placement": "Require", "startedAt": moment,
                           "revertedAt": reverted}}
 
@@ -203,7 +208,7 @@ def not_available(xr: dict) -> dict:
     return {"deployment": observed}
 
 
-def placed(outcome: kit.Outcome) -> str:
+def placed(outcome: protocol.Outcome) -> str:
     return next(iter(pod_spec(outcome)["affinity"]["nodeAffinity"])).split("During")[0]
 
 
@@ -317,7 +322,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("xr", HOSTILE, ids=range(len(HOSTILE)))
 def test_hostile_node_input_is_an_input_error(xr):
-    with pytest.raises(kit.InputError):
+    with pytest.raises(specs.InputError):
         compose(copy.deepcopy(xr))
 
 
@@ -371,7 +376,7 @@ def test_render_from_the_deployment_to_a_node_pod():
 
 def test_the_latched_start_is_kept_while_the_cluster_is_not_ready():
     xr = with_status(node_xr(policy="Require"), started(10))
-    outcome = composer.compose(kit.Request(
+    outcome = composer.compose(protocol.Request(
         composite=xr, now=NOW,
         required={composer.FLEET_CLUSTER_KEY: [], composer.DEPLOYMENT_KEY: [deployment()]}))
     assert outcome.status["reason"] == "ClusterNotFound"

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from fleetcache.functions import kit
-from fleetcache.functions import model_replica as composer
+
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import protocol
+from fleetcache.functions.composers import model_replica as composer
+from fleetcache.functions.node_tier import warmers
 from tests.support import xrd
 from tests.support.deployments import CACHE, CLUSTER, REPLICA_ENGINE, deployment, replica_xr
 from tests.support.fleet import fleet_cluster
 from tests.support.k8s import assert_valid_k8s, restricted_violations
 
-MOUNT = kit.CACHE_MOUNT_PATH
+MOUNT = agent_job.CACHE_MOUNT_PATH
 VOL_COMMIT = "vol-" + "3c" * 20
 
 
@@ -29,18 +33,18 @@ def flat_xr(snapshot: str = f"{MOUNT}/chat", claim: str = "preloaded", **cache) 
     return xr
 
 
-def compose(xr: dict) -> kit.Outcome:
-    return composer.compose(kit.Request(composite=xr, required={
+def compose(xr: dict) -> protocol.Outcome:
+    return composer.compose(protocol.Request(composite=xr, required={
         composer.FLEET_CLUSTER_KEY: [fleet_cluster(CLUSTER)],
         composer.DEPLOYMENT_KEY: [deployment(engine=REPLICA_ENGINE)]}))
 
 
-def pod_spec(outcome: kit.Outcome) -> dict:
+def pod_spec(outcome: protocol.Outcome) -> dict:
     return outcome.desired["deployment"][0]["spec"]["forProvider"]["manifest"]["spec"][
         "template"]["spec"]
 
 
-def env_of(outcome: kit.Outcome) -> dict[str, str]:
+def env_of(outcome: protocol.Outcome) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in pod_spec(outcome)["containers"][0]["env"]}
 
 
@@ -82,17 +86,17 @@ def test_a_flat_replica_spec_is_valid_against_its_xrd():
     ("Flat", f"{MOUNT}x/chat", "spec.cache.snapshotPath must lie under spec.cache.mountPath"),
 ])
 def test_a_model_directory_outside_the_mount_is_refused_naming_the_field(layout, snapshot, error):
-    with pytest.raises(kit.InputError, match=error):
+    with pytest.raises(specs.InputError, match=error):
         compose(flat_xr(snapshot, layout=layout))
 
 
 def test_a_node_replica_of_flat_files_is_refused():
-    volume = composer.node_tier.VOLUME_MOUNT
+    volume = warmers.VOLUME_MOUNT
     xr = flat_xr(f"{volume}/chat", mountPath=volume)
     xr["spec"]["delivery"] = "Node"
     xr["spec"]["nodeCache"] = {"claimName": "qwen-node", "labelKey": "", "commit": VOL_COMMIT,
                                "manifestDigest": "ab" * 32, "policy": "Prefer"}
-    with pytest.raises(kit.InputError, match="spec.cache.layout must be HfCache on Node"):
+    with pytest.raises(specs.InputError, match="spec.cache.layout must be HfCache on Node"):
         compose(xr)
 
 
@@ -105,7 +109,7 @@ def test_a_replica_waiting_outside_the_caches_targets_says_so():
     xr = replica_xr("Wait", hydration={
         "phase": "Pending", "reason": "NotACacheTarget",
         "message": "cluster gpu-east-1 is not a target of ModelCache ml/qwen: add it"})
-    outcome = composer.compose(kit.Request(composite=xr))
+    outcome = composer.compose(protocol.Request(composite=xr))
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Waiting", "NotACacheTarget")
     assert outcome.status["message"].endswith("add it")
     assert outcome.desired == {}

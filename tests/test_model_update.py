@@ -13,11 +13,13 @@ import time
 
 import pytest
 
-from fleetcache import render as rendering
-from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, files_bytes, step
-from fleetcache.testhub.content import make_model
-from fleetcache.testhub.server import TestHub
+from fleetcache.functions import naming
+from fleetcache.functions import read
+from fleetcache.devtools import render as rendering
+
+from fleetcache.devtools.simulation import Cluster, ControlPlane, files_bytes, step
+from fleetcache.devtools.testhub.content import make_model
+from fleetcache.devtools.testhub.server import TestHub
 from tests.support.plane import control_plane
 
 NAMESPACE = "ml"
@@ -28,13 +30,13 @@ DEADLINE = 60.0
 
 def model_cache_grant() -> dict:
     """The namespace's grant: both clusters, room for both commits on each."""
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant",
             "metadata": {"name": "team", "namespace": NAMESPACE},
             "spec": {"clusters": {"clusterNames": list(CLUSTERS)}, "quota": {"bytes": "1Gi"}}}
 
 
 def model_cache(endpoint: str, revision: str) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "chat", "namespace": NAMESPACE},
             "spec": {"grantRef": {"name": "team"},
                      "source": {"huggingFace": {"repo": REPO, "revision": revision,
@@ -44,7 +46,7 @@ def model_cache(endpoint: str, revision: str) -> dict:
 
 
 def model_deployment() -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
             "metadata": {"name": "chat", "namespace": NAMESPACE},
             "spec": {"modelCacheRef": {"name": "chat"}, "replicas": 2,
                      "maxReplicasPerCluster": 1,
@@ -54,7 +56,7 @@ def model_deployment() -> dict:
 
 
 def fleet_cluster(name: str) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
+    return {"apiVersion": naming.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
             "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
                                              "name": f"{name}-kubeconfig"}}}
 
@@ -94,7 +96,7 @@ class Fleet:
 
     def serving(self) -> dict[str, str]:
         """cluster -> the commit its replica mounts from the cache ("" if not on Cache)."""
-        return {r["spec"]["clusterName"]: kit.get_path(r, "spec.cache.commit", "")
+        return {r["spec"]["clusterName"]: read.get_path(r, "spec.cache.commit", "")
                 for r in self.replicas()}
 
     def unavailable(self) -> list[str]:
@@ -103,7 +105,7 @@ class Fleet:
         for replica in self.replicas():
             cluster = self.clusters[replica["spec"]["clusterName"]]
             for key, obj in cluster.objects.items():
-                if key[0] == "Deployment" and not kit.is_true(obj, "Available"):
+                if key[0] == "Deployment" and not read.is_true(obj, "Available"):
                     out.append(f"{cluster.name}/{key[2]}")
         return sorted(set(out))
 
@@ -131,7 +133,7 @@ def update(tmp_path_factory):
                         and not fleet.unavailable() and len(fleet.replicas()) == 2,
                         "replicas on the v1 cache")
 
-            volumes = {name: cluster.volume_dir(NAMESPACE, kit.cache_volume_name("chat"))
+            volumes = {name: cluster.volume_dir(NAMESPACE, naming.cache_volume_name("chat"))
                        for name, cluster in clusters.items()}
             before = {name: files_bytes(volume) for name, volume in volumes.items()}
             control.apply(model_cache(hub.endpoint, "v2"))
@@ -207,7 +209,7 @@ def test_clusters_not_ready_on_v2_report_v1_as_their_serving_commit(update):
 
 
 def test_the_model_cache_stays_available_while_it_rolls_out(update):
-    assert {kit.condition_of({"status": r["cache"]}, "Available").get("status")
+    assert {read.condition_of({"status": r["cache"]}, "Available").get("status")
             for r in update["rounds"]} == {"True"}
 
 

@@ -15,10 +15,16 @@ import time
 import pytest
 import yaml
 
-from fleetcache import apigen, quantity, validation
-from fleetcache.functions import kit
-from fleetcache.functions.models import fleet_cluster, model_cache, model_deployment
-from tests.support.xrd import example_docs, is_fleetcache_kind, walk_schema
+from fleetcache.apis.patterns import PATTERN_MEANINGS, POSITIVE_QUANTITY
+from fleetcache.apis import specs
+from fleetcache.apis import xrds
+from fleetcache.functions import naming
+from fleetcache.devtools import apigen
+from fleetcache import quantity
+
+from fleetcache.apis.models import fleet_cluster, model_cache, model_deployment
+from fleetcache.apis.xrds import walk_schema
+from tests.support.xrd import example_docs, is_fleetcache_kind
 
 XRD_PATHS = apigen.xrd_paths()
 KINDS = [yaml.safe_load(path.read_text())["spec"]["names"]["kind"] for path in XRD_PATHS]
@@ -39,8 +45,8 @@ def deployment_spec(**engine) -> dict:
 
 
 def error_of(model, spec) -> str:
-    with pytest.raises(kit.InputError) as err:
-        kit.read_spec(model, spec)
+    with pytest.raises(specs.InputError) as err:
+        specs.read_spec(model, spec)
     return str(err.value)
 
 
@@ -66,7 +72,7 @@ def test_generated_files_carry_no_timestamp_and_name_their_source():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_has_a_root_model_named_after_it_that_requires_spec(kind):
-    module = importlib.import_module(f"fleetcache.functions.models.{apigen.snake_case(kind)}")
+    module = importlib.import_module(f"fleetcache.apis.models.{apigen.snake_case(kind)}")
     root = getattr(module, kind)
     assert root.model_fields["spec"].is_required()
 
@@ -79,13 +85,13 @@ def test_every_kind_has_a_root_model_named_after_it_that_requires_spec(kind):
 def test_an_example_reads_as_the_api_server_stores_it_with_the_xrd_defaults(entry):
     _, _, doc = entry
     module = importlib.import_module(
-        f"fleetcache.functions.models.{apigen.snake_case(doc['kind'])}")
-    read = kit.read_spec(getattr(module, doc["kind"]), doc["spec"])
-    assert read == validation.with_defaults(doc)["spec"]
+        f"fleetcache.apis.models.{apigen.snake_case(doc['kind'])}")
+    read = specs.read_spec(getattr(module, doc["kind"]), doc["spec"])
+    assert read == xrds.with_defaults(doc)["spec"]
 
 
 def test_nested_defaults_fill_in_when_their_object_defaults_to_empty():
-    spec = kit.read_spec(model_cache.ModelCache, cache_spec())
+    spec = specs.read_spec(model_cache.ModelCache, cache_spec())
     assert spec["rollout"] == {"maxConcurrent": 10}
     assert spec["job"] == {"backoffLimit": 3, "activeDeadlineSeconds": 21600,
                            "ttlSecondsAfterFinished": 3600}
@@ -95,18 +101,18 @@ def test_nested_defaults_fill_in_when_their_object_defaults_to_empty():
 def test_a_null_field_reads_as_unset_so_its_default_applies_as_on_the_api_server():
     spec = deployment_spec()
     spec["replicas"] = None
-    assert kit.read_spec(model_deployment.ModelDeployment, spec)["replicas"] == 1
+    assert specs.read_spec(model_deployment.ModelDeployment, spec)["replicas"] == 1
 
 
 def test_crossplanes_own_spec_fields_are_accepted_and_left_out():
     spec = cache_spec(crossplane={"compositionRef": {"name": "modelcaches.fleetcache.dev"}})
-    assert "crossplane" not in kit.read_spec(model_cache.ModelCache, spec)
+    assert "crossplane" not in specs.read_spec(model_cache.ModelCache, spec)
 
 
 def test_a_resource_quantity_may_be_an_integer_or_a_quantity_string():
     spec = deployment_spec(resources={"requests": {"cpu": 8, "memory": "64Gi"},
                                       "limits": {"nvidia.com/gpu": 1, "cpu": "500m"}})
-    read = kit.read_spec(model_deployment.ModelDeployment, spec)
+    read = specs.read_spec(model_deployment.ModelDeployment, spec)
     assert read["engine"]["resources"] == spec["engine"]["resources"]
 
 
@@ -191,8 +197,8 @@ def test_a_hostile_value_is_quoted_cut_to_200_characters():
 
 
 def test_a_value_read_under_a_path_is_named_under_it():
-    with pytest.raises(kit.InputError, match=r"^ModelDeployment ns/d spec\.engine\.port: 0 "):
-        kit.read_model(model_deployment.Engine, {"image": "x", "port": 0},
+    with pytest.raises(specs.InputError, match=r"^ModelDeployment ns/d spec\.engine\.port: 0 "):
+        specs.read_model(model_deployment.Engine, {"image": "x", "port": 0},
                        "ModelDeployment ns/d spec.engine")
 
 
@@ -218,12 +224,12 @@ REFUSED = [
 @pytest.mark.parametrize("kind, spec", REFUSED, ids=[f"{k}-{i}" for i, (k, _) in
                                                        enumerate(REFUSED)])
 def test_what_the_api_server_refuses_the_composers_refuse(kind, spec):
-    xr = {"apiVersion": kit.API_VERSION, "kind": kind, "spec": spec,
+    xr = {"apiVersion": naming.API_VERSION, "kind": kind, "spec": spec,
           "metadata": {"name": "x", **({"namespace": "ml"} if kind != "FleetCluster" else {})}}
-    assert validation.violations(xr)
-    module = importlib.import_module(f"fleetcache.functions.models.{apigen.snake_case(kind)}")
-    with pytest.raises(kit.InputError):
-        kit.read_spec(getattr(module, kind), spec)
+    assert xrds.violations(xr)
+    module = importlib.import_module(f"fleetcache.apis.models.{apigen.snake_case(kind)}")
+    with pytest.raises(specs.InputError):
+        specs.read_spec(getattr(module, kind), spec)
 
 
 # --- the CEL rules, through the same call --------------------------------------------------
@@ -250,10 +256,10 @@ def test_a_cel_rule_deep_in_the_spec_names_where_it_failed():
 def test_reading_a_spec_of_1000_clusters_costs_a_few_milliseconds_of_cpu():
     spec = cache_spec(placement={"clusterNames": [f"gpu-{i:04d}" for i in range(1000)]},
                       minReady=900)
-    kit.read_spec(model_cache.ModelCache, spec)  # rules compile once per process
+    specs.read_spec(model_cache.ModelCache, spec)  # rules compile once per process
     start = time.process_time()
     for _ in range(10):
-        kit.read_spec(model_cache.ModelCache, spec)
+        specs.read_spec(model_cache.ModelCache, spec)
     assert (time.process_time() - start) / 10 < 0.1
 
 
@@ -269,7 +275,7 @@ def xrd_nodes():
 
 def test_every_pattern_in_the_xrds_has_a_meaning_for_error_messages():
     patterns = {node["pattern"] for _, node in xrd_nodes() if "pattern" in node}
-    assert patterns - set(kit.PATTERN_MEANINGS) == set()
+    assert patterns - set(PATTERN_MEANINGS) == set()
 
 
 def quantity_nodes():
@@ -279,7 +285,7 @@ def quantity_nodes():
 
 
 def test_every_quantity_field_has_the_quantity_pattern_or_its_positive_form():
-    allowed = {quantity.PATTERN, kit.POSITIVE_QUANTITY, "^$|" + kit.POSITIVE_QUANTITY}
+    allowed = {quantity.PATTERN, POSITIVE_QUANTITY, "^$|" + POSITIVE_QUANTITY}
     found = quantity_nodes()
     assert len(found) >= 7
     for where, node in found:
@@ -289,7 +295,7 @@ def test_every_quantity_field_has_the_quantity_pattern_or_its_positive_form():
 
 @pytest.mark.parametrize("text", ["20Gi", "500M", "1.5Ti", "0.5Gi", "7", "1k"])
 def test_what_the_positive_pattern_accepts_the_bounded_parser_reads_as_positive(text):
-    assert re.match(kit.POSITIVE_QUANTITY, text) and re.match(quantity.PATTERN, text)
+    assert re.match(POSITIVE_QUANTITY, text) and re.match(quantity.PATTERN, text)
     assert quantity.to_bytes(text) > 0
 
 
@@ -301,4 +307,4 @@ def test_the_exa_suffixes_are_suffixes_and_e_with_digits_an_exponent(text, value
 
 @pytest.mark.parametrize("text", ["0", "0.0Gi", "-1Gi", "1e3", "100m", "20GB", " 1Gi"])
 def test_the_positive_pattern_refuses_zero_sign_exponent_and_milli(text):
-    assert not re.match(kit.POSITIVE_QUANTITY, text)
+    assert not re.match(POSITIVE_QUANTITY, text)

@@ -8,11 +8,11 @@ import datetime
 
 import pytest
 
-from fleetcache.functions import kit
-from fleetcache.functions.node_capacity import (
-    Settings, condition, copy_of, decide, demand, keep_list, least_free, node_hydrations,
-    status_of,
-)
+
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache import reasons
+from fleetcache.functions.node_tier.capacity import Settings, condition, copy_of, decide, demand, keep_list, least_free, node_hydrations, status_of
 
 GI = 1024**3
 COMMIT = "a" * 40
@@ -25,7 +25,7 @@ def hydration(cache: str, gib: int, *, node: dict | None = None, namespace: str 
               created: str = "2026-01-01T00:00:00Z", size: str | None = None,
               spec: dict | None = None, **status) -> dict:
     """A tier-Node hydration of `gib` GiB on gpu-a; `node` is its status.nodeTier."""
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
             "metadata": {"name": f"{cache}-gpu-a", "namespace": namespace,
                          "creationTimestamp": created},
             "spec": {"clusterName": "gpu-a", "modelCacheName": cache, "tier": "Node",
@@ -222,7 +222,7 @@ def test_status_says_demand_against_capacity_per_node():
 
 
 def test_node_capacity_low_names_what_waits_and_what_is_not_removable():
-    outcome = kit.Outcome()
+    outcome = protocol.Outcome()
     decision = run(warm("pinned", 90, pinned=True), new("b", 5))
     condition("gpu-a", SETTINGS, decision, 7 * GI, outcome)
     (low,) = outcome.conditions
@@ -230,11 +230,11 @@ def test_node_capacity_low_names_what_waits_and_what_is_not_removable():
     assert "no node copy is removable" in low.message
     assert "1 node cache(s) wait for room (ml/b)" in low.message
     assert "the fullest pool node has 7.0GiB free" in low.message
-    assert kit.remedy("NodeCapacityLow") in low.message
+    assert reasons.remedy("NodeCapacityLow") in low.message
 
 
 def test_node_capacity_is_available_when_everything_fits():
-    outcome = kit.Outcome()
+    outcome = protocol.Outcome()
     condition("gpu-a", SETTINGS, run(warm("a", 10)), None, outcome)
     assert [(c.status, c.reason) for c in outcome.conditions] == [("False", "NodeCapacityAvailable")]
 

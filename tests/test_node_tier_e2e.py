@@ -22,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache import demo_node_tier as act
-from fleetcache import render as rendering
-from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, step
-from fleetcache.testhub.content import make_model
-from fleetcache.testhub.server import TestHub
+from fleetcache.functions import naming
+from fleetcache.functions import read
+from fleetcache.devtools.demo import node_tier as act
+from fleetcache.devtools import render as rendering
+
+from fleetcache.devtools.simulation import Cluster, ControlPlane, step
+from fleetcache.devtools.testhub.content import make_model
+from fleetcache.devtools.testhub.server import TestHub
 from tests.support.k8s import restricted_violations
 from tests.support.plane import control_plane
 
@@ -67,7 +69,7 @@ class Fleet:
         step(self.control, self.clusters.values())
         for name, cluster in self.clusters.items():
             for (kind, namespace, obj_name), obj in cluster.objects.items():
-                template = kit.get_path(obj, "spec.template.spec")
+                template = read.get_path(obj, "spec.template.spec")
                 if kind in ("Job", "Deployment", "DaemonSet") and template:
                     self.story.pod_specs[(name, kind, namespace, obj_name)] = template
         time.sleep(0.05)
@@ -83,7 +85,7 @@ class Fleet:
                      if h["spec"]["clusterName"] == cluster), {})
 
     def tier(self, cluster: str) -> dict:
-        return kit.get_path(self.hydration(cluster), "status.nodeTier", {}) or {}
+        return read.get_path(self.hydration(cluster), "status.nodeTier", {}) or {}
 
     def warm(self, cluster: str, nodes: int) -> bool:
         tier = self.tier(cluster)
@@ -150,7 +152,7 @@ def play(fleet: Fleet) -> None:
     story.join = {"before": before, "after": fleet.hub_traffic(EAST),
                   "digest": fleet.verified_digest(EAST, act.JOINING),
                   "label": east.nodes[act.JOINING].labels.get(story.label_key)}
-    fleet.until(lambda: kit.get_path(control.of_kind("ModelCache")[0],
+    fleet.until(lambda: read.get_path(control.of_kind("ModelCache")[0],
                                      "status.nodeTier.readyClusters") == 2,
                 "the ModelCache to count both clusters Ready again")
     story.cache_sums = dict(control.of_kind("ModelCache")[0]["status"]["nodeTier"])
@@ -168,7 +170,7 @@ def play(fleet: Fleet) -> None:
             "select": act.selected(pod),
             "model": os.path.realpath(pod.containers[0].env["FLEETCACHE_MODEL"]),
             "node_copy": os.path.realpath(fleet.node_copy(cluster, pod.node)),
-            "delivery": (replica["spec"]["delivery"], kit.get_path(replica, "status.delivery"))})
+            "delivery": (replica["spec"]["delivery"], read.get_path(replica, "status.delivery"))})
 
     # a node turns NotReady: its warmer pod is not Ready, so its copy stops counting
     east.set_node_ready(act.JOINING, False)
@@ -177,7 +179,7 @@ def play(fleet: Fleet) -> None:
     story.not_ready = dict(fleet.tier(EAST))
 
     # west's volume is corrupted; then a node joins there
-    volume = fleet.clusters[WEST].volume_dir(act.NAMESPACE, kit.cache_volume_name(act.CACHE))
+    volume = fleet.clusters[WEST].volume_dir(act.NAMESPACE, naming.cache_volume_name(act.CACHE))
     snapshot = next(volume.glob(f"hub/*/snapshots/{story.commit}"))
     corrupted = max(snapshot.iterdir(), key=lambda p: p.stat().st_size)  # a link to its blob
     blob = corrupted.resolve()

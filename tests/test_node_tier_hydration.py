@@ -12,8 +12,14 @@ import json
 
 import pytest
 
-from fleetcache.functions import kit, model_cache, node_rollup, node_tier
-from fleetcache.functions.model_cache_hydration import compose
+from fleetcache.apis import specs
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions.views.fleet_cluster import FleetClusterView
+from fleetcache import reasons
+from fleetcache.functions.composers import model_cache
+from fleetcache.functions.node_tier import rollup, warmers
+from fleetcache.functions.composers.model_cache_hydration import compose
 from tests.support.builders import (
     CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, cache_replica, fleet_cluster, hydration_request,
     hydration_xr, observe, pvc, with_status,
@@ -64,7 +70,7 @@ def node_xr(**status) -> dict:
 
 
 def run(xr: dict | None = None, *, cluster: object = None, observed: dict | None = None,
-        replicas: list[dict] | None = NO_REPLICAS) -> kit.Outcome:
+        replicas: list[dict] | None = NO_REPLICAS) -> protocol.Outcome:
     """The hydration composed on a node cluster; `replicas`: its ModelReplicas on the cluster
     (None: not fetched yet)."""
     return compose(hydration_request(node_xr() if xr is None else xr, observed=observed,
@@ -72,16 +78,16 @@ def run(xr: dict | None = None, *, cluster: object = None, observed: dict | None
                                      replicas=None if replicas is None else list(replicas)))
 
 
-def node_keys(outcome: kit.Outcome) -> set[str]:
+def node_keys(outcome: protocol.Outcome) -> set[str]:
     return {k for k in outcome.desired if k.startswith("node-")}
 
 
-def manifest(outcome: kit.Outcome, key: str) -> dict:
+def manifest(outcome: protocol.Outcome, key: str) -> dict:
     return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
 
 
-def warmer_pod(outcome: kit.Outcome) -> dict:
-    return manifest(outcome, node_tier.WARMER_KEY)["spec"]["template"]["spec"]
+def warmer_pod(outcome: protocol.Outcome) -> dict:
+    return manifest(outcome, warmers.WARMER_KEY)["spec"]["template"]["spec"]
 
 
 def daemonset(desired: int, ready: int) -> dict:
@@ -99,9 +105,9 @@ def tier_of(ds: dict | None, records: dict | None = None, xr: dict | None = None
             cluster: object = None) -> dict:
     """status.nodeTier once the node objects exist and report `ds` and `records`."""
     first = run(xr, cluster=cluster)
-    states = {node_tier.WARMER_KEY: ds} if ds is not None else {}
+    states = {warmers.WARMER_KEY: ds} if ds is not None else {}
     observed = observe(first, states={**states, "volume": pvc("Bound")},
-                       data={node_tier.STATUS_KEY: records or {}})
+                       data={warmers.STATUS_KEY: records or {}})
     return run(xr, cluster=cluster, observed=observed).status["nodeTier"]
 
 
@@ -206,7 +212,7 @@ def test_the_warmer_reads_the_cluster_volume_read_only_and_writes_only_the_node_
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert volumes["volume"]["persistentVolumeClaim"] == {
-        "claimName": kit.cache_volume_name(CACHE), "readOnly": True}
+        "claimName": naming.cache_volume_name(CACHE), "readOnly": True}
     assert mounts["/var/cache/fleetcache-volume"] == {
         "name": "volume", "mountPath": "/var/cache/fleetcache-volume", "readOnly": True}
     assert volumes["node"]["persistentVolumeClaim"] == {"claimName": CLAIM}
@@ -311,20 +317,20 @@ def test_the_first_failure_is_the_failed_node_with_the_smallest_name():
                                     "message": "root fs"}
     assert (tier["phase"], tier["reason"], tier["failedNodes"]) == \
         ("Degraded", "NodeTierDegraded", 2)
-    assert kit.remedy("NodeCacheNotDedicated") in tier["message"]
+    assert reasons.remedy("NodeCacheNotDedicated") in tier["message"]
 
 
 def test_every_node_failed_is_failed_with_the_first_failures_reason_and_remedy():
     tier = tier_of(daemonset(2, 0), {n: record("Failed", reason="DigestMismatch")
                                      for n in ("a", "b")})
     assert (tier["phase"], tier["reason"]) == ("Failed", "DigestMismatch")
-    assert tier["message"].endswith(kit.remedy("DigestMismatch"))
+    assert tier["message"].endswith(reasons.remedy("DigestMismatch"))
 
 
 def test_no_eligible_node_is_pending_with_the_opt_in_remedy():
     tier = tier_of(daemonset(0, 0))
     assert (tier["phase"], tier["reason"], tier["summary"]) == ("Pending", "NoEligibleNodes", "0/0")
-    assert tier["message"].endswith(kit.remedy("NoEligibleNodes"))
+    assert tier["message"].endswith(reasons.remedy("NoEligibleNodes"))
 
 
 def test_before_the_daemonset_reports_its_nodes_the_tier_waits_for_it():
@@ -362,7 +368,7 @@ def test_a_cluster_without_node_cache_keeps_the_cache_volume_only_and_says_so():
     assert "volume" in outcome.desired
     tier = outcome.status["nodeTier"]
     assert (tier["phase"], tier["reason"]) == ("Pending", "NodeTierNotConfigured")
-    assert tier["message"].endswith(kit.remedy("NodeTierNotConfigured"))
+    assert tier["message"].endswith(reasons.remedy("NodeTierNotConfigured"))
 
 
 def test_a_node_cache_from_a_storage_class_is_refused_and_the_cache_stays_volume_only():
@@ -390,7 +396,7 @@ def test_a_cache_not_admitted_on_the_nodes_waits_and_composes_nothing_of_the_tie
     outcome = run(cluster=node_cluster(admitted=()))
     assert node_keys(outcome) == set()
     assert outcome.status["nodeTier"]["reason"] == "NodeCapacityLow"
-    assert outcome.status["nodeTier"]["message"].endswith(kit.remedy("NodeCapacityLow"))
+    assert outcome.status["nodeTier"]["message"].endswith(reasons.remedy("NodeCapacityLow"))
 
 
 def test_before_the_cluster_decides_the_node_tier_waits_for_it():
@@ -414,8 +420,8 @@ def test_a_new_commit_keeps_the_warmers_on_the_old_one_until_the_volume_holds_it
 
 
 def test_while_the_volume_updates_the_status_counts_the_commit_the_nodes_keep():
-    observed = observe(run(), states={node_tier.WARMER_KEY: daemonset(2, 2)},
-                       data={node_tier.STATUS_KEY: {"a": record("Ready"), "b": record("Ready")}})
+    observed = observe(run(), states={warmers.WARMER_KEY: daemonset(2, 2)},
+                       data={warmers.STATUS_KEY: {"a": record("Ready"), "b": record("Ready")}})
     xr = with_status(hydration_xr(tier="Node", commit=NEW_COMMIT), **READY_VOLUME)
     tier = run(xr, observed=observed).status["nodeTier"]
     assert (tier["phase"], tier["commit"], tier["summary"]) == ("Ready", COMMIT, "2/2")
@@ -424,8 +430,8 @@ def test_while_the_volume_updates_the_status_counts_the_commit_the_nodes_keep():
 
 
 def test_a_held_hydration_reports_the_nodes_it_keeps():
-    observed = observe(run(), states={node_tier.WARMER_KEY: daemonset(1, 1)},
-                       data={node_tier.STATUS_KEY: {"a": record("Ready")}})
+    observed = observe(run(), states={warmers.WARMER_KEY: daemonset(1, 1)},
+                       data={warmers.STATUS_KEY: {"a": record("Ready")}})
     xr = with_status(hydration_xr(tier="Node", removal={"since": "2026-01-10T12:00:00Z",
                                                         "until": "2026-01-10T13:00:00Z"},
                                   commit=NEW_COMMIT), **READY_VOLUME)
@@ -455,13 +461,13 @@ def test_a_volume_tier_hydration_has_no_node_tier():
 
 
 def cache_outcome(tier: str | None, tiers: dict[str, dict] | None = None,
-                  phase: str = "Ready") -> kit.Outcome:
+                  phase: str = "Ready") -> protocol.Outcome:
     """compose-model-cache over three Ready clusters whose hydrations report `tiers`."""
     storage = {"tier": tier} if tier else {}
     xr = with_resolved(model_cache_xr(storage=storage))
     fleet = [fleet_cluster(n) for n in ("gpu-east-1", "gpu-east-2", "gpu-west-1")]
     required = {"fleet-clusters": fleet, "model-cache-grant": [grant_admitting(xr)]}
-    first = model_cache.compose(kit.Request(composite=xr, required=required))
+    first = model_cache.compose(protocol.Request(composite=xr, required=required))
     observed = {}
     for key, (hydration, _) in first.desired.items():
         if hydration["kind"] != "ModelCacheHydration":
@@ -470,7 +476,7 @@ def cache_outcome(tier: str | None, tiers: dict[str, dict] | None = None,
         cluster = hydration["spec"]["clusterName"]
         if tiers and cluster in tiers:
             observed[key]["status"]["nodeTier"] = tiers[cluster]
-    return model_cache.compose(kit.Request(composite=xr, observed=observed, required=required))
+    return model_cache.compose(protocol.Request(composite=xr, observed=observed, required=required))
 
 
 def nodes(phase: str, desired: int, ready: int, failed: int = 0, reason: str = "") -> dict:
@@ -511,15 +517,15 @@ def test_failed_nodes_degrade_the_cache_naming_the_clusters_and_the_first_remedy
     assert degraded.message.startswith(
         "node copies failed on gpu-east-2 (2 of 3 nodes: NodeCacheNotDedicated), "
         "gpu-west-1 (2 of 2 nodes: DigestMismatch)")
-    assert degraded.message.endswith(kit.remedy("NodeCacheNotDedicated"))
+    assert degraded.message.endswith(reasons.remedy("NodeCacheNotDedicated"))
     assert condition(outcome, "Available").status == "True"  # the volume tier's, unchanged
 
 
 def test_the_degraded_message_names_at_most_five_clusters():
     names = [f"gpu-{i}" for i in range(7)]
-    status, failing = node_rollup.rollup(
+    status, failing = rollup.rollup(
         {n: {"status": {"nodeTier": nodes("Failed", 1, 0, failed=1)}} for n in names})
-    message = node_rollup.degraded_message(failing)
+    message = rollup.degraded_message(failing)
     assert "gpu-4 (" in message and "gpu-5 (" not in message
     assert "and 2 more clusters" in message
     assert status["failedNodes"] == 7
@@ -543,11 +549,11 @@ def test_an_s3_source_is_warmed_from_the_repository_folder_fetch_named_after_it(
 
 
 def test_an_existing_volume_source_has_no_node_tier_and_says_which_field():
-    h = node_tier.Hydration(NAMESPACE, "qwen-x", CACHE, CLUSTER, "", COMMIT, DIGEST, {})
-    volume = node_tier.VolumeTier("Ready", "Hydrated", composing=True)
-    outcome = kit.Outcome()
-    tier = node_tier.run(hydration_request(node_xr()), h, node_cluster(),
-                         kit.FleetClusterView.of(node_cluster()), "qwen-cache", volume, [],
+    h = warmers.Hydration(NAMESPACE, "qwen-x", CACHE, CLUSTER, "", COMMIT, DIGEST, {})
+    volume = warmers.VolumeTier("Ready", "Hydrated", composing=True)
+    outcome = protocol.Outcome()
+    tier = warmers.run(hydration_request(node_xr()), h, node_cluster(),
+                         FleetClusterView.of(node_cluster()), "qwen-cache", volume, [],
                          outcome)
     assert (tier["reason"], outcome.desired) == ("InvalidSpec", {})
     assert tier["message"].startswith("spec.source.volume:")
@@ -573,7 +579,7 @@ def test_a_read_write_once_volume_cannot_feed_warmers_on_many_nodes():
     outcome = run(xr)
     assert node_keys(outcome) == set()
     assert outcome.status["nodeTier"]["reason"] == "VolumeNotShared"
-    assert outcome.status["nodeTier"]["message"].endswith(kit.remedy("VolumeNotShared"))
+    assert outcome.status["nodeTier"]["message"].endswith(reasons.remedy("VolumeNotShared"))
 
 
 def test_the_access_mode_the_volume_has_counts_over_the_one_asked_for():
@@ -596,7 +602,7 @@ def node_replica(commit: str, index: int = 0) -> dict:
     return replica
 
 
-def keep_args(outcome: kit.Outcome) -> list[str]:
+def keep_args(outcome: protocol.Outcome) -> list[str]:
     args = warmer_pod(outcome)["containers"][0]["args"]
     return [b for a, b in zip(args, args[1:]) if a == "--keep"]
 
@@ -613,9 +619,9 @@ def test_a_commit_node_replicas_still_read_is_kept_on_the_nodes():
 
 def test_while_the_replicas_are_not_known_the_warmers_stay_as_they_are():
     observed = observe(run())
-    assert node_tier.WARMER_KEY not in run(replicas=None).desired
-    kept = run(replicas=None, observed=observed).desired[node_tier.WARMER_KEY][0]
-    assert kept["spec"]["forProvider"]["manifest"] == manifest(run(), node_tier.WARMER_KEY)
+    assert warmers.WARMER_KEY not in run(replicas=None).desired
+    kept = run(replicas=None, observed=observed).desired[warmers.WARMER_KEY][0]
+    assert kept["spec"]["forProvider"]["manifest"] == manifest(run(), warmers.WARMER_KEY)
 
 
 def test_node_replicas_count_as_mounting_the_volume_they_fall_back_to():
@@ -628,5 +634,5 @@ def test_a_model_cache_refuses_the_node_tier_for_an_existing_volume_source():
                           source={"volume": {"claimName": "weights",
                                              "manifest": {"file": ".fleetcache/manifest.json"}}}
                           )["spec"]
-    with pytest.raises(kit.InputError, match="spec.storage.tier Node needs a huggingFace or s3"):
+    with pytest.raises(specs.InputError, match="spec.storage.tier Node needs a huggingFace or s3"):
         model_cache.read_spec(spec)

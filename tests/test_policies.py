@@ -15,16 +15,16 @@ from pathlib import Path
 import celpy
 import pytest
 
-from fleetcache import validation
-from fleetcache.functions import kit
-from fleetcache.functions.model_cache_grant import (
-    FLEET_CLUSTERS_KEY, HYDRATIONS_KEY, MODEL_CACHES_KEY, compose,
-)
+from fleetcache.apis import cel
+from fleetcache.apis import documents
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions.composers.model_cache_grant import FLEET_CLUSTERS_KEY, HYDRATIONS_KEY, MODEL_CACHES_KEY, compose
 from tests.support.fleet import fleet_cluster
 from tests.support.k8s import assert_valid_k8s
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = validation.load_documents(ROOT / "package/policies")
+DOCS = documents.load_documents(ROOT / "package/policies")
 POLICY = next(d for d in DOCS if d["kind"] == "ValidatingAdmissionPolicy")
 BINDINGS = {d["metadata"]["name"]: d for d in DOCS if d["kind"] == "ValidatingAdmissionPolicyBinding"}
 FLEET = [fleet_cluster("gpu-east-1", labels={"tier": "serving"}),
@@ -35,14 +35,14 @@ SELECTOR = {"clusterSelector": {"matchLabels": {"tier": "serving"}}}
 
 
 def grant(clusters: dict = NAMES, allow_pinned: bool = False, name: str = "team-a") -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant",
             "metadata": {"name": name, "namespace": "ml"},
             "spec": {"clusters": clusters, "quota": {"bytes": "10Ti"}, "allowPinned": allow_pinned}}
 
 
 def model_cache(clusters: tuple[str, ...] = ("gpu-east-1",), *, pinned: bool = False,
                 grant_name: str = "team-a") -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "qwen", "namespace": "ml",
                          "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"grantRef": {"name": grant_name},
@@ -61,21 +61,21 @@ def policy_refusals(obj: dict, params: dict, old: dict | None = None) -> list[st
     for variable in POLICY["spec"]["variables"]:
         activation["variables"] = celpy.celtypes.MapType(variables)
         variables[celpy.celtypes.StringType(variable["name"])] = \
-            validation.compile_rule(variable["expression"]).evaluate(activation)
+            cel.compile_rule(variable["expression"]).evaluate(activation)
     activation["variables"] = celpy.celtypes.MapType(variables)
     refused = []
     for rule in POLICY["spec"]["validations"]:
-        verdict = validation.compile_rule(rule["expression"]).evaluate(activation)
+        verdict = cel.compile_rule(rule["expression"]).evaluate(activation)
         assert isinstance(verdict, celpy.celtypes.BoolType), verdict  # never an evaluation error
         if not verdict:
-            refused.append(str(validation.compile_rule(rule["messageExpression"])
+            refused.append(str(cel.compile_rule(rule["messageExpression"])
                                .evaluate(activation)))
     return refused
 
 
 def composer_reason(obj: dict, params: dict) -> str | None:
     """What compose-model-cache-grant decides for `obj` (None: not a cache of this grant)."""
-    outcome = compose(kit.Request(composite=params, required={
+    outcome = compose(protocol.Request(composite=params, required={
         MODEL_CACHES_KEY: [obj], HYDRATIONS_KEY: [], FLEET_CLUSTERS_KEY: FLEET}))
     return next((row["reason"] for row in outcome.status["caches"]), None)
 
@@ -150,7 +150,7 @@ def test_updates_stay_possible_where_the_grants_are_gone():
 
 def test_the_policy_reads_grants_and_matches_model_caches_only():
     spec = POLICY["spec"]
-    assert spec["paramKind"] == {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant"}
+    assert spec["paramKind"] == {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant"}
     assert [r["resources"] for r in spec["matchConstraints"]["resourceRules"]] == [["modelcaches"]]
     assert spec["failurePolicy"] == "Fail"
     assert {b["spec"]["policyName"] for b in BINDINGS.values()} == {POLICY["metadata"]["name"]}

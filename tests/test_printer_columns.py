@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache import demo, demo_node_tier, render
+from fleetcache.devtools import demo, render
+from fleetcache.devtools.demo import node_tier
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER = re.compile(r"^\[\?\(@\.([A-Za-z0-9_]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
@@ -106,8 +107,8 @@ def test_an_evicted_copy_shows_no_usage_for_a_volume_it_no_longer_has(final_stat
 def test_the_node_tier_columns_show_the_node_tier_acts_objects(final_state):
     """NODES, NODE-CACHE and DELIVERY as `kubectl get` prints them at the end of the node tier
     act: every opted-in node warm, each cluster's node capacity, replicas on the node copy."""
-    ns, clusters = demo_node_tier.NAMESPACE, demo_node_tier.CLUSTERS
-    cache = final_state["ModelCache", ns, demo_node_tier.CACHE]
+    ns, clusters = node_tier.NAMESPACE, node_tier.CLUSTERS
+    cache = final_state["ModelCache", ns, node_tier.CACHE]
     tier = cache["status"]["nodeTier"]
     assert jsonpath(cache, column("ModelCache", "NODES")) == \
         f"{tier['readyNodes']}/{tier['desiredNodes']}" == f"{2 * len(clusters)}/{2 * len(clusters)}"

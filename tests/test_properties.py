@@ -35,8 +35,16 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetcache import exitcodes, render, validation
-from fleetcache.functions import kit, model_cache, model_cache_hydration, model_deployment, server
+from fleetcache.apis import xrds
+from fleetcache.functions.k8s import objects
+from fleetcache.functions import naming
+from fleetcache.functions import read
+from fleetcache.messages import shown
+from fleetcache import shapes
+from fleetcache import exitcodes
+from fleetcache.devtools import render
+from fleetcache.functions.composers import model_cache, model_cache_hydration, model_deployment
+from fleetcache.functions import server
 from tests.support import builders
 from tests.support.cases import FLEET, Case
 from tests.support.deployments import deployment
@@ -49,7 +57,7 @@ NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
 KINDS = sorted(server.COMPOSER_MODULES)
 CPU_BOUND_SECONDS = 1.0
 STALL_SECONDS = 20.0  # CPU seconds after which a call is stopped rather than waited for
-MESSAGE_LIMIT = kit.MESSAGE_LIMIT  # 1 KiB: a few values quoted at kit.SHOWN_LIMIT each
+from fleetcache.messages import MESSAGE_LIMIT  # 1 KiB: a few values quoted at SHOWN_LIMIT each
 SCALE = 1_000
 
 
@@ -222,7 +230,7 @@ def replicas_as_written(deployments: list[Case] | None = None) -> dict[str, tupl
     for case in deployments or _deployments():
         for replica in case.observed.values():
             replica = {k: v for k, v in replica.items() if k != "status"}
-            written.setdefault(str(kit.get_path(replica, "spec.delivery")),
+            written.setdefault(str(read.get_path(replica, "spec.delivery")),
                                (replica, case.composite))
     return written
 
@@ -238,7 +246,7 @@ def grant_pool(fleet: list[dict], caches: int) -> tuple[dict, list[dict]]:
     names or by selector, every fifth outside the grant, every seventh unresolved) with a
     hydration each, among `fleet`."""
     names = [c["metadata"]["name"] for c in fleet]
-    grant = {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+    grant = {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant",
              "metadata": {"name": "team-a", "namespace": "ml"},
              "spec": {"clusters": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
                       "quota": {"bytes": "100Gi"}, "allowPinned": False}}
@@ -248,7 +256,7 @@ def grant_pool(fleet: list[dict], caches: int) -> tuple[dict, list[dict]]:
         placement = {"clusterSelector": {"matchLabels": {"gpu": "h100"}}} if index % 2 else \
             {"clusterNames": names[index % len(names):][:2]
              + (["gpu-lab-1"] if index % 5 == 4 else [])}
-        cache = {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+        cache = {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
                  "metadata": {"name": name, "namespace": "ml",
                               "creationTimestamp": f"2026-12-01T00:{index % 60:02}:00Z"},
                  "spec": {"grantRef": {"name": "team-a"},
@@ -258,7 +266,7 @@ def grant_pool(fleet: list[dict], caches: int) -> tuple[dict, list[dict]]:
             cache["status"] = {"resolved": {"commit": COMMIT, "bytes": (index % 9 + 1) * GIB,
                                             "manifestDigest": f"{index % 9:02d}" * 32}}
         pool.append(cache)
-        pool.append({"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+        pool.append({"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
                      "metadata": {"name": f"{name}-{names[0]}", "namespace": "ml"},
                      "spec": {"modelCacheName": name, "clusterName": names[0],
                               "manifestDigest": f"{index % 9:02d}" * 32,
@@ -361,30 +369,30 @@ def long_messages(rsp: fnv1.RunFunctionResponse) -> list[str]:
 def label_value_ok(value: Any) -> bool:
     """At most 63 characters shaped like validation.LABEL_VALUE (as metadata labels are)."""
     return isinstance(value, str) and len(value) <= 63 and bool(
-        validation.LABEL_VALUE.fullmatch(value))
+        shapes.LABEL_VALUE.fullmatch(value))
 
 
 def _manifest_problems(manifest: Any, where: str) -> list[str]:
     """What the API server would refuse in one composed manifest's names and labels."""
     meta = manifest.get("metadata") if isinstance(manifest, dict) else None
     if not isinstance(meta, dict):
-        return [f"{where}: metadata {kit.shown(meta, 80)} is not an object"]
-    labels = [meta.get("labels"), kit.get_path(manifest, "spec.template.metadata.labels")]
+        return [f"{where}: metadata {shown(meta, 80)} is not an object"]
+    labels = [meta.get("labels"), read.get_path(manifest, "spec.template.metadata.labels")]
     for field, value in (("name", meta.get("name")), ("namespace", meta.get("namespace", ""))):
         if not isinstance(value, str):
-            return [f"{where}: metadata.{field} {kit.shown(value, 80)} is not a string"]
+            return [f"{where}: metadata.{field} {shown(value, 80)} is not a string"]
     for found in labels:
         if found is not None and (not isinstance(found, dict) or not all(
                 isinstance(v, str) for v in found.values())):
-            return [f"{where}: labels {kit.shown(found, 80)} are not a map of strings"]
+            return [f"{where}: labels {shown(found, 80)} are not a map of strings"]
     problems = [f"{where}: {p[:300]}" for p in metadata_problems(manifest)]
     name = meta["name"]
-    if manifest.get("apiVersion") == kit.API_VERSION and (
-            len(name) > validation.CROSSPLANE_NAME_MAX
-            or not validation.DNS_LABEL.fullmatch(name)):
+    if manifest.get("apiVersion") == naming.API_VERSION and (
+            len(name) > xrds.CROSSPLANE_NAME_MAX
+            or not shapes.DNS_LABEL.fullmatch(name)):
         # A composed XR's name becomes the crossplane.io/composite label of what it composes.
         problems.append(f"{where}: composite name {name[:100]!r} is not a label value "
-                        f"(<= {validation.CROSSPLANE_NAME_MAX} characters)")
+                        f"(<= {xrds.CROSSPLANE_NAME_MAX} characters)")
     for key, value in _walk(manifest.get("spec")):
         if key == "matchLabels" and isinstance(value, dict):
             problems += [f"{where}: matchLabels {k}={str(v)[:100]!r} is not a label value"
@@ -399,8 +407,8 @@ def name_problems(rsp: fnv1.RunFunctionResponse) -> list[str]:
         composed = resource.struct_to_dict(rsp.desired.resources[key].resource)
         problems += _manifest_problems(composed, key)
         if composed.get("kind") == "Object" and composed.get("apiVersion") == \
-                kit.OBJECT_API_VERSION:
-            problems += _manifest_problems(kit.get_path(composed, "spec.forProvider.manifest"),
+                objects.OBJECT_API_VERSION:
+            problems += _manifest_problems(read.get_path(composed, "spec.forProvider.manifest"),
                                            f"{key} (remote manifest)")
     return problems
 
@@ -510,10 +518,10 @@ def test_the_internal_error_check_catches_one():
 def test_the_name_check_catches_bad_names_namespaces_and_labels():
     rsp = fnv1.RunFunctionResponse()
     resource.update(rsp.desired.resources["replica"], {
-        "apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+        "apiVersion": naming.API_VERSION, "kind": "ModelReplica",
         "metadata": {"name": "r" * 64, "namespace": "ml"}})
     resource.update(rsp.desired.resources["object"], {
-        "apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+        "apiVersion": objects.OBJECT_API_VERSION, "kind": "Object",
         "metadata": {"name": "o", "namespace": "ml", "labels": {"a": "not a label value"}},
         "spec": {"forProvider": {"manifest": {"apiVersion": "v1", "kind": "ConfigMap",
                                               "metadata": {"name": "c", "namespace": "[]"}}}}})

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache import render
-from fleetcache.functions import kit, model_deployment
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.devtools import render
+from fleetcache.functions.composers import model_deployment
 from tests.support.deployments import cache_required, cache_row
 from tests.support.fleet import fleet_cluster
 
@@ -37,7 +39,7 @@ def test_every_file_the_tour_applies_exists_and_holds_fleetcache_kinds():
     paths = re.findall(r"kubectl apply -f (\S+)", TOUR)
     assert paths
     for path in paths:
-        assert all(d["apiVersion"] == kit.API_VERSION for d in example(path)), path
+        assert all(d["apiVersion"] == naming.API_VERSION for d in example(path)), path
 
 
 @pytest.mark.parametrize("command, kind", [("fleetclusters", "FleetCluster"),
@@ -62,7 +64,7 @@ def test_the_tours_fleet_clusters_are_the_example_fleet():
 def test_the_tours_hydrations_are_named_like_the_composer_names_them():
     cache = example("examples/fleet/modelcache.yaml")[0]["metadata"]["name"]
     for name, cluster, *_ in printed_rows("modelcachehydrations")[1:]:
-        assert name == kit.child_name(cache, cluster)
+        assert name == naming.child_name(cache, cluster)
 
 
 def test_the_tours_replicas_are_where_and_how_compose_model_deployment_puts_them():
@@ -72,7 +74,7 @@ def test_the_tours_replicas_are_where_and_how_compose_model_deployment_puts_them
     cache = example("examples/fleet/modelcache.yaml")[0]["metadata"]["name"]
     labels = {"fleetcache.dev/tier": "serving", "gpu": "h100"}
     fleet = [fleet_cluster(n, labels=labels) for n in sorted(phases)]
-    outcome = model_deployment.compose(kit.Request(
+    outcome = model_deployment.compose(protocol.Request(
         composite=deployment, required={
             model_deployment.FLEET_CLUSTERS_KEY: fleet,
             **cache_required(*(cache_row(n, p) for n, p in sorted(phases.items())),

@@ -9,15 +9,18 @@ import yaml
 from click.testing import CliRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache import cli, render, validation
-from fleetcache.functions import admission, kit
+from fleetcache.apis import patterns
+from fleetcache.apis import xrds
+from fleetcache.functions.k8s import objects
+from fleetcache.devtools import cli, render
+from fleetcache.functions.decisions import admission
 from tests.support import xrd
 from tests.support.k8s import assert_valid_k8s
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "render"
 PINNED = "c1899de289a04d12100db370d81485cdf75e47ca"
-XRDS = validation.load_xrds()
+XRDS = xrds.load_xrds()
 
 
 def run_cli(*args: str) -> tuple[int, list[dict], str]:
@@ -72,7 +75,7 @@ def test_rendered_hydrations_are_valid_against_their_xrd(resolved_render):
 
 
 def test_the_required_grant_admits_the_example_at_the_digest_compose_model_cache_computes():
-    cache = validation.with_defaults(render.load_documents(
+    cache = xrds.with_defaults(render.load_documents(
         ROOT / "examples/fleet/modelcache.yaml")[0])
     record = render.load_documents(FIXTURES / "observed/resolve-configmap.yaml")[0]
     manifest = record["status"]["atProvider"]["manifest"]["data"]["manifestDigest"]
@@ -148,7 +151,7 @@ def render_cache(tmp_path: Path, cache: dict, *flags: str) -> tuple[int, list[di
 
 
 def pattern_of(kind: str, field_path: str) -> str:
-    return dict(validation.walk_schema(XRDS[kind].schema))[field_path]["pattern"]
+    return dict(xrds.walk_schema(XRDS[kind].schema))[field_path]["pattern"]
 
 
 def test_an_xr_the_api_server_would_refuse_prints_nothing_and_exits_1(tmp_path):
@@ -167,7 +170,7 @@ def test_each_refusal_is_one_line_kind_name_field_path_message(tmp_path):
     assert err.splitlines() == [
         "ModelCache/qwen3-0-6b: spec.rollout.maxConcurrent: must be of type integer, got 'ten'",
         "ModelCache/qwen3-0-6b: spec.storage.size: must be "
-        f"{kit.PATTERN_MEANINGS[pattern_of('ModelCache', 'spec.storage.size')]}, got '1e400'"]
+        f"{patterns.PATTERN_MEANINGS[pattern_of('ModelCache', 'spec.storage.size')]}, got '1e400'"]
 
 
 def test_an_unknown_field_is_refused_since_the_api_server_would_prune_it(tmp_path):
@@ -178,7 +181,7 @@ def test_an_unknown_field_is_refused_since_the_api_server_would_prune_it(tmp_pat
     assert "ModelCache/qwen3-0-6b: spec.placment: unknown field 'placment'" in err
 
 
-PLACEMENT_RULE = next(entry for path, entry in validation.cel_rules(XRDS["ModelCache"].schema)
+PLACEMENT_RULE = next(entry for path, entry in xrds.cel_rules(XRDS["ModelCache"].schema)
                       if path == "spec.placement")
 
 
@@ -269,7 +272,7 @@ def test_old_must_be_the_same_object(tmp_path):
 
 
 def object_wrapping(manifest: dict) -> dict:
-    return {"apiVersion": kit.OBJECT_API_VERSION, "kind": "Object",
+    return {"apiVersion": objects.OBJECT_API_VERSION, "kind": "Object",
             "metadata": {"name": "qwen3-0-6b-job"},
             "spec": {"forProvider": {"manifest": manifest}}}
 
@@ -299,12 +302,12 @@ def test_a_composed_fleetcache_kind_is_checked_against_its_xrd_without_its_statu
     found = [str(r) for r in render.composed_refusals([hydration], XRDS)]
     assert found == ["ModelCacheHydration/qwen3-0-6b-gpu-east-1-89a45: spec.storage.size: "
                      "must be "
-                     f"{kit.PATTERN_MEANINGS[pattern_of('ModelCacheHydration', 'spec.storage.size')]}"
+                     f"{patterns.PATTERN_MEANINGS[pattern_of('ModelCacheHydration', 'spec.storage.size')]}"
                      ", got '-1Gi'"]
 
 
 def test_a_composed_kind_without_a_schema_gets_its_names_checked():
-    config = {"apiVersion": kit.OBJECT_API_VERSION, "kind": "ClusterProviderConfig",
+    config = {"apiVersion": objects.OBJECT_API_VERSION, "kind": "ClusterProviderConfig",
               "metadata": {"name": "GPU"}, "spec": {"anything": True}}
     found = [str(r) for r in render.composed_refusals([config], XRDS)]
     assert found == ["ClusterProviderConfig/GPU: metadata.name: 'GPU' is not an RFC 1123 "

@@ -18,11 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache import demo_sources as act
-from fleetcache import render as rendering
-from fleetcache.agent.layout import flat_commit_path
-from fleetcache.functions import kit
-from fleetcache.simulation import Cluster, ControlPlane, step, translate
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import read
+from fleetcache.devtools.demo import sources as act
+from fleetcache.devtools import render as rendering
+from fleetcache.volume import flat_commit_path
+
+from fleetcache.devtools.simulation import Cluster, ControlPlane, step, translate
 from tests.support.k8s import restricted_violations
 from tests.support.plane import control_plane
 
@@ -34,14 +37,14 @@ ENGINE = {"image": "vllm/vllm-openai:v0.11.0", "args": ["--model=$(FLEETCACHE_MO
 
 
 def fleet_cluster(name: str) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
+    return {"apiVersion": naming.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
             "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
                                              "name": f"{name}-kubeconfig"}}}
 
 
 def model_deployment(name: str, cache: str) -> dict:
     """One replica on each cluster of the fleet."""
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
             "metadata": {"name": name, "namespace": act.NAMESPACE},
             "spec": {"modelCacheRef": {"name": cache}, "replicas": len(CLUSTERS),
                      "maxReplicasPerCluster": 1,
@@ -76,11 +79,11 @@ class Fleet:
         step(self.control, self.clusters.values())
         for name, cluster in self.clusters.items():
             for (kind, namespace, obj_name), obj in cluster.objects.items():
-                template = kit.get_path(obj, "spec.template.spec")
+                template = read.get_path(obj, "spec.template.spec")
                 if kind in ("Job", "Deployment") and template:
                     self.story.pod_specs[(name, kind, namespace, obj_name)] = template
         for replica in self.control.of_kind("ModelReplica"):
-            seen = (kit.get_path(replica, "spec.delivery"), kit.get_path(replica, "status.phase"))
+            seen = (read.get_path(replica, "spec.delivery"), read.get_path(replica, "status.phase"))
             phases = self.story.phases.setdefault(replica["spec"]["deploymentName"], [])
             if seen not in phases:
                 phases.append(seen)
@@ -88,7 +91,7 @@ class Fleet:
 
     def until_ready(self, name: str) -> None:
         started = time.monotonic()
-        while kit.get_path(self.control.xrs.get(("ModelDeployment", act.NAMESPACE, name), {}),
+        while read.get_path(self.control.xrs.get(("ModelDeployment", act.NAMESPACE, name), {}),
                            "status.replicas.ready") != len(CLUSTERS):
             assert time.monotonic() - started < DEADLINE, f"timed out waiting for {name}"
             self.round()
@@ -97,9 +100,9 @@ class Fleet:
         found = []
         for cluster_name, cluster in sorted(self.clusters.items()):
             for (kind, namespace, _), obj in cluster.objects.items():
-                labels = kit.get_path(obj, "metadata.labels", {}) or {}
+                labels = read.get_path(obj, "metadata.labels", {}) or {}
                 if kind != "Deployment" or namespace != act.NAMESPACE or \
-                        labels.get(f"{kit.GROUP}/model-deployment") != name:
+                        labels.get(f"{naming.GROUP}/model-deployment") != name:
                     continue
                 pod = obj["spec"]["template"]["spec"]
                 container = pod["containers"][0]
@@ -110,7 +113,7 @@ class Fleet:
                 found.append(Replica(
                     cluster_name, claim["persistentVolumeClaim"], mount, env,
                     Path(translate(env["FLEETCACHE_MODEL"], host)),
-                    kit.get_path(obj, "status.conditions", [{}])[0].get("status") == "True"))
+                    read.get_path(obj, "status.conditions", [{}])[0].get("status") == "True"))
         return found
 
 
@@ -173,13 +176,13 @@ def test_volume_replicas_mount_the_users_claim_read_only(story):
     for replica in story.replicas["volume-chat"]:
         assert replica.claim == {"claimName": act.CLAIM, "readOnly": True}
         assert (replica.mount["mountPath"], replica.mount["readOnly"]) == \
-            (kit.CACHE_MOUNT_PATH, True)
+            (agent_job.CACHE_MOUNT_PATH, True)
 
 
 def test_volume_replicas_load_the_sub_path_holding_the_models_files(story):
     files = story.files["volume-chat"]
     for replica in story.replicas["volume-chat"]:
-        assert replica.env["FLEETCACHE_MODEL"] == f"{kit.CACHE_MOUNT_PATH}/{act.SUB_PATH}"
+        assert replica.env["FLEETCACHE_MODEL"] == f"{agent_job.CACHE_MOUNT_PATH}/{act.SUB_PATH}"
         assert files_under(replica.model_dir, files) == files
 
 
@@ -205,7 +208,7 @@ def test_flat_replicas_are_ready_on_every_cluster(story):
 
 def test_flat_replicas_mount_the_cache_volume_read_only(story):
     for replica in story.replicas["flat-chat"]:
-        assert replica.claim == {"claimName": kit.cache_volume_name(FLAT_CACHE),
+        assert replica.claim == {"claimName": naming.cache_volume_name(FLAT_CACHE),
                                  "readOnly": True}
         assert replica.mount["readOnly"] is True
 
@@ -214,7 +217,7 @@ def test_flat_replicas_load_their_commits_directory_holding_the_models_files(sto
     files = story.files["flat-chat"]
     for replica in story.replicas["flat-chat"]:
         assert replica.env["FLEETCACHE_MODEL"] == \
-            flat_commit_path(kit.CACHE_MOUNT_PATH, replica.env["FLEETCACHE_MODEL_REVISION"])
+            flat_commit_path(agent_job.CACHE_MOUNT_PATH, replica.env["FLEETCACHE_MODEL_REVISION"])
         assert files_under(replica.model_dir, files) == files
 
 

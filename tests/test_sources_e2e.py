@@ -15,10 +15,11 @@ import time
 
 import pytest
 
-from fleetcache import demo_sources as act
-from fleetcache.demo_day_two import Stage
-from fleetcache.functions import kit
-from fleetcache.testhub.server import TestHub
+from fleetcache.functions import naming
+from fleetcache.devtools.demo import sources as act
+from fleetcache.devtools.demo.day_two import Stage
+
+from fleetcache.devtools.testhub.server import TestHub
 from tests.support import xrd
 from tests.support.mirror_fleet import DEADLINE, MODEL_BYTES, add_repo, mirror_fleet
 
@@ -26,7 +27,7 @@ CLUSTERS = ("gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e")
 
 
 def fleet_cluster(name: str) -> dict:
-    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
+    return {"apiVersion": naming.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
             "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
                                              "name": f"{name}-kubeconfig"}}}
 
@@ -55,7 +56,7 @@ def test_an_existing_volume_converges_and_a_changed_file_fails_naming_it(fleet):
     stage = fleet[0]
     stage.deadline = time.monotonic() + DEADLINE
     assert act.volume_act(stage, list(CLUSTERS[:3]), MODEL_BYTES, lambda line: None) == []
-    assert not (stage.clusters["gpu-a"].volume_dir(act.NAMESPACE, kit.cache_volume_name(
+    assert not (stage.clusters["gpu-a"].volume_dir(act.NAMESPACE, naming.cache_volume_name(
         act.VOLUME_CACHE))).exists()  # nothing composed a volume of its own
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache.testhub import TestHub, make_model
+from fleetcache.devtools.testhub import TestHub, make_model
 
 AGENT = str(Path(sys.executable).parent / "fleetcache-agent")
 REPO = "acme/tiny"

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from fleetcache.agent.layout import HfCacheLayout
-from fleetcache.agent.plan import GIT_SHA1, SHA256, Entry, Listing, manifest_digest
+from fleetcache.agent.plan import Listing
+from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
 
 from .conftest import run_agent
 

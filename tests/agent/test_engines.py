@@ -21,7 +21,7 @@ import pytest
 from safetensors.numpy import save
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from fleetcache.testhub import TestHub
+from fleetcache.devtools.testhub import TestHub
 
 from .conftest import fetch_args, run_agent, snapshot_dir
 

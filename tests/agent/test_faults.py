@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fleetcache.testhub import Fault, PatternContent
+from fleetcache.devtools.testhub import Fault, PatternContent
 
 from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
 

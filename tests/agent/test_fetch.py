@@ -10,7 +10,7 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 
 from fleetcache.agent.layout import SWEEP_AGE_SECONDS
-from fleetcache.testhub import Fault, PatternContent
+from fleetcache.devtools.testhub import Fault, PatternContent
 
 from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, repo_dir, run_agent, snapshot_dir
 

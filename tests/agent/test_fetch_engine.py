@@ -7,7 +7,7 @@ import errno
 import fcntl
 import os
 
-from fleetcache.testhub import PatternContent
+from fleetcache.devtools.testhub import PatternContent
 
 from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, repo_dir
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from fleetcache.agent.fetch import STAGE_BLOCK
-from fleetcache.testhub import Fault, make_model
+from fleetcache.devtools.testhub import Fault, make_model
 
 from .conftest import AGENT, REPO, expected_bytes, fetch_args, published_files_verify, run_agent
 

@@ -7,7 +7,7 @@ import os
 import time
 
 from fleetcache.agent.layout import open_layout
-from fleetcache.agent.plan import Entry
+from fleetcache.manifest import Entry
 
 DATA = b"weights" * 1000
 

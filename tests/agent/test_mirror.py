@@ -13,7 +13,7 @@ import time
 import pytest
 
 from fleetcache.agent.mirror import checked_manifest
-from fleetcache.agent.plan import Entry, manifest_digest
+from fleetcache.manifest import Entry, manifest_digest
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Fault, S3Server
 
 from .conftest import (AGENT, REPO, TOKEN, expected_bytes, fetch_args, published_files_verify, run_agent,

@@ -7,10 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from fleetcache.agent.errors import AgentError
-from fleetcache.agent.node_plan import (LABEL_PREFIX, Kept, VolumeNotReady, capacity_problem, clip, label_key,
-                                        label_patch, parse_duration, parse_keep, plan_node_copy, plan_prepare,
-                                        valid_commit, volume_entries)
-from fleetcache.agent.plan import SHA256, DiskState, Entry, manifest_digest
+from fleetcache.agent.node_plan import LABEL_PREFIX, Kept, VolumeNotReady, capacity_problem, clip, label_key, label_patch, parse_duration, parse_keep, plan_node_copy, plan_prepare, valid_commit, volume_entries
+from fleetcache.agent.plan import DiskState
+from fleetcache.manifest import Entry, SHA256, manifest_digest
 
 NOW = datetime(2026, 12, 3, 10, 0, tzinfo=timezone.utc)
 C = "c" * 40

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fleetcache.agent import node_warm
 from fleetcache.agent.node_warm import KeyedSink, NodeRecorder, Warm
-from fleetcache.agent.plan import SHA256, Entry, manifest_digest
+from fleetcache.manifest import Entry, SHA256, manifest_digest
 from tests.support.sinks import ListSink
 
 from .conftest import AGENT, run_agent

@@ -8,8 +8,8 @@ import pytest
 from huggingface_hub.utils import filter_repo_objects
 
 from fleetcache.agent.errors import AgentError
-from fleetcache.agent.plan import (GIT_SHA1, SHA256, DiskState, Entry, manifest_digest, parse_listing, plan_fetch,
-                                   select)
+from fleetcache.agent.plan import DiskState, parse_listing, plan_fetch, select
+from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
 
 COMMIT = "a" * 40
 SHA = "b" * 64

@@ -16,7 +16,7 @@ import pytest
 from fleetcache.agent.progress import PRUNE_FIELDS, Progress
 from fleetcache.agent.prune import KILL_AFTER_ENV
 from fleetcache.agent.prune import prune as run_prune
-from fleetcache.testhub import PatternContent
+from fleetcache.devtools.testhub import PatternContent
 from tests.support.sinks import ListSink
 
 from .conftest import AGENT, REPO, fetch_args, published_files_verify, repo_dir, run_agent, snapshot_dir

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fleetcache.agent.plan import GIT_SHA1, SHA256, Entry, VolumeState, compared_record, plan_prune
+from fleetcache.agent.plan import VolumeState, compared_record, plan_prune
+from fleetcache.manifest import Entry, GIT_SHA1, SHA256
 
 OLD, NEW, OTHER = "a" * 40, "b" * 40, "c" * 40
 SHARD_OLD = ("hf-cache", "1" * 64)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from fleetcache.testhub import Fault, make_model
+from fleetcache.devtools.testhub import Fault, make_model
 
 from .conftest import AGENT, REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
 

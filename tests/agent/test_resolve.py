@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fleetcache.exitcodes import BY_CODE
-from fleetcache.testhub import Fault
+from fleetcache.devtools.testhub import Fault
 
 from .conftest import REPO, TOKEN, run_agent
 
@@ -119,7 +119,7 @@ def test_a_listing_without_commit_or_siblings_exits_14(hub, tiny):
 
 
 def test_compare_reports_the_bytes_a_new_commit_shares_with_a_served_one(hub):
-    from fleetcache.testhub import make_model
+    from fleetcache.devtools.testhub import make_model
     old = hub.add_repo(REPO, make_model(3_000_000, shards=2, seed=1))
     new = hub.add_repo(REPO, make_model(3_000_000, shards=2, seed=2))
     result = resolve(hub, "--compare", old)

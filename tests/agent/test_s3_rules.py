@@ -12,7 +12,7 @@ import pytest
 
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.hub import Retryable
-from fleetcache.agent.layout import repo_folder
+from fleetcache.volume import repo_folder
 from fleetcache.agent.s3 import S3Location, sha256_from_checksum, classify
 from fleetcache.agent.sources import manifest_commit, parse_manifest
 

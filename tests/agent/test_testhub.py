@@ -10,7 +10,7 @@ import urllib3
 from huggingface_hub import HfApi, snapshot_download
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
-from fleetcache.testhub import Fault, PatternContent, TestHub, make_model
+from fleetcache.devtools.testhub import Fault, PatternContent, TestHub, make_model
 
 from .conftest import REPO, TOKEN, expected_bytes
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fleetcache.testhub import Fault
+from fleetcache.devtools.testhub import Fault
 
 from .conftest import TOKEN, fetch_args, make_model, run_agent
 

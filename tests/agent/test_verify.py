@@ -61,7 +61,7 @@ def test_verify_names_a_missing_file(hub, tiny, tmp_path):
 
 def test_a_fetch_after_verify_repairs_corruption_that_left_the_files_stat_unchanged(hub, tiny, tmp_path):
     from fleetcache.agent.layout import open_layout
-    from fleetcache.agent.plan import Entry
+    from fleetcache.manifest import Entry
 
     fetched(hub, tmp_path)
     blob = (snapshot_dir(tmp_path, tiny) / SHARD).resolve()

@@ -5,11 +5,14 @@ re-exported here, so every composer's tests build the same shapes.
 """
 
 from __future__ import annotations
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
 
 import copy
 from typing import Any, Mapping
 
-from fleetcache.functions import kit
+
 from tests.support.fleet import COMMIT, DIGEST, GIB, fleet_cluster, observed_object
 
 __all__ = [
@@ -28,7 +31,7 @@ def fleet_cluster_xr(name: str = CLUSTER, **spec: Any) -> dict:
     if not spec:
         spec = {"kubeconfigSecretRef": {"namespace": "crossplane-system",
                                         "name": f"{name}-kubeconfig", "key": "kubeconfig"}}
-    return {"apiVersion": kit.API_VERSION, "kind": "FleetCluster",
+    return {"apiVersion": naming.API_VERSION, "kind": "FleetCluster",
             "metadata": {"name": name}, "spec": spec}
 
 
@@ -49,10 +52,10 @@ def hydration_xr(*, token: bool = False, **spec_overrides: Any) -> dict:
         "storage": {"size": "4Gi"},
     }
     spec.update(spec_overrides)
-    name = kit.child_name(CACHE, CLUSTER)
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+    name = naming.child_name(CACHE, CLUSTER)
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
             "metadata": {"name": name, "namespace": NAMESPACE,
-                         "labels": {kit.LABEL_MODEL_CACHE: CACHE, kit.LABEL_CLUSTER: CLUSTER}},
+                         "labels": {naming.LABEL_MODEL_CACHE: CACHE, naming.LABEL_CLUSTER: CLUSTER}},
             "spec": spec}
 
 
@@ -68,18 +71,18 @@ def cache_replica(commit: str, index: int = 0, *, cluster: str = CLUSTER,
     spec: dict = {"deploymentName": "chat", "replica": index, "clusterName": cluster,
                   "delivery": delivery}
     if delivery == "Cache":
-        spec["cache"] = {"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
-                         "mountPath": kit.CACHE_MOUNT_PATH, "commit": commit,
-                         "snapshotPath": f"{kit.CACHE_MOUNT_PATH}/hub/snapshots/{commit}"}
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
+        spec["cache"] = {"modelCacheName": CACHE, "volumeName": naming.cache_volume_name(CACHE),
+                         "mountPath": agent_job.CACHE_MOUNT_PATH, "commit": commit,
+                         "snapshotPath": f"{agent_job.CACHE_MOUNT_PATH}/hub/snapshots/{commit}"}
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelReplica",
             "metadata": {"name": f"chat-{index}", "namespace": NAMESPACE,
-                         "labels": {kit.LABEL_MODEL_CACHE: CACHE, kit.LABEL_CLUSTER: cluster}},
+                         "labels": {naming.LABEL_MODEL_CACHE: CACHE, naming.LABEL_CLUSTER: cluster}},
             "spec": spec}
 
 
 def hydration_request(xr: dict | None = None, *, observed: dict | None = None,
                       cluster: dict | None | str = "ready",
-                      replicas: list[dict] | None = None) -> kit.Request:
+                      replicas: list[dict] | None = None) -> protocol.Request:
     """cluster: "ready", "not-ready", "missing" (fetched, none found), "unfetched", or a dict;
     replicas: the ModelReplicas of the cache on the cluster (None: not fetched yet)."""
     xr = hydration_xr() if xr is None else xr
@@ -94,7 +97,7 @@ def hydration_request(xr: dict | None = None, *, observed: dict | None = None,
         required["fleet-cluster"] = []
     elif isinstance(cluster, dict):
         required["fleet-cluster"] = [cluster]
-    return kit.Request(composite=xr, observed=observed or {}, required=required)
+    return protocol.Request(composite=xr, observed=observed or {}, required=required)
 
 
 # --- remote states ------------------------------------------------------------------------
@@ -126,7 +129,7 @@ def pvc(phase: str) -> dict:
     return {"phase": phase}
 
 
-def observe(outcome: kit.Outcome, *, skip: tuple[str, ...] = (),
+def observe(outcome: protocol.Outcome, *, skip: tuple[str, ...] = (),
             states: Mapping[str, dict] | None = None,
             data: Mapping[str, dict] | None = None) -> dict:
     """Every desired resource of `outcome` as observed after applying it (but `skip`):

@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from fleetcache.agent.layout import flat_commit_path
-from fleetcache.functions import kit, model_cache, model_cache_hydration, sources
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.volume import flat_commit_path
+from fleetcache.functions.composers import model_cache, model_cache_hydration
+from fleetcache.functions.decisions import sources
 from tests.support import builders
 from tests.support.deployments import (NO_CACHE, REPLICA_ENGINE, cache_required, cache_row,
                                        deployment, replica_xr)
@@ -29,12 +33,12 @@ class Case:
 FLEET = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2"), fleet_cluster("gpu-west-1")]
 
 
-def _case_of(case_id: str, request: kit.Request) -> Case:
+def _case_of(case_id: str, request: protocol.Request) -> Case:
     return Case(case_id, request.composite, request.observed, request.required)
 
 
 def _hydrating() -> Case:
-    first = kit.Request(composite=builders.hydration_xr(),
+    first = protocol.Request(composite=builders.hydration_xr(),
                         required={"fleet-cluster": [fleet_cluster("gpu-east-1")]})
     observed = builders.observe(model_cache_hydration.compose(first))
     return _case_of("hydration-prerequisites-observed",
@@ -53,7 +57,7 @@ def _node_tier_warming() -> Case:
         "commit": builders.COMMIT, "manifestDigest": builders.DIGEST},
         readyTime="2026-12-01T00:00:00Z")  # latched: a process answers at its own clock
     required = {"fleet-cluster": [cluster], "model-replicas": []}
-    first = kit.Request(composite=xr, required=required)
+    first = protocol.Request(composite=xr, required=required)
 
     def record(phase: str, reason: str | None = None) -> str:
         return json.dumps({"phase": phase, "commit": builders.COMMIT, "bytesDone": GIB,
@@ -75,7 +79,7 @@ def _granted(xr: dict, **required: list[dict]) -> dict:
 
 def _three_phase_cache() -> Case:
     xr = with_resolved(model_cache_xr())
-    desired = model_cache.compose(kit.Request(composite=xr, required=_granted(xr))).desired
+    desired = model_cache.compose(protocol.Request(composite=xr, required=_granted(xr))).desired
     observed = {
         "hydration-gpu-east-1": observed_hydration(desired["hydration-gpu-east-1"][0], "Ready",
                                                    done=3 * GIB),
@@ -95,7 +99,7 @@ def _retained_cache() -> Case:
                                                  "afterRemoval": "30m"}))
     xr["status"]["retained"] = [{"cluster": "gpu-west-1", "since": "2026-12-01T10:00:00Z",
                                  "until": "2026-12-01T11:30:00Z", "reason": "Mounted"}]
-    desired = model_cache.compose(kit.Request(composite=xr, required=_granted(xr))).desired
+    desired = model_cache.compose(protocol.Request(composite=xr, required=_granted(xr))).desired
     observed = {}
     for key, (hydration, _) in desired.items():
         observed[key] = observed_hydration(hydration, "Ready", done=3 * GIB)
@@ -112,10 +116,10 @@ def _fleet_cluster_deciding_capacity() -> Case:
     recently used, above the high watermark), one mounted and kept, one admitted, one
     waiting."""
     def hydration(namespace: str, name: str, size: str, hour: int, **status) -> dict:
-        return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+        return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
                 "metadata": {"name": name, "namespace": namespace,
                              "creationTimestamp": f"2026-12-01T{hour:02}:00:00Z",
-                             "labels": {kit.LABEL_CLUSTER: "gpu-east-1"}},
+                             "labels": {naming.LABEL_CLUSTER: "gpu-east-1"}},
                 "spec": {"clusterName": "gpu-east-1", "storage": {"size": size}},
                 "status": status}
 
@@ -141,10 +145,10 @@ def _fleet_cluster_node_tier() -> Case:
     nodes and mounted, one admitted, one waiting for room per node; the node agent
     DaemonSet reporting two of three pool nodes ready."""
     def hydration(cache: str, gib: int, hour: int, **status) -> dict:
-        return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+        return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
                 "metadata": {"name": f"{cache}-gpu-east-1", "namespace": "ml",
                              "creationTimestamp": f"2026-12-01T{hour:02}:00:00Z",
-                             "labels": {kit.LABEL_CLUSTER: "gpu-east-1"}},
+                             "labels": {naming.LABEL_CLUSTER: "gpu-east-1"}},
                 "spec": {"clusterName": "gpu-east-1", "modelCacheName": cache, "tier": "Node",
                          "commit": builders.COMMIT, "bytes": gib * GIB,
                          "storage": {"size": f"{gib + 1}Gi"}},
@@ -171,7 +175,7 @@ def _grant_deciding_three_caches() -> Case:
     creation order: one admitted, one past the projection (OverQuota), one naming a cluster
     the grant does not cover (OutsideGrant)."""
     def cache(name: str, hour: int, size_gib: int, clusters: list[str]) -> dict:
-        return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+        return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
                 "metadata": {"name": name, "namespace": "ml",
                              "creationTimestamp": f"2026-12-01T{hour:02}:00:00Z"},
                 "spec": {"grantRef": {"name": "team-a"},
@@ -180,7 +184,7 @@ def _grant_deciding_three_caches() -> Case:
                 "status": {"resolved": {"commit": "c" * 40, "bytes": size_gib * GIB,
                                         "manifestDigest": name * 8}}}
 
-    grant = {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+    grant = {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant",
              "metadata": {"name": "team-a", "namespace": "ml"},
              "spec": {"clusters": {"clusterSelector": {"matchLabels": {"gpu": "h100"}}},
                       "quota": {"bytes": "100Gi"}}}
@@ -188,7 +192,7 @@ def _grant_deciding_three_caches() -> Case:
     caches = [cache("qwen", 1, 30, ["gpu-east-1", "gpu-east-2"]),
               cache("llama", 2, 50, ["gpu-east-1", "gpu-east-2"]),
               cache("mistral", 3, 10, ["gpu-west-1"])]
-    hydrations = [{"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
+    hydrations = [{"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
                    "metadata": {"name": f"qwen-{cluster}", "namespace": "ml"},
                    "spec": {"modelCacheName": "qwen", "clusterName": cluster,
                             "manifestDigest": "qwen" * 8, "bytes": 30 * GIB}}
@@ -207,12 +211,12 @@ def _s3_hydration_fetching() -> Case:
     xr = builders.hydration_xr(source={"s3": {"bucket": "models", "prefix": "llama"},
                                        "allowPatterns": [], "ignorePatterns": []},
                                commit=commit, manifestDigest=digest)
-    cache = {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    cache = {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
              "metadata": {"name": "qwen", "namespace": "ml"},
              "status": {"resolved": {"commit": commit, "manifestDigest": digest,
                                      "manifest": manifest}}}
     required = {"fleet-cluster": [fleet_cluster("gpu-east-1")], "model-cache": [cache]}
-    first = model_cache_hydration.compose(kit.Request(composite=xr, required=required))
+    first = model_cache_hydration.compose(protocol.Request(composite=xr, required=required))
     return Case("hydration-s3-fetching-a-pinned-manifest", xr, builders.observe(first),
                 required)
 
@@ -240,8 +244,8 @@ def _deployment_of_an_existing_volume() -> Case:
 def _flat_replica() -> Case:
     xr = replica_xr("Cache", cache={
         "modelCacheName": "qwen", "volumeName": "qwen-cache", "layout": "Flat",
-        "mountPath": kit.CACHE_MOUNT_PATH,
-        "snapshotPath": flat_commit_path(kit.CACHE_MOUNT_PATH, "s3-" + "5" * 40),
+        "mountPath": agent_job.CACHE_MOUNT_PATH,
+        "snapshotPath": flat_commit_path(agent_job.CACHE_MOUNT_PATH, "s3-" + "5" * 40),
         "commit": "s3-" + "5" * 40})
     return Case("model-replica-flat-s3", xr,
                 required={"fleet-cluster": [fleet_cluster("gpu-east-1")],

@@ -6,13 +6,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleetcache.functions import kit, model_deployment, model_replica
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions import naming
+from fleetcache.functions.composers import model_deployment, model_replica
 from tests.support.fleet import COMMIT, DIGEST, GIB
 
 NAMESPACE = "ml"
 CACHE = "qwen"
 CLUSTER = "gpu-east-1"
-SNAPSHOT = f"{kit.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
+SNAPSHOT = f"{agent_job.CACHE_MOUNT_PATH}/hub/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
 ENGINE = {"image": "vllm/vllm-openai:v0.11.0",
           "args": ["--model=$(FLEETCACHE_MODEL)", "--served-model-name=qwen"]}
 
@@ -23,7 +25,7 @@ def deployment(**spec: Any) -> dict:
                   "engine": copy.deepcopy(ENGINE)}
     base.update(spec)
     base = {k: v for k, v in base.items() if v is not None}
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelDeployment",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
             "metadata": {"name": "chat", "namespace": NAMESPACE, "uid": "42"}, "spec": base}
 
 
@@ -41,7 +43,7 @@ def model_cache(*rows: dict, commit: str | None = COMMIT, name: str = CACHE) -> 
     if commit:
         status["resolved"] = {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": commit,
                               "bytes": 3 * GIB, "files": 5, "manifestDigest": DIGEST}
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": name, "namespace": NAMESPACE},
             "spec": {"grantRef": {"name": "team-a"},
                      "source": {"huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main"}},
@@ -56,10 +58,10 @@ def hydration(row: dict, commit: str | None = COMMIT, cache: str = CACHE) -> dic
               "progress": {"bytesDone": row["bytesDone"], "bytesTotal": row["bytesTotal"]}}
     if "servingCommit" in row:
         status.update(servingCommit=row["servingCommit"], servingRepo="Qwen/Qwen3-0.6B")
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheHydration",
-            "metadata": {"name": kit.child_name(cache, row["name"]), "namespace": NAMESPACE,
-                         "labels": {kit.LABEL_MODEL_CACHE: kit.label_value(cache),
-                                    kit.LABEL_CLUSTER: kit.label_value(row["name"])}},
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheHydration",
+            "metadata": {"name": naming.child_name(cache, row["name"]), "namespace": NAMESPACE,
+                         "labels": {naming.LABEL_MODEL_CACHE: naming.label_value(cache),
+                                    naming.LABEL_CLUSTER: naming.label_value(row["name"])}},
             "spec": {"clusterName": row["name"], "modelCacheName": cache,
                      "commit": commit or "", "manifestDigest": DIGEST if commit else ""},
             "status": status}
@@ -91,13 +93,13 @@ def replica_xr(delivery: str = "Cache", **spec: Any) -> dict:
         base["model"] = {"repo": "Qwen/Qwen3-0.6B", "revision": "main", "commit": COMMIT}
         base["engineDigest"] = engine_digest(REPLICA_ENGINE)
     if delivery == "Cache":
-        base["cache"] = {"modelCacheName": CACHE, "volumeName": kit.cache_volume_name(CACHE),
-                         "mountPath": kit.CACHE_MOUNT_PATH, "snapshotPath": SNAPSHOT,
+        base["cache"] = {"modelCacheName": CACHE, "volumeName": naming.cache_volume_name(CACHE),
+                         "mountPath": agent_job.CACHE_MOUNT_PATH, "snapshotPath": SNAPSHOT,
                          "commit": COMMIT}
     if delivery in ("Wait", "Fail"):
         base["hydration"] = {"phase": "Hydrating", "bytesDone": GIB, "bytesTotal": 4 * GIB,
                              "reason": "", "message": ""}
     base.update(spec)
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelReplica",
-            "metadata": {"name": kit.child_name("chat", "0"), "namespace": NAMESPACE},
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelReplica",
+            "metadata": {"name": naming.child_name("chat", "0"), "namespace": NAMESPACE},
             "spec": base}

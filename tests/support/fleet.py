@@ -5,7 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleetcache.functions import admission, kit, model_cache
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions import read
+from fleetcache.functions.decisions import admission
+from fleetcache.functions.composers import model_cache
 
 COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
 DIGEST = "ab" * 32
@@ -16,7 +20,7 @@ GRANT = "team-a"
 def fleet_cluster(name: str, *, ready: bool = True, labels: dict | None = None,
                   cache: dict | None = None) -> dict:
     return {
-        "apiVersion": kit.API_VERSION, "kind": "FleetCluster",
+        "apiVersion": naming.API_VERSION, "kind": "FleetCluster",
         "metadata": {"name": name, "labels": {"gpu": "h100"} if labels is None else labels},
         "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
                                          "name": f"{name}-kubeconfig", "key": "kubeconfig"},
@@ -37,13 +41,13 @@ def model_cache_xr(**spec_overrides: Any) -> dict:
         "minReady": 0,
     }
     spec.update(spec_overrides)
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCache",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": "qwen", "namespace": "ml", "uid": "1234"}, "spec": spec}
 
 
 def grant(*rows: dict, name: str = GRANT, namespace: str = "ml") -> dict:
     """A ModelCacheGrant as compose-model-cache requires it: its published decisions."""
-    return {"apiVersion": kit.API_VERSION, "kind": "ModelCacheGrant",
+    return {"apiVersion": naming.API_VERSION, "kind": "ModelCacheGrant",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"clusters": {"clusterSelector": {}}, "quota": {"bytes": "10Ti"}},
             "status": {"caches": list(rows)}}
@@ -77,7 +81,7 @@ def grant_admitting(xr: dict, manifest: str | None = None, clusters: int = ANY_F
     status.resolved latched, else DIGEST, what its resolve record says) on `clusters`
     clusters: by default as many as any test's placement matches."""
     if manifest is None:
-        latched = kit.get_path(xr, "status.resolved")
+        latched = read.get_path(xr, "status.resolved")
         manifest = (latched.get("manifestDigest") or "") if isinstance(latched, dict) else DIGEST
     return grant(grant_row(xr, manifest=manifest, clusters=clusters))
 
@@ -101,7 +105,7 @@ def observed_object(desired: dict, *, remote_status: dict | None = None,
                     data: dict | None = None) -> dict:
     """A composed provider-kubernetes Object as observed after it was applied."""
     out = copy.deepcopy(desired)
-    remote = copy.deepcopy(kit.get_path(desired, "spec.forProvider.manifest") or {})
+    remote = copy.deepcopy(read.get_path(desired, "spec.forProvider.manifest") or {})
     if remote_status is not None:
         remote["status"] = remote_status
     if data is not None:
@@ -123,11 +127,11 @@ def observed_hydration(desired: dict, phase: str, *, done: int = 0, total: int =
 # --- reading a composed ModelCache --------------------------------------------------------
 
 
-def condition(outcome: kit.Outcome, type_: str) -> kit.Condition:
+def condition(outcome: protocol.Outcome, type_: str) -> protocol.Condition:
     return next(c for c in outcome.conditions if c.type == type_)
 
 
-def hydrations(outcome: kit.Outcome) -> dict[str, dict]:
+def hydrations(outcome: protocol.Outcome) -> dict[str, dict]:
     """The composed ModelCacheHydrations by cluster."""
     return {r["spec"]["clusterName"]: r for r, _ in outcome.desired.values()
             if r["kind"] == "ModelCacheHydration"}

@@ -10,13 +10,19 @@
 """
 
 from __future__ import annotations
+from fleetcache.apis import xrds
+from fleetcache.devtools import manifests
+from fleetcache.functions.k8s import objects
+from fleetcache.functions import protocol
+from fleetcache.functions import read
+from fleetcache import shapes
 
 from typing import Any, Iterator, Mapping
 
 import kubernetes_validate
 
-from fleetcache import validation
-from fleetcache.functions import kit
+
+
 
 K8S_VERSION = "1.37"
 
@@ -27,7 +33,7 @@ def assert_valid_k8s(manifest: Mapping[str, Any]) -> None:
         kubernetes_validate.validate(dict(manifest), K8S_VERSION, strict=True)
     except kubernetes_validate.ValidationError as err:
         where = "/".join(str(p) for p in err.absolute_path)
-        raise AssertionError(f"{manifest.get('kind')} {kit.get_path(manifest, 'metadata.name')}"
+        raise AssertionError(f"{manifest.get('kind')} {read.get_path(manifest, 'metadata.name')}"
                              f" is invalid at {where or '<root>'}: {err.message}") from None
     problems = metadata_problems(manifest)
     assert not problems, f"{manifest.get('kind')}: {'; '.join(problems)}"
@@ -37,22 +43,22 @@ def metadata_problems(manifest: Mapping[str, Any]) -> list[str]:
     """What the API server would reject in metadata that the OpenAPI schema lets through
     (fleetcache.validation's rules, as render applies them), the pod template's too."""
     kind = manifest.get("kind")
-    limit, shape = (validation.DNS_LABEL_MAX, validation.DNS_LABEL) \
-        if kind in validation.LABEL_NAMED_KINDS \
-        else (validation.DNS_SUBDOMAIN_MAX, validation.DNS_SUBDOMAIN)
-    problems = [str(v) for v in validation.object_meta_violations(manifest, limit, shape)]
-    template = kit.get_path(manifest, "spec.template")
+    limit, shape = (shapes.DNS_LABEL_MAX, shapes.DNS_LABEL) \
+        if kind in manifests.LABEL_NAMED_KINDS \
+        else (shapes.DNS_SUBDOMAIN_MAX, shapes.DNS_SUBDOMAIN)
+    problems = [str(v) for v in xrds.object_meta_violations(manifest, limit, shape)]
+    template = read.get_path(manifest, "spec.template")
     if isinstance(template, Mapping) and "metadata" in template:
-        problems += [f"spec.template.{v}" for v in validation.object_meta_violations(
+        problems += [f"spec.template.{v}" for v in xrds.object_meta_violations(
             {"metadata": {"name": "template", **template["metadata"]}}, limit, shape)]
     return problems
 
 
-def iter_remote_manifests(outcome: kit.Outcome) -> Iterator[tuple[str, dict]]:
+def iter_remote_manifests(outcome: protocol.Outcome) -> Iterator[tuple[str, dict]]:
     """(resource key, remote manifest) for every provider-kubernetes Object composed."""
     for key in sorted(outcome.desired):
         resource, _ = outcome.desired[key]
-        if resource.get("apiVersion") == kit.OBJECT_API_VERSION and resource.get("kind") == "Object":
+        if resource.get("apiVersion") == objects.OBJECT_API_VERSION and resource.get("kind") == "Object":
             yield key, resource["spec"]["forProvider"]["manifest"]
 
 
@@ -106,7 +112,7 @@ def restricted_violations(pod_spec: Mapping[str, Any],
 
     # baseline: HostProcess
     for where, sc in contexts:
-        if kit.get_path(sc, "windowsOptions.hostProcess") is True:
+        if read.get_path(sc, "windowsOptions.hostProcess") is True:
             v.append(f"hostProcess: {where}.windowsOptions.hostProcess must not be true")
     # baseline: host namespaces
     for field in ("hostNetwork", "hostPID", "hostIPC"):
@@ -118,7 +124,7 @@ def restricted_violations(pod_spec: Mapping[str, Any],
             v.append(f"privileged: {where}.privileged must not be true")
     # baseline + restricted: capabilities
     for where, c in containers:
-        caps = kit.get_path(c, "securityContext.capabilities") or {}
+        caps = read.get_path(c, "securityContext.capabilities") or {}
         added = set(caps.get("add") or [])
         if added - BASELINE_CAPABILITIES:
             v.append(f"capabilities: {where} adds {sorted(added - BASELINE_CAPABILITIES)} "
@@ -144,7 +150,7 @@ def restricted_violations(pod_spec: Mapping[str, Any],
                 v.append(f"host ports: {where} uses hostPort {port['hostPort']}")
     # baseline: AppArmor (field and the legacy annotation)
     for where, sc in contexts:
-        profile = kit.get_path(sc, "appArmorProfile.type")
+        profile = read.get_path(sc, "appArmorProfile.type")
         if profile is not None and profile not in APPARMOR_TYPES:
             v.append(f"AppArmor: {where}.appArmorProfile.type is {profile}")
     for key, value in (annotations or {}).items():
@@ -169,13 +175,13 @@ def restricted_violations(pod_spec: Mapping[str, Any],
             v.append(f"sysctls: {sysctl.get('name')} is not a safe sysctl")
     # restricted: privilege escalation
     for where, c in containers:
-        if kit.get_path(c, "securityContext.allowPrivilegeEscalation") is not False:
+        if read.get_path(c, "securityContext.allowPrivilegeEscalation") is not False:
             v.append(f"privilege escalation: {where}.securityContext.allowPrivilegeEscalation "
                      "must be false")
     # restricted: running as non-root
     pod_non_root = pod_sc.get("runAsNonRoot") is True
     for where, c in containers:
-        own = kit.get_path(c, "securityContext.runAsNonRoot")
+        own = read.get_path(c, "securityContext.runAsNonRoot")
         if own is False or (own is None and not pod_non_root):
             v.append(f"running as non-root: {where} must run with runAsNonRoot: true "
                      "(set on the pod or the container)")
@@ -186,11 +192,11 @@ def restricted_violations(pod_spec: Mapping[str, Any],
         if sc.get("runAsUser") == 0:
             v.append(f"running as non-root user: {where}.runAsUser must not be 0")
     # baseline + restricted: seccomp
-    pod_seccomp = kit.get_path(pod_sc, "seccompProfile.type")
+    pod_seccomp = read.get_path(pod_sc, "seccompProfile.type")
     if pod_seccomp is not None and pod_seccomp not in SECCOMP_TYPES:
         v.append(f"seccomp: spec.securityContext.seccompProfile.type is {pod_seccomp}")
     for where, c in containers:
-        own = kit.get_path(c, "securityContext.seccompProfile.type")
+        own = read.get_path(c, "securityContext.seccompProfile.type")
         if own is not None and own not in SECCOMP_TYPES:
             v.append(f"seccomp: {where}.securityContext.seccompProfile.type is {own}")
         elif own is None and pod_seccomp not in SECCOMP_TYPES:

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from fleetcache import demo_sources as act
-from fleetcache import render as rendering
-from fleetcache.demo_day_two import Stage
-from fleetcache.simulation import Cluster
-from fleetcache.testhub.content import make_model
-from fleetcache.testhub.server import Fault, TestHub
+from fleetcache.devtools.demo import sources as act
+from fleetcache.devtools import render as rendering
+from fleetcache.devtools.demo.day_two import Stage
+from fleetcache.devtools.simulation import Cluster
+from fleetcache.devtools.testhub.content import make_model
+from fleetcache.devtools.testhub.server import Fault, TestHub
 from tests.support.plane import control_plane
 
 MODEL_BYTES = 2 * 2**20

@@ -8,8 +8,8 @@ from pathlib import Path
 import grpc
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache import render as rendering
-from fleetcache.simulation import Cluster, ControlPlane, Provider
+from fleetcache.devtools import render as rendering
+from fleetcache.devtools.simulation import Cluster, ControlPlane, Provider
 
 ROOT = Path(__file__).resolve().parents[2]
 

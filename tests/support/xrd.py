@@ -1,5 +1,5 @@
-"""The project's XRDs for tests: `fleetcache.validation` (what `fleetcache render` checks)
-plus the helpers only tests need.
+"""The project's XRDs for tests: the helpers only tests need beside `fleetcache.apis.xrds`
+(what the composers and `fleetcache render` check).
 
 Use `xrd_for(obj).violations(obj)` (or `assert_valid(obj)`) from any test: examples, the
 composed ModelCacheHydrations of a render, status written by a composer.
@@ -13,11 +13,7 @@ from typing import Mapping
 
 import yaml
 
-from fleetcache.validation import (  # noqa: F401  (re-exported for the tests)
-    APIS, CROSSPLANE_NAME_MAX, CROSSPLANE_PRINTER_COLUMNS, XRD_API_VERSION, Violation,
-    Xrd, apply_defaults, cel_rules, compile_rule, evaluate_rule, is_transition_rule,
-    list_key_violations, load_xrds, to_jsonschema, walk_schema, xrd_for_kind,
-)
+from fleetcache.apis.xrds import Xrd, load_xrds, xrd_for_kind
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSITIONS = REPO / "compositions"

@@ -1,0 +1,409 @@
+"""Run a Composition's pipeline against the real function server, like
+`crossplane composition render`.
+
+The function server is reached over gRPC on loopback: either a `fleetcache-function`
+process started here (the default), an in-process server (tests, the demo), or the
+`--address` of one already running. Requirement rounds are answered from a set of
+"required" resources the way Crossplane answers them: call, fetch what was asked for,
+call again until the requirements stop changing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import grpc
+import yaml
+from crossplane.function import resource
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+
+from fleetcache.apis.xrds import Violation, Xrd, xrd_for_kind
+from fleetcache.devtools import manifests
+from fleetcache.functions.k8s import objects
+from fleetcache.functions import read
+from fleetcache import messages
+from fleetcache.functions import server as function_server
+from fleetcache.apis.xrds import xrd_schemas
+from fleetcache.apis.documents import load_documents
+
+RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
+MAX_REQUIREMENT_ROUNDS = 5
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # 5,000 clusters make a request of about 10 MB
+GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+
+
+class RenderError(ValueError):
+    """Render could not run (a Composition for another kind, an observed resource without
+    its resource name, a function server that does not answer); one line."""
+
+
+# --- function server on loopback -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """Client side of mTLS: the CA that signed the server, and our own cert and key."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+
+class InProcessServer:
+    """The real gRPC server and servicer on 127.0.0.1, served from one background event loop.
+
+    grpc.aio binds to the first event loop that uses it, so every in-process server in a
+    process shares one loop thread.
+    """
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_lock = threading.Lock()
+
+    def __init__(self, credentials: grpc.ServerCredentials | None = None,
+                 runner: function_server.FunctionRunner | None = None):
+        self.credentials = credentials
+        self.runner = runner or function_server.FunctionRunner()
+        self.address = ""
+        self._server: grpc.aio.Server | None = None
+
+    @classmethod
+    def shared_loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._loop_lock:
+            if cls._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, daemon=True,
+                                 name="fleetcache-grpc").start()
+                cls._loop = loop
+            return cls._loop
+
+    async def _start(self) -> str:
+        self._server = grpc.aio.server(options=GRPC_OPTIONS)
+        grpcv1.add_FunctionRunnerServiceServicer_to_server(self.runner, self._server)
+        if self.credentials is None:
+            port = self._server.add_insecure_port("127.0.0.1:0")
+        else:
+            port = self._server.add_secure_port("127.0.0.1:0", self.credentials)
+        await self._server.start()
+        return f"127.0.0.1:{port}"
+
+    def __enter__(self) -> "InProcessServer":
+        self.address = asyncio.run_coroutine_threadsafe(self._start(),
+                                                        self.shared_loop()).result(10)
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._server.stop(0), self.shared_loop()).result(10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def repo_definitions(repo_root: Path) -> tuple[dict[str, dict], dict[tuple[str, str], dict]]:
+    """A checkout's Compositions by composite kind and its XRDs' schemas, as the control
+    plane of the demo and of the end-to-end tests loads them."""
+    compositions = {d["spec"]["compositeTypeRef"]["kind"]: d
+                    for d in load_documents(repo_root / "compositions")
+                    if d.get("kind") == "Composition"}
+    return compositions, xrd_schemas(load_documents(repo_root / "apis"))
+
+
+@contextlib.contextmanager
+def function_process() -> Iterator[str]:
+    """Start `fleetcache-function --insecure` on a free loopback port; yield its address."""
+    address = f"127.0.0.1:{free_port()}"
+    command = [sys.executable, "-c", "from fleetcache.functions.server import main; main()",
+               "--insecure", "--address", address,
+               "--max-recv-message-size", str(MAX_MESSAGE_BYTES // 2**20)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until_serving(address, process)
+        yield address
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def wait_until_serving(address: str, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            err = process.stderr.read().decode() if process.stderr else ""
+            raise RuntimeError(f"fleetcache-function exited early: {err.strip()[-2000:]}")
+        with grpc.insecure_channel(address) as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=0.5)
+                return
+            except grpc.FutureTimeoutError:
+                continue
+    raise RuntimeError(f"fleetcache-function did not listen on {address} within {timeout}s")
+
+
+def channel_to(address: str, tls: TLSFiles | None = None) -> grpc.Channel:
+    if tls is None:
+        return grpc.insecure_channel(address, options=GRPC_OPTIONS)
+    credentials = grpc.ssl_channel_credentials(root_certificates=tls.ca, private_key=tls.key,
+                                               certificate_chain=tls.cert)
+    return grpc.secure_channel(address, credentials, options=GRPC_OPTIONS)
+
+
+# --- the pipeline ---------------------------------------------------------------------------
+
+
+@dataclass
+class Rendered:
+    composite: dict
+    resources: list[dict] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    context: dict = field(default_factory=dict)
+
+    @property
+    def fatal(self) -> list[str]:
+        return [r["message"] for r in self.results if r.get("severity") == "SEVERITY_FATAL"]
+
+    def by_kind(self, kind: str) -> list[dict]:
+        return [r for r in self.resources if r.get("kind") == kind]
+
+    def documents(self, include_context: bool = False) -> list[dict]:
+        docs = [self.composite, *self.resources]
+        docs += [{"apiVersion": "render.crossplane.io/v1beta1", "kind": "Result", **r}
+                 for r in self.results]
+        if include_context:
+            docs.append({"apiVersion": "render.crossplane.io/v1beta1", "kind": "Context",
+                         "fields": self.context})
+        return docs
+
+
+def matches(selector: fnv1.ResourceSelector, candidate: dict) -> bool:
+    if candidate.get("apiVersion") != selector.api_version or candidate.get("kind") != selector.kind:
+        return False
+    meta = candidate.get("metadata", {})
+    if selector.namespace and meta.get("namespace") != selector.namespace:
+        return False
+    if selector.WhichOneof("match") == "match_name":
+        return meta.get("name") == selector.match_name
+    labels = meta.get("labels", {}) or {}
+    return all(labels.get(k) == v for k, v in selector.match_labels.labels.items())
+
+
+def answer_requirements(requirements: fnv1.Requirements, available: list[dict]
+                        ) -> dict[str, list[dict]]:
+    return {key: sorted((r for r in available if matches(selector, r)),
+                        key=lambda r: (r.get("metadata", {}).get("namespace", ""),
+                                       r.get("metadata", {}).get("name", "")))
+            for key, selector in requirements.resources.items()}
+
+
+def build_request(composite: dict, observed: dict[str, dict], desired: fnv1.State,
+                  context: Any, step_input: dict | None, required: dict[str, list[dict]],
+                  tag: str) -> fnv1.RunFunctionRequest:
+    req = fnv1.RunFunctionRequest(meta=fnv1.RequestMeta(tag=tag))
+    resource.update(req.observed.composite, composite)
+    for key, res in observed.items():
+        resource.update(req.observed.resources[key], res)
+    req.desired.CopyFrom(desired)
+    if context is not None:
+        req.context.CopyFrom(context)
+    if step_input:
+        req.input.CopyFrom(resource.dict_to_struct(step_input))
+    for key, items in required.items():
+        target = req.required_resources[key]
+        for item in items:
+            target.items.add().resource.CopyFrom(resource.dict_to_struct(item))
+    return req
+
+
+def run_pipeline(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, composition: dict,
+                 observed: list[dict] | None = None, required: list[dict] | None = None
+                 ) -> Rendered:
+    """Run every step, answering requirement rounds, and assemble the render output."""
+    observed_by_key = {}
+    for res in observed or []:
+        key = (res.get("metadata", {}).get("annotations", {}) or {}).get(RESOURCE_NAME_ANNOTATION)
+        if not key:
+            raise RenderError(f"observed {messages.shown(res.get('kind'))} "
+                              f"{messages.shown(res.get('metadata', {}).get('name'))} "
+                              f"has no {RESOURCE_NAME_ANNOTATION} annotation")
+        observed_by_key[key] = res
+    desired = fnv1.State()
+    context = None
+    results: list[dict] = []
+    for step in composition.get("spec", {}).get("pipeline", []):
+        answered: dict[str, list[dict]] = {}
+        for round_ in range(MAX_REQUIREMENT_ROUNDS):
+            req = build_request(composite, observed_by_key, desired, context, step.get("input"),
+                                answered, tag=f"{step.get('step')}-{round_}")
+            rsp = stub.RunFunction(req, timeout=60)
+            wanted = answer_requirements(rsp.requirements, required or [])
+            if set(wanted) <= set(answered) and all(wanted[k] == answered[k] for k in wanted):
+                break
+            answered = wanted
+        results += [{"severity": fnv1.Severity.Name(r.severity), "message": r.message,
+                     "step": step.get("step")} for r in rsp.results]
+        if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
+            return Rendered(composite=copy.deepcopy(composite), results=results)
+        desired, context = rsp.desired, rsp.context
+        composite = merge_status(composite, rsp)
+    return Rendered(
+        composite=composite,
+        resources=[composed(composite, key, desired.resources[key])
+                   for key in sorted(desired.resources)],
+        results=results,
+        context=resource.struct_to_dict(context) if context is not None else {},
+    )
+
+
+def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse) -> dict:
+    """The XR's status after the step, as Crossplane's server-side apply leaves it: the
+    fields the function wrote, replacing the ones it wrote before (a field it no longer
+    writes is removed), and the conditions, which are merged by type."""
+    out = copy.deepcopy(composite)
+    desired = function_server.plain(resource.struct_to_dict(rsp.desired.composite.resource))
+    previous = out.get("status", {}).get("conditions", [])
+    out["status"] = {**desired.get("status", {}), "conditions": previous}
+    conditions = {c["type"]: c for c in previous}
+    for cond in rsp.conditions:
+        conditions[cond.type] = {
+            "type": cond.type,
+            "status": fnv1.Status.Name(cond.status).removeprefix("STATUS_CONDITION_").title(),
+            "reason": cond.reason,
+            **({"message": cond.message} if cond.message else {}),
+        }
+    if rsp.desired.composite.ready != fnv1.READY_UNSPECIFIED:
+        ready = rsp.desired.composite.ready == fnv1.READY_TRUE
+        conditions["Ready"] = {"type": "Ready", "status": "True" if ready else "False",
+                               "reason": "Available" if ready else "Creating"}
+    out["status"]["conditions"] = [conditions[k] for k in sorted(conditions)]
+    if not out["status"]["conditions"]:
+        del out["status"]["conditions"]
+    return out
+
+
+def composed(composite: dict, key: str, desired: fnv1.Resource) -> dict:
+    """A desired resource as Crossplane would apply it: owned and labelled by the XR."""
+    res = function_server.plain(resource.struct_to_dict(desired.resource))
+    meta = res.setdefault("metadata", {})
+    xr_meta = composite.get("metadata", {})
+    meta.setdefault("annotations", {})[RESOURCE_NAME_ANNOTATION] = key
+    meta.setdefault("labels", {})["crossplane.io/composite"] = xr_meta.get("name", "")
+    if xr_meta.get("namespace") and "namespace" not in meta:
+        meta["namespace"] = xr_meta["namespace"]
+    meta["ownerReferences"] = [{
+        "apiVersion": composite.get("apiVersion", ""), "kind": composite.get("kind", ""),
+        "name": xr_meta.get("name", ""), "uid": xr_meta.get("uid", ""),
+        "controller": True, "blockOwnerDeletion": True}]
+    return res
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def dump(docs: list[dict]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=True, explicit_start=True, width=100)
+
+
+def render(composite: dict, composition: dict, observed: list[dict], required: list[dict],
+           address: str | None = None, tls: TLSFiles | None = None) -> Rendered:
+    """Render against `address`, or against a fleetcache-function process started here.
+    A server that cannot be started, reached or run raises RenderError."""
+    try:
+        if address:
+            with channel_to(address, tls) as channel:
+                wait_until_ready(channel, address)
+                return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite,
+                                    composition, observed, required)
+        with function_process() as started, channel_to(started) as channel:
+            return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite,
+                                composition, observed, required)
+    except grpc.RpcError as err:
+        raise RenderError(f"the function server at {address or 'a local process'} failed: "
+                          f"{err.code().name}: {messages.clipped(err.details())}") from None
+    except RuntimeError as err:  # fleetcache-function did not start
+        raise RenderError(messages.clipped(err, messages.MESSAGE_LIMIT)) from None
+
+
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+def wait_until_ready(channel: grpc.Channel, address: str) -> None:
+    """Fail fast, in one line, when nothing answers at `address`."""
+    try:
+        grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_SECONDS)
+    except grpc.FutureTimeoutError:
+        raise RenderError(f"no function server answered at {messages.clipped(address)} within "
+                          f"{CONNECT_TIMEOUT_SECONDS}s; check --address (host:port) and that "
+                          f"fleetcache-function runs there") from None
+
+
+# --- what the API server would refuse --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A violation in one object, printed as `<kind>/<name>: <field path>: <message>`."""
+
+    kind: str
+    name: str
+    violation: Violation
+
+    def __str__(self) -> str:
+        return (f"{messages.clipped(self.kind)}/{messages.clipped(self.name)}: "
+                f"{messages.clipped(self.violation.path or '<root>')}: {self.violation.message}")
+
+
+def check_composition_type(composition: Mapping, composite: Mapping) -> None:
+    """A Composition composes one kind; running it on another is what Crossplane never does."""
+    ref = (composition.get("spec") or {}).get("compositeTypeRef") or {}
+    wanted = (ref.get("apiVersion"), ref.get("kind"))
+    if wanted != (composite.get("apiVersion"), composite.get("kind")):
+        name = (composition.get("metadata") or {}).get("name")
+        raise RenderError(
+            f"Composition {messages.shown(name)} composes {messages.shown(ref.get('kind'))} "
+            f"({messages.shown(ref.get('apiVersion'))}), not {messages.shown(composite.get('kind'))} "
+            f"({messages.shown(composite.get('apiVersion'))}); pass the Composition whose "
+            f"spec.compositeTypeRef names the XR's apiVersion and kind")
+
+
+def refusals(obj: Mapping, xrds: Mapping[str, Xrd], old: Mapping | None = None
+             ) -> list[Refusal]:
+    """What the API server would refuse in `obj`: its XRD when one defines its kind, else
+    the Kubernetes schema (names and labels only, for kinds it does not define); the
+    manifest a provider-kubernetes Object carries is checked as what it is."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    kind, name = str(obj.get("kind")), str(meta.get("name"))
+    xrd = xrd_for_kind(obj.get("kind"), xrds)
+    found = xrd.violations(obj, old) if xrd is not None else manifests.manifest_violations(obj)
+    out = [Refusal(kind, name, v) for v in found]
+    manifest = read.get_path(obj, "spec.forProvider.manifest")
+    if (obj.get("apiVersion"), obj.get("kind")) == (objects.OBJECT_API_VERSION, "Object") \
+            and isinstance(manifest, Mapping):
+        out += [Refusal(kind, name, Violation(
+                    f"spec.forProvider.manifest.{v.path}".rstrip("."), v.message))
+                for v in manifests.manifest_violations(manifest)]
+    return out
+
+
+def composed_refusals(resources: list[dict], xrds: Mapping[str, Xrd]
+                      ) -> list[Refusal]:
+    """What the API server would refuse when Crossplane applies each composed resource; a
+    desired status is left out, as the status subresource ignores it."""
+    return [refusal for res in resources
+            for refusal in refusals({k: v for k, v in res.items() if k != "status"}, xrds)]

@@ -1,0 +1,42 @@
+"""The shapes a name, a label, a commit or a digest must have: each written once, for the
+function, the agent and the developer tools alike. Every pattern is used with `fullmatch`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123 label: a namespace, a Service
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")  # an object name
+DNS_SUBDOMAIN_MAX = 253
+LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")  # a label key's name part
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+LABEL_VALUE_MAX = 63
+GIT_COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hub commit, and a git blob's sha1
+# What status.resolved.commit may be: a Hub commit, or an S3 or volume pin (design/sources.md);
+# safe as a path component.
+RESOLVED_COMMIT = re.compile(r"((s3|vol)-)?[0-9a-f]{40}")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def is_dns_label(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and DNS_LABEL.fullmatch(value) is not None
+
+
+def is_object_name(value: Any) -> bool:
+    """An RFC 1123 subdomain of at most 253 characters: what most Kubernetes objects are named."""
+    return isinstance(value, str) and len(value) <= DNS_SUBDOMAIN_MAX \
+        and DNS_SUBDOMAIN.fullmatch(value) is not None
+
+
+def is_label_value(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= LABEL_VALUE_MAX and LABEL_VALUE.fullmatch(value) is not None
+
+
+def is_resolved_commit(value: Any) -> bool:
+    return isinstance(value, str) and RESOLVED_COMMIT.fullmatch(value) is not None
+
+
+def is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and SHA256_HEX.fullmatch(value) is not None

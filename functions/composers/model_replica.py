@@ -1,0 +1,604 @@
+"""compose-model-replica: run one replica of a model's engine on its cluster.
+
+Lifecycle, top to bottom:
+1. read the spec the ModelDeployment wrote (cluster, delivery, model, cache, and the
+   digest of the engine it composed with); ask Crossplane for the replica's FleetCluster
+   and for its ModelDeployment, whose spec.engine every replica shares (a ModelReplica
+   carries only what is its own, so 1,000 replicas do not copy one engine 1,000 times);
+2. Wait and Fail compose nothing on the cluster: the replica reports Waiting (with the
+   hydration's progress, or the missing ModelCache) or Failed (with the hydration's reason
+   and remedy);
+3. Node, Cache and Source compose, through provider-kubernetes Objects on that cluster, the
+   namespace (create only, never deleted), a one-pod Deployment of the engine carrying
+   the environment contract of DESIGN.md §3, and a Service; a Node pod mounts the node copy
+   and the cluster volume, links one of them in an init container and is placed on warm
+   nodes (functions/node_delivery.py), Require reverting to Prefer once after its timeout;
+4. report: the replica is ready when its Deployment is available (a CEL readiness query
+   on the Object).
+
+The engine is told where the model is through environment variables only, so one
+command line (`--model=$(FLEETCACHE_MODEL)`) serves both deliveries. What real engines
+need to run under Pod Security `restricted` is written down in design/engines.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from fleetcache.apis import specs
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions.k8s import objects
+from fleetcache.functions import naming
+from fleetcache.functions import protocol
+from fleetcache.functions import quantities
+from fleetcache.functions import read
+from fleetcache.functions.views.fleet_cluster import FleetClusterView, fleet_cluster_requirement
+from fleetcache import messages
+from fleetcache import reasons
+from fleetcache.volume import hf_hub_cache
+from fleetcache.functions.node_tier import delivery as node_delivery, warmers
+from fleetcache.apis.models import model_deployment as deployment_api
+from fleetcache.apis.models import model_replica as api
+
+FLEET_CLUSTER_KEY = "fleet-cluster"
+CACHE_USAGE_KEY = "cache-usage"
+USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
+DEPLOYMENT_KEY = "model-deployment"
+REMOTE_KEYS = ("namespace", "deployment", "service")
+
+ENGINE_UID = agent_job.AGENT_UID  # the agent's uid: the engine reads its files without a chown
+ENGINE_HOME = "/home/fleetcache"
+# Written only where the user has not set them: they point every cache an engine keeps
+# (Hugging Face, torch, triton, vLLM) at writable emptyDirs under a read-only root.
+# USER/LOGNAME: the uid has no passwd entry, and getpass.getuser() (torch inductor's cache
+# path) reads these before it would fail on the lookup.
+WRITABLE_ENV = (
+    ("HOME", ENGINE_HOME),
+    ("USER", "fleetcache"),
+    ("LOGNAME", "fleetcache"),
+    ("TMPDIR", "/tmp"),
+    ("XDG_CACHE_HOME", f"{ENGINE_HOME}/.cache"),
+    ("XDG_CONFIG_HOME", f"{ENGINE_HOME}/.config"),
+    ("HF_HOME", f"{ENGINE_HOME}/.cache/huggingface"),
+)
+AVAILABLE_QUERY = ("has(object.status) && has(object.status.conditions) && "
+                   "object.status.conditions.exists(c, c.type == 'Available' && "
+                   "c.status == 'True')")
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+LABEL_DEPLOYMENT = f"{naming.GROUP}/model-deployment"
+LABEL_REPLICA = f"{naming.GROUP}/model-replica"
+LABEL_DELIVERY = f"{naming.GROUP}/delivery"
+ENGINE_DIGEST_LENGTH = 16
+
+# What this composer reports beyond the kit's reasons, with what to do (README table).
+REASONS: dict[str, reasons.Reason] = {r.name: r for r in (
+    reasons.Reason("Available", "None: the engine is available (a ModelReplica), or every replica "
+               "is (a ModelDeployment's ReplicasReady)."),
+    reasons.Reason("Starting", "None while the image pulls and the model loads; if it lasts, "
+               "look at the engine pod on the cluster (kubectl describe pod -l "
+               "fleetcache.dev/model-replica=<replica>)."),
+    reasons.Reason("Resolving", "None while a ModelCache resolves its revision to a commit (and a "
+               "ModelDeployment waits for it) or Crossplane fetches what a ModelReplica reads; "
+               "if it lasts, see the ModelCache's Resolved condition."),
+    reasons.Reason("Hydrating", "None while the model is fetched onto the cluster; a replica under "
+               "spec.delivery.whileHydrating: Wait starts once it is Ready there (progress: "
+               "kubectl get modelcachehydrations)."),
+    reasons.Reason("ProgressDeadlineExceeded", "The engine did not become available in time: read "
+               "the engine pod's events and logs on the cluster (image, GPUs, memory, the "
+               "model path in FLEETCACHE_MODEL)."),
+    reasons.Reason("NotProgressing", "The engine's Deployment stopped progressing: kubectl "
+               "describe deployment on the cluster says why."),
+    reasons.Reason("DeploymentNotFound", "A ModelReplica runs only for its ModelDeployment: "
+               "recreate the ModelDeployment named in spec.deploymentName, or delete the "
+               "replica."),
+    reasons.Reason("NodeRequireReverted", "None: the replica was not available requireTimeout "
+               "after its Node delivery started under spec.delivery.node.policy: Require, so "
+               "it is placed by preference from now on (compute first). Warm more nodes of "
+               "the pool, or raise requireTimeout, to keep Require."),
+    reasons.Reason("EngineChanging", "None: the ModelDeployment's spec.engine changed and the "
+               "replica rolls once the ModelDeployment has recomposed it; if it lasts, look "
+               "for an error on the ModelDeployment."),
+)}
+
+
+def with_remedy(message: str, reason: str) -> str:
+    """kit.with_remedy over the kit's reasons and this composer's own."""
+    if reason in REASONS:
+        return f"{message.rstrip('.')}. {REASONS[reason].remedy}"
+    return reasons.with_remedy(message, reason)
+
+
+# --- 1. inputs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The serving engine's container template, normalized with its defaults."""
+
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[dict, ...]
+    resources: dict
+    port: int
+    readiness_path: str
+    shared_memory_size: str | None
+
+    @property
+    def digest(self) -> str:
+        """What a ModelReplica carries of its engine: the ModelDeployment composed it with
+        this engine, and the replica runs the engine only when the one it reads agrees."""
+        return naming.digest_of(self.as_spec())[:ENGINE_DIGEST_LENGTH]
+
+    @classmethod
+    def of(cls, value: Any, where: str = "spec.engine") -> "Engine":
+        """A ModelDeployment's spec.engine read through its model (defaults filled in). The
+        variables fleetcache sets may not appear in env: the XRD's CEL rule says so, and
+        compose-model-deployment holds its spec to it."""
+        engine = specs.read_model(deployment_api.Engine, value, where)
+        shm = engine.get("sharedMemorySize")
+        if shm is not None:
+            quantities.quantity_bytes(shm, f"{where}.sharedMemorySize")
+        return cls(
+            image=engine["image"],
+            command=tuple(engine.get("command", ())),
+            args=tuple(engine.get("args", ())),
+            env=tuple(engine.get("env", ())),
+            resources=engine.get("resources", {}),
+            port=engine["port"],
+            readiness_path=engine["readinessPath"],
+            shared_memory_size=shm,
+        )
+
+    def as_spec(self) -> dict:
+        spec: dict[str, Any] = {"image": self.image, "args": list(self.args),
+                                "env": [dict(e) for e in self.env], "port": self.port,
+                                "readinessPath": self.readiness_path}
+        if self.command:
+            spec["command"] = list(self.command)
+        if self.resources:
+            spec["resources"] = dict(self.resources)
+        if self.shared_memory_size:
+            spec["sharedMemorySize"] = self.shared_memory_size
+        return spec
+
+
+HF_CACHE, FLAT = "HfCache", "Flat"  # spec.cache.layout
+
+
+@dataclass(frozen=True)
+class CacheMount:
+    """Where the warm cache is: the claim on the cluster and the model's directory inside
+    it, a snapshot of the Hugging Face cache (HfCache) or files at their paths (Flat: an
+    existing volume's subPath, an S3 prefix fetched flat)."""
+
+    model_cache: str
+    volume: str
+    mount_path: str
+    snapshot_path: str
+    commit: str
+    layout: str = HF_CACHE
+
+    @classmethod
+    def of(cls, value: Mapping, where: str = "spec.cache") -> "CacheMount":
+        """The cache of a spec read through the ModelReplica model (required on Cache by
+        the XRD's CEL rule). A snapshot lies below the mount; flat files may sit at it."""
+        mount, path = value["mountPath"].rstrip("/"), value["snapshotPath"]
+        layout = value.get("layout") or HF_CACHE
+        if not (path.startswith(mount + "/") or (layout == FLAT and path.rstrip("/") == mount)):
+            raise specs.InputError(f"{where}.snapshotPath must lie under {where}.mountPath")
+        return cls(value["modelCacheName"], value["volumeName"], value["mountPath"],
+                   path, value["commit"], layout)
+
+    def as_spec(self) -> dict:
+        return {"modelCacheName": self.model_cache, "volumeName": self.volume,
+                "mountPath": self.mount_path, "snapshotPath": self.snapshot_path,
+                "commit": self.commit, **({"layout": FLAT} if self.layout == FLAT else {})}
+
+
+RUNNING = ("Node", "Cache", "Source")  # the deliveries that run the engine
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    name: str
+    namespace: str
+    deployment: str
+    index: int
+    cluster: str
+    delivery: str
+    repo: str
+    revision: str
+    commit: str
+    cache: CacheMount | None
+    hydration: dict
+    engine_digest: str
+    node: node_delivery.NodeMount | None = None
+    delivery_reason: str = ""
+
+    @property
+    def model(self) -> str:
+        """FLEETCACHE_MODEL: on Node the snapshot through the link the select step wrote, on
+        Cache the model's directory on the volume (a snapshot, or flat files), org/repo on
+        Source."""
+        if self.node:
+            return node_delivery.snapshot_link(self.repo, self.node.commit)
+        return self.cache.snapshot_path if self.cache else self.repo
+
+    @property
+    def hub_cache(self) -> str:
+        """HF_HUB_CACHE: the link on Node, the volume's hub/ on Cache of layout HfCache;
+        none for Flat files, which are no Hugging Face cache."""
+        if self.node:
+            return node_delivery.LINK_PATH
+        return hf_hub_cache(self.cache.mount_path) \
+            if self.cache and self.cache.layout == HF_CACHE else ""
+
+    @property
+    def model_revision(self) -> str:
+        """FLEETCACHE_MODEL_REVISION: the pinned commit, else the revision asked for."""
+        if self.cache:
+            return self.cache.commit
+        return self.commit or self.revision
+
+
+def read_spec(request: protocol.Request) -> ReplicaSpec:
+    """The spec read through the ModelReplica model; the ModelDeployment writes it."""
+    spec = specs.read_spec(api.ModelReplica, request.composite.get("spec"))
+    delivery = spec["delivery"]
+    if delivery == "Node" and spec["cache"]["mountPath"] != warmers.VOLUME_MOUNT:
+        raise specs.InputError(f"spec.cache.mountPath must be {warmers.VOLUME_MOUNT} "
+                             "on Node (the select step links the volume there)")
+    if delivery == "Node" and spec["cache"].get("layout", HF_CACHE) != HF_CACHE:
+        raise specs.InputError("spec.cache.layout must be HfCache on Node (the select step "
+                             "links a Hugging Face cache)")
+    model = spec.get("model", {})
+    return ReplicaSpec(
+        name=request.name,
+        namespace=request.namespace,
+        deployment=spec["deploymentName"],
+        index=spec["replica"],
+        cluster=spec["clusterName"],
+        delivery=delivery,
+        repo=model.get("repo", ""),
+        revision=model.get("revision") or "main",
+        commit=model.get("commit", ""),
+        cache=CacheMount.of(spec.get("cache")) if delivery in ("Cache", "Node") else None,
+        hydration=spec.get("hydration", {}),
+        engine_digest=spec.get("engineDigest", "") if delivery in RUNNING else "",
+        node=node_delivery.NodeMount.of(spec["nodeCache"]) if delivery == "Node" else None,
+        delivery_reason=spec.get("deliveryReason", ""),
+    )
+
+
+# --- 2. waiting and failed replicas -------------------------------------------------------
+
+
+def hydration_progress(hydration: Mapping, cluster: str) -> str:
+    """The hydration's phase, bytes and message (cut: they are input to this replica)."""
+    phase = messages.clipped(hydration.get("phase") or "Pending", 32)
+    done, total = read.as_int(hydration.get("bytesDone")), read.as_int(hydration.get("bytesTotal"))
+    text = f"waiting for the model cache on cluster {cluster}: {phase}"
+    if total > 0:
+        text += f", {quantities.human_bytes(min(done, total))} of {quantities.human_bytes(total)} " \
+                f"({done * 100 // total}%)"
+    detail = hydration.get("message") or ""
+    return messages.clipped(f"{text} ({detail})", messages.MESSAGE_LIMIT) if detail else text
+
+
+def hydration_failure(hydration: Mapping, cluster: str) -> tuple[str, str]:
+    """The message for a Fail replica: the hydration's own reason and remedy."""
+    cause = reasons.reason_or_empty(hydration.get("reason"))
+    detail = hydration.get("message") or ""
+    text = f"the model cache failed to hydrate on cluster {cluster}"
+    if cause:
+        text += f" ({cause})"
+    if detail:
+        return "HydrationFailed", messages.clipped(f"{text}: {detail}", messages.MESSAGE_LIMIT)
+    return "HydrationFailed", reasons.with_remedy(text, cause or "HydrationFailed")
+
+
+# --- 3. the engine on its cluster ---------------------------------------------------------
+
+
+def labels_of(spec: ReplicaSpec) -> dict[str, str]:
+    return {naming.LABEL_MANAGED_BY: "fleetcache", naming.LABEL_COMPONENT: "engine",
+            LABEL_REPLICA: naming.label_value(spec.name),
+            LABEL_DEPLOYMENT: naming.label_value(spec.deployment),
+            naming.LABEL_CLUSTER: naming.label_value(spec.cluster)}
+
+
+def engine_env(spec: ReplicaSpec, engine: Engine) -> list[dict]:
+    """The environment contract of DESIGN.md §3, then writable-path defaults, then the
+    user's env (last, so its $(VAR) references can use the contract's variables)."""
+    env = [{"name": "FLEETCACHE_MODEL", "value": spec.model},
+           {"name": "FLEETCACHE_MODEL_REVISION", "value": spec.model_revision},
+           {"name": "FLEETCACHE_DELIVERY", "value": spec.delivery.lower()}]
+    if spec.hub_cache:
+        env.append({"name": "HF_HUB_CACHE", "value": spec.hub_cache})
+    if spec.cache:
+        env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
+    user_names = {e["name"] for e in engine.env}
+    env += [{"name": n, "value": v} for n, v in WRITABLE_ENV if n not in user_names]
+    return env + [dict(e) for e in engine.env]
+
+
+def pod_volumes(spec: ReplicaSpec, engine: Engine) -> tuple[list[dict], list[dict]]:
+    """(volumes, mounts): writable emptyDirs for /tmp and $HOME, memory-backed /dev/shm,
+    and on Cache the model cache PVC, read-only at both the pod and the container (on Node
+    the node PVC and the cluster PVC, both read-only, and the link's emptyDir)."""
+    shm: dict[str, Any] = {"medium": "Memory"}
+    if engine.shared_memory_size:
+        shm["sizeLimit"] = engine.shared_memory_size
+    volumes = [{"name": "tmp", "emptyDir": {}}, {"name": "home", "emptyDir": {}},
+               {"name": "dshm", "emptyDir": shm}]
+    mounts = [{"name": "tmp", "mountPath": "/tmp"}, {"name": "home", "mountPath": ENGINE_HOME},
+              {"name": "dshm", "mountPath": "/dev/shm"}]
+    if spec.node and spec.cache:
+        node_volumes, node_mounts = node_delivery.pod_volumes(spec.node, spec.cache.volume)
+        return volumes + node_volumes, mounts + node_mounts
+    if spec.cache:
+        volumes.append({"name": "model-cache", "persistentVolumeClaim": {
+            "claimName": spec.cache.volume, "readOnly": True}})
+        mounts.append({"name": "model-cache", "mountPath": spec.cache.mount_path,
+                       "readOnly": True})
+    return volumes, mounts
+
+
+@dataclass(frozen=True)
+class NodePod:
+    """What a Node pod adds: the select step's image (the cluster's agent image, as its
+    Jobs use it) and how it is placed now."""
+
+    agent_image: str
+    placement: node_delivery.Placement
+
+
+def deployment_manifest(spec: ReplicaSpec, engine: Engine, name: str,
+                        node_pod: NodePod | None = None) -> dict:
+    """A one-pod Deployment of the engine under Pod Security `restricted`."""
+    labels = labels_of(spec)
+    volumes, mounts = pod_volumes(spec, engine)
+    container: dict[str, Any] = {
+        "name": "engine",
+        "image": engine.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": list(engine.args),
+        "env": engine_env(spec, engine),
+        "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": engine.readiness_path, "port": "http"},
+                           "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
+        "securityContext": dict(agent_job.RESTRICTED_CONTAINER_SECURITY),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": mounts,
+    }
+    if engine.command:
+        container["command"] = list(engine.command)
+    if engine.resources:
+        container["resources"] = dict(engine.resources)
+    pod_labels = {**labels, LABEL_DELIVERY: spec.delivery.lower()}
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": ENGINE_UID,
+            "runAsGroup": ENGINE_UID,
+            "fsGroup": ENGINE_UID,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if spec.node and node_pod:
+        pod_spec["initContainers"] = [node_delivery.select_container(
+            spec.node, spec.repo, node_pod.agent_image)]
+        placed = node_delivery.affinity(spec.node, node_pod.placement.placement)
+        if placed:
+            pod_spec["affinity"] = placed
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {LABEL_REPLICA: labels[LABEL_REPLICA]}},
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "progressDeadlineSeconds": 3600,
+            "revisionHistoryLimit": 2,
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+        },
+    }
+
+
+def service_manifest(spec: ReplicaSpec, engine: Engine, name: str) -> dict:
+    labels = labels_of(spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {"type": "ClusterIP",
+                 "selector": {LABEL_REPLICA: labels[LABEL_REPLICA]},
+                 "ports": [{"name": "http", "port": engine.port, "targetPort": "http",
+                            "protocol": "TCP"}]},
+    }
+
+
+def remote_name(replica: str) -> str:
+    """The Deployment's and Service's name on the cluster: a DNS-1035 label (a Service
+    name must start with a letter)."""
+    return replica if DNS_1035.match(replica) and len(replica) <= 63 \
+        else naming.child_name("replica", replica)
+
+
+def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: FleetClusterView,
+                   outcome: protocol.Outcome, node_pod: NodePod | None = None) -> None:
+    name = remote_name(spec.name)
+
+    def remote(what: str, manifest: dict, **kwargs: Any) -> None:
+        outcome.compose(what, objects.remote_object(
+            naming.child_name(spec.name, what), spec.namespace, manifest, cluster.provider_config,
+            labels={LABEL_REPLICA: naming.label_value(spec.name)}, **kwargs))
+
+    remote("namespace", objects.namespace_manifest(spec.namespace),
+           management_policies=objects.CREATE_ONLY)
+    remote("deployment", deployment_manifest(spec, engine, name, node_pod),
+           readiness_query=AVAILABLE_QUERY)
+    remote("service", service_manifest(spec, engine, name))
+
+
+def shared_engine(request: protocol.Request, spec: ReplicaSpec) -> tuple[Engine | None, str, str]:
+    """(engine, "", "") from the ModelDeployment's spec.engine, or (None, reason, message).
+
+    A required resource is read, never trusted: a missing ModelDeployment or a malformed
+    engine reads as absent, so what runs is kept."""
+    owner = next(iter(request.required.get(DEPLOYMENT_KEY) or []), None)
+    where = f"ModelDeployment {spec.namespace}/{spec.deployment}"
+    if not isinstance(owner, Mapping):
+        return None, "DeploymentNotFound", with_remedy(f"{where} does not exist",
+                                                        "DeploymentNotFound")
+    try:
+        return Engine.of(read.get_path(owner, "spec.engine"), f"{where} spec.engine"), "", ""
+    except specs.InputError as err:
+        return None, "InvalidSpec", with_remedy(str(err), "InvalidSpec")
+
+
+# --- 4. report ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    phase: str  # Pending | Waiting | Ready | Failed
+    reason: str
+    message: str
+
+
+def engine_phase(request: protocol.Request, cluster: str, name: str) -> Phase:
+    """The composed engine's phase, from its Deployment Object."""
+    observed = request.observed.get("deployment")
+    if read.is_true(observed, "Ready"):
+        return Phase("Ready", "Available", f"Deployment {name} is available on cluster {cluster}")
+    progressing = read.condition_of(objects.remote_manifest(observed), "Progressing")
+    if progressing.get("status") == "False":
+        reason = progressing.get("reason")
+        reason = reason if isinstance(reason, str) and reason in REASONS else "NotProgressing"
+        return Phase("Pending", reason, with_remedy(
+            f"Deployment {name} on cluster {cluster} is not progressing: "
+            f"{messages.shown(str(progressing.get('message') or ''))}", reason))
+    return Phase("Pending", "Starting", f"waiting for Deployment {name} on cluster {cluster} "
+                 "to become available (pulling the image, loading the model)")
+
+
+def waiting_phase(spec: ReplicaSpec) -> Phase:
+    """A Wait replica waits for its cluster's cache, for a ModelCache that does not exist
+    (its ModelDeployment never served a model: there is nothing to load yet), or, on a
+    cluster outside the cache's targets, for a placement that would put it there (an S3 or
+    existing-volume model has no source an engine loads)."""
+    if spec.hydration.get("reason") == "ModelCacheNotFound":
+        detail = messages.clipped(spec.hydration.get("message") or "")
+        return Phase("Waiting", "ModelCacheNotFound", with_remedy(
+            f"nothing runs on cluster {spec.cluster}: {detail}", "ModelCacheNotFound"))
+    if spec.hydration.get("reason") == "NotACacheTarget":  # its message says what to do
+        return Phase("Waiting", "NotACacheTarget", messages.clipped(
+            spec.hydration.get("message") or f"cluster {spec.cluster} is not a cache target",
+            messages.MESSAGE_LIMIT))
+    return Phase("Waiting", "Hydrating", hydration_progress(spec.hydration, spec.cluster))
+
+
+def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protocol.Outcome) -> Phase:
+    """Compose the engine on its cluster, or keep what runs while an input is missing."""
+    clusters = request.required.get(FLEET_CLUSTER_KEY)
+    if clusters is None or DEPLOYMENT_KEY not in request.required:  # not fetched yet
+        objects.carry_over(request, outcome, REMOTE_KEYS)
+        return Phase("Pending", "Resolving", f"looking up FleetCluster {spec.cluster} and "
+                     f"ModelDeployment {spec.deployment}")
+    view = FleetClusterView.of(clusters[0]) if clusters and isinstance(
+        clusters[0], Mapping) else None
+    if view is None or not view.ready:
+        reason = "ClusterNotFound" if view is None else "ClusterNotReady"
+        objects.carry_over(request, outcome, REMOTE_KEYS)
+        return Phase("Pending", reason, reasons.with_remedy(
+            f"FleetCluster {spec.cluster} " + ("does not exist" if view is None
+                                               else "is not Ready"), reason))
+    engine, reason, message = shared_engine(request, spec)
+    if engine is None:
+        objects.carry_over(request, outcome, REMOTE_KEYS)
+        outcome.warnings.append(message)
+        return Phase("Pending", reason, message)
+
+    name = remote_name(spec.name)
+    outcome.status["endpoint"] = f"{name}.{spec.namespace}.svc:{engine.port}"
+    outcome.status["model"] = {"name": spec.model, "revision": spec.model_revision}
+    if engine.digest != spec.engine_digest:
+        objects.carry_over(request, outcome, REMOTE_KEYS)
+        running = engine_phase(request, spec.cluster, name)
+        if running.phase == "Ready":
+            return running
+        return Phase("Pending", "EngineChanging", with_remedy(
+            f"ModelDeployment {spec.deployment}'s spec.engine is not the one it composed this "
+            f"replica with (engineDigest {spec.engine_digest}); waiting for it to recompose "
+            "the replica", "EngineChanging"))
+    node_pod = None
+    if spec.node:
+        placement = node_delivery.placement_of(
+            spec.node, node_delivery.latched_placement(request.status),
+            read.is_true(request.observed.get("deployment"), "Ready"), request.now)
+        node_pod = NodePod(view.agent_image, placement)
+        outcome.status["nodeCache"] = placement.as_status()
+        if placement.reverted:
+            outcome.status["deliveryReason"] = with_remedy(
+                f"NodeRequireReverted: not available {spec.node.require_timeout} after its "
+                f"Node delivery started ({placement.started_at}); placed by preference on "
+                f"warm nodes since {placement.reverted_at}", "NodeRequireReverted")
+    compose_engine(spec, engine, view, outcome, node_pod)
+    return engine_phase(request, spec.cluster, name)
+
+
+def cache_usage(spec: ReplicaSpec) -> dict:
+    """A Crossplane Usage of the ModelCache by this replica: while a replica mounts the
+    cache, Crossplane's admission webhook refuses to delete the ModelCache (and with it
+    every volume), and replays the deletion once the last such replica is gone."""
+    return {
+        "apiVersion": USAGE_API_VERSION,
+        "kind": "Usage",
+        "metadata": {"name": naming.child_name(spec.name, "uses-cache"),
+                     "labels": labels_of(spec)},
+        "spec": {
+            "of": {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
+                   "resourceRef": {"name": spec.cache.model_cache}},
+            "by": {"apiVersion": naming.API_VERSION, "kind": "ModelReplica",
+                   "resourceRef": {"name": spec.name}},
+            "replayDeletion": True,
+        },
+    }
+
+
+def compose(request: protocol.Request) -> protocol.Outcome:
+    outcome = protocol.Outcome()
+    spec = read_spec(request)
+    if spec.cache is not None:  # Cache and Node read the cluster volume
+        outcome.compose(CACHE_USAGE_KEY, cache_usage(spec), ready=True)
+    outcome.status = {"clusterName": spec.cluster, "delivery": spec.delivery}
+    if spec.delivery_reason:
+        outcome.status["deliveryReason"] = spec.delivery_reason
+    if spec.node and node_delivery.latched_placement(request.status):
+        # kept while an input is missing; a compose that places the pod rewrites it
+        outcome.status["nodeCache"] = node_delivery.latched_placement(request.status)
+    if spec.delivery == "Wait":
+        current = waiting_phase(spec)
+    elif spec.delivery == "Fail":
+        current = Phase("Failed", *hydration_failure(spec.hydration, spec.cluster))
+    else:
+        outcome.require(FLEET_CLUSTER_KEY, fleet_cluster_requirement(spec.cluster))
+        outcome.require(DEPLOYMENT_KEY, protocol.Requirement(
+            naming.API_VERSION, "ModelDeployment", match_name=spec.deployment,
+            namespace=request.namespace))
+        current = running_phase(request, spec, outcome)
+    outcome.status.update({"phase": current.phase, "reason": current.reason,
+                           "message": current.message})
+    outcome.composite_ready = current.phase == "Ready"
+    return outcome

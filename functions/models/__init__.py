@@ -1,4 +1,0 @@
-"""Typed models of the fleetcache APIs, generated from the XRDs by fleetcache.apigen.
-
-Do not edit: edit apis/<plural>/definition.yaml and run `make models`.
-"""
