@@ -1,151 +1,54 @@
-"""Reasons and their remedies."""
+"""Every reason fleetcache reports, defined once: its name (the string conditions and statuses
+carry), where a user sees it, what to do about it, and for the agent's failures the exit code
+and whether the Job retries it (DESIGN §4).
+
+Call sites name the entry (`reasons.HydrationFailed`), never a string: a `Reason` is the str
+of its name, so it goes into a condition or a status as it is. The README's troubleshooting
+table is made from this registry (`python -m fleetcache.devtools.docs`), and
+fleetcache/exitcodes.py is its exit-code view."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from fleetcache import exitcodes
+REASON_SHAPE = re.compile(r"[A-Z][A-Za-z0-9]{0,63}")  # what the API server takes as a condition reason
 
 
-@dataclass(frozen=True)
-class Reason:
-    name: str
+class Reason(str):
+    """A reason: the str of its name, with where it shows and its remedy. Defining one
+    registers it; a name is defined once."""
+
+    where: str
     remedy: str
+    exit_code: int | None
+    permanent: bool | None
+
+    def __new__(cls, name: str, *, where: str, remedy: str, exit_code: int | None = None,
+                permanent: bool | None = None) -> Reason:
+        if not REASON_SHAPE.fullmatch(name) or name in REGISTRY:
+            raise ValueError(f"reason {name!r} is not CamelCase or is defined twice")
+        reason = super().__new__(cls, name)
+        reason.where, reason.remedy = where, remedy
+        reason.exit_code, reason.permanent = exit_code, permanent
+        REGISTRY[name] = reason
+        return reason
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return entry, (str(self),)  # a copy or a pickle is the one entry
 
 
-REASONS: dict[str, Reason] = {
-    r.name: r
-    for r in (
-        Reason("ClusterNotReady", "Wait for the FleetCluster to become Ready, or check its "
-               "ProviderConfig credentials (kubectl describe fleetcluster)."),
-        Reason("ClusterNotFound", "Create the FleetCluster, or fix the name in "
-               "spec.placement.clusterNames."),
-        Reason("NoClusters", "Label FleetClusters to match spec.placement.clusterSelector, "
-               "or list them in spec.placement.clusterNames."),
-        Reason("TokenSecretMissing", "Create the Secret named by "
-               "spec.source.huggingFace.tokenSecretRef in this namespace, with the key it names."),
-        Reason("CredentialsSecretMissing", "Create the Secret named by the field in the message "
-               "(spec.source.s3.credentialsSecretRef, spec.distribution.mirror.s3 or "
-               "regions[].s3 credentialsSecretRef) in this namespace, with the keys it names "
-               "(accessKeyIdKey and secretAccessKeyKey, AWS_ACCESS_KEY_ID and "
-               "AWS_SECRET_ACCESS_KEY by default), or fix the name."),
-        Reason("HydrationFailed", "See the failed clusters' ModelCacheHydration status for the "
-               "cause (kubectl get modelcachehydrations)."),
-        Reason("DeadlineExceeded", "The agent Job ran longer than spec.job.activeDeadlineSeconds: "
-               "raise it, or check the cluster's bandwidth to the endpoint."),
-        Reason("BackoffLimitExceeded", "The agent Job failed more often than "
-               "spec.job.backoffLimit; read the last progress record and the Job's pod logs."),
-        Reason("InvalidSpec", "Fix the field named in the message."),
-        Reason("OutsideGrant", "Narrow spec.placement to clusters the ModelCacheGrant covers "
-               "(kubectl get modelcachegrant <spec.grantRef.name> -o yaml: spec.clusters), or ask "
-               "the platform team for a grant that covers them."),
-        Reason("PinningNotAllowed", "Set spec.retention.pinned to false, or ask the platform "
-               "team to set spec.allowPinned on the ModelCacheGrant."),
-        Reason("OverQuota", "Ask the platform team to raise the ModelCacheGrant's "
-               "spec.quota.bytes, or free room: delete ModelCaches naming the grant, or narrow "
-               "their spec.placement (kubectl get modelcachegrant shows BUDGET, USED and "
-               "PROJECTED)."),
-        Reason("ModelCacheNotFound", "Create the ModelCache named by spec.modelCacheRef.name "
-               "in this namespace, or fix the name."),
-        Reason("MaxReplicasPerCluster", "Raise spec.maxReplicasPerCluster, lower "
-               "spec.replicas, or widen spec.placement to more Ready clusters."),
-        Reason("AwaitingPrerequisites", "If this persists, check the Synced condition of "
-               "those Objects (kubectl get objects -n <namespace>); a token Secret that never "
-               "appears usually means the Secret named by tokenSecretRef is missing in this "
-               "namespace."),
-        Reason("JobNotStarted", "The agent Job exists but has not started: check quota and "
-               "admission on the cluster (kubectl describe job)."),
-        Reason("VolumeNotBound", "The cache PVC is not Bound: check that the storage class "
-               "(spec.storage.storageClassName, else the FleetCluster's "
-               "spec.cache.storageClassName) exists, supports the access mode and has "
-               "capacity (kubectl describe pvc)."),
-        Reason("VolumeNotExpandable", "The cache PVC's storage class cannot grow it to hold the "
-               "new commit beside the one replicas still serve: recreate the volume in a "
-               "storage class with allowVolumeExpansion: true (spec.storage.storageClassName "
-               "on the ModelCache, then delete this ModelCacheHydration), or set "
-               "spec.storage.size on the ModelCache large enough for two commits, or delete "
-               "this ModelCacheHydration to recreate the volume at the new size."),
-        Reason("CapacityLow", "Raise the FleetCluster's spec.cache.capacity or "
-               "spec.cache.highWatermark, or remove caches from this cluster (a ModelCache's "
-               "placement), or unpin caches no replica needs (spec.retention.pinned) so they can "
-               "be evicted."),
-        Reason("CapacityAvailable", "None: every hydration on the cluster fits under the high "
-               "watermark (or the cluster sets no spec.cache.capacity)."),
-        Reason("Evicted", "None needed: the copy was unpinned and unmounted and the cluster was "
-               "above its high watermark. Placing a replica of the cache on this cluster warms it "
-               "again; pin the ModelCache (spec.retention.pinned) to keep its copies."),
-        Reason("LeftPlacement", "None needed: the cluster left the ModelCache's placement, so its "
-               "copy only serves what it holds until spec.removal.until; add the cluster to the "
-               "placement again to update it."),
-        Reason("GrantNotFound", "Ask the platform team for a ModelCacheGrant in this namespace "
-               "(kubectl get modelcachegrants) and name it in spec.grantRef.name; until the grant "
-               "exists the cache neither resolves nor fans out, and copies it already has keep "
-               "serving."),
-        Reason("AwaitingGrant", "None: the ModelCacheGrant decides on this spec (and its "
-               "resolved size) at its next reconcile; if it lasts, check that "
-               "compose-model-cache-grant runs (kubectl describe modelcachegrant)."),
-        # The node tier (functions/node_tier.py): status.nodeTier of a hydration, and the
-        # ModelCache's Degraded condition.
-        Reason("NodeTierNotConfigured", "None if intended: the cache stays on the cluster's "
-               "volume there. For node copies, the platform team sets spec.nodeCache on the "
-               "FleetCluster (nodeSelector, path, capacityPerNode; design/node-tier.md)."),
-        Reason("NodeCacheModeUnsupported", "Node caches from a storage class "
-               "(spec.nodeCache.storageClassName) are reserved and not built: remove it from "
-               "the FleetCluster and set spec.nodeCache.path to a dedicated filesystem mounted "
-               "on every pool node."),
-        Reason("NoEligibleNodes", "Label the GPU nodes that should hold copies with the "
-               "FleetCluster's spec.nodeCache.optInLabel (default fleetcache.dev/node-cache="
-               "enabled), and check that they match spec.nodeCache.nodeSelector "
-               "(control-plane nodes never do); give spec.nodeCache.tolerations for their "
-               "taints."),
-        Reason("NodeTierDegraded", "See the named clusters' ModelCacheHydration "
-               "status.nodeTier.firstFailure (kubectl get modelcachehydrations: NODES) and the "
-               "warmer pod on that node (kubectl logs ds/<cache>-node-warmer); replicas there "
-               "keep reading the cluster volume meanwhile."),
-        Reason("VolumeNotShared", "Give the cache volume access mode ReadWriteMany (the "
-               "ModelCache's spec.storage.accessMode, else the FleetCluster's "
-               "spec.cache.accessMode; an existing PVC keeps its mode: delete this "
-               "ModelCacheHydration to recreate it), or set the ModelCache's "
-               "spec.storage.tier to Volume."),
-        Reason("AwaitingVolumeTier", "None: nodes copy from the cluster's verified volume, "
-               "so they start once the hydration's phase is Ready on this commit; see its "
-               "reason if that lasts."),
-        Reason("NodesWarming", "None: the pool nodes copy from the cluster's volume, at most "
-               "spec.nodeCache.maxConcurrentNodes at once per cluster; raise it to go faster."),
-        Reason("NodesWarm", "None: every eligible pool node holds the verified commit."),
-        # The FleetCluster's node tier (functions/node_capacity.py, node_system.py).
-        Reason("NodeCapacityLow", "Raise the FleetCluster's spec.nodeCache.capacityPerNode or "
-               "highWatermark (only as far as the pool nodes' disks really hold), remove "
-               "tier-Node caches from this cluster or set their spec.storage.tier to Volume, "
-               "or unpin node caches no replica needs so they can be evicted; the volume "
-               "serves meanwhile."),
-        Reason("NodeCapacityAvailable", "None: every tier-Node cache on the cluster fits under "
-               "spec.nodeCache.highWatermark of capacityPerNode."),
-        Reason("NodeAgentReady", "None: every pool node runs the node agent "
-               "(fleetcache-system/fleetcache-node-agent)."),
-        Reason("NodeAgentNotReady", "See the node agent's pods on the named cluster (kubectl -n "
-               "fleetcache-system get pods -l app.kubernetes.io/component=node-agent): a pod "
-               "that cannot mount spec.nodeCache.path means the path is missing on that node "
-               "(create the filesystem, or remove the node's opt-in label)."),
-        # Sources beyond the Hub and the fleet mirror (functions/sources.py, functions/mirror.py).
-        Reason("AwaitingManifest", "None: an S3 or existing-volume source is fetched or verified "
-               "against the manifest its ModelCache latched (status.resolved.manifest); if it "
-               "lasts, check that the ModelCache is Resolved on this commit (kubectl describe "
-               "modelcache)."),
-        Reason("WaitingForMirror", "None: the publishing cluster (the ModelCache's "
-               "status.mirror.publisher) fetches this commit from the origin and publishes it "
-               "to spec.distribution.mirror first; the others then read the mirror. If it "
-               "lasts, see the publisher's ModelCacheHydration."),
-    )
-}
-for _row in exitcodes.EXIT_CODES:
-    REASONS[_row.reason] = Reason(_row.reason, _row.remedy)
+REGISTRY: dict[str, Reason] = {}
+
+
+def entry(name: str) -> Reason:
+    return REGISTRY[name]
 
 
 def remedy(reason: str) -> str:
-    found = REASONS.get(reason)
+    """The remedy of a reason read from input (an agent's record, another composite's status):
+    "" for a name fleetcache does not define."""
+    found = REGISTRY.get(reason)
     return found.remedy if found else ""
 
 
@@ -157,12 +60,547 @@ def with_remedy(message: str, reason: str) -> str:
     return f"{message.rstrip('.')}. {fix}" if message else fix
 
 
-
-REASON_SHAPE = re.compile(r"^[A-Z][A-Za-z0-9]{0,63}$")
-
-
 def reason_or_empty(value: Any) -> str:
     """A reason read from input (the agent's record, a hydration's status) if it has a
     reason's shape (CamelCase, at most 64 characters), else "": a hostile string must not
     become a condition reason the API server refuses."""
-    return value if isinstance(value, str) and REASON_SHAPE.match(value) else ""
+    return value if isinstance(value, str) and REASON_SHAPE.fullmatch(value) else ""
+
+
+# Where the same places show several reasons.
+AGENT = ("`kubectl get modelcachehydrations` (REASON), the hydration's `status.message`; during resolve the "
+         "ModelCache `Resolved` condition")
+PLACEMENT = "ModelDeployment `status.placements[].reason`"
+REPLICA = "ModelReplica `status.reason` and `status.message` (`kubectl describe modelreplica`)"
+NODE_TIER = "ModelCacheHydration `status.nodeTier.reason` (NODES column: ready/desired nodes)"
+
+
+# --- The agent's failures: the exit-code table (DESIGN §4)
+
+AuthFailed = Reason(
+    "AuthFailed", exit_code=10, permanent=True,
+    where=AGENT,
+    remedy="The source or the fleet mirror refused the credentials. Hub: the Secret named by "
+           "spec.source.huggingFace.tokenSecretRef must hold a valid token with read access (for a gated model, its "
+           "account must accept the model's terms). S3: the keys in spec.source.s3.credentialsSecretRef (unset: the "
+           "cluster's own identity) need s3:ListBucket and s3:GetObject on the bucket, and the mirror's "
+           "(spec.distribution.mirror.s3 or regions[].s3 credentialsSecretRef) also s3:PutObject for the publisher.")
+SourceNotFound = Reason(
+    "SourceNotFound", exit_code=11, permanent=True,
+    where=AGENT,
+    remedy="Check where the source points: spec.source.huggingFace.repo, revision and endpoint (a private repo needs "
+           "spec.source.huggingFace.tokenSecretRef), or spec.source.s3.bucket, prefix, region and endpoint (an "
+           "object version pinned at resolve and deleted since must be restored); for a publisher, the mirror's "
+           "bucket (spec.distribution.mirror).")
+DigestMismatch = Reason(
+    "DigestMismatch", exit_code=12, permanent=True,
+    where=AGENT,
+    remedy="The bytes served did not match the digest pinned at resolve, even after retries; nothing unverified was "
+           "published. Check the mirror or proxy between the cluster and the source "
+           "(spec.source.huggingFace.endpoint, spec.source.s3.endpoint); an S3 object overwritten since resolve "
+           "needs its resolved content back, or versioning on the bucket so the pinned version stays readable. Then "
+           "delete the failed hydration's Job to retry.")
+InsufficientCapacity = Reason(
+    "InsufficientCapacity", exit_code=13, permanent=True,
+    where=AGENT,
+    remedy="The volume cannot hold the model: raise spec.storage.size (or the FleetCluster's spec.cache.capacity), "
+           "or free space on the volume.")
+InvalidSource = Reason(
+    "InvalidSource", exit_code=14, permanent=True,
+    where=AGENT + "; the ModelCache `Resolved` condition when the patterns select no file",
+    remedy="The source's listing (Hub repository, S3 prefix, or the volume's manifest) has an unsafe or malformed "
+           "entry (absolute path, '..', symlink escape, bad size or duplicate path), or no file that "
+           "spec.source.allowPatterns and ignorePatterns select; fleetcache refuses it rather than sanitize it or "
+           "call an empty cache Ready. Fix the patterns or the source (its files or S3 keys), or pin another "
+           "revision.")
+InvalidConfiguration = Reason(
+    "InvalidConfiguration", exit_code=15, permanent=True,
+    where=AGENT,
+    remedy="The agent was started with invalid arguments: check the spec fields it names and that the agent image "
+           "matches the function's version.")
+StagerBusy = Reason(
+    "StagerBusy", exit_code=16, permanent=False,
+    where=AGENT,
+    remedy="Another writer holds the cache volume; the Job retries on its own. If it persists, look for another "
+           "fleetcache Job on that cluster writing to the same volume.")
+SourceUnreachable = Reason(
+    "SourceUnreachable", exit_code=17, permanent=False,
+    where=AGENT,
+    remedy="The source or the fleet mirror could not be reached (resets, timeouts, 5xx) after retries; the Job "
+           "retries on its own. Check the cluster's egress to the endpoint the message names: "
+           "spec.source.huggingFace.endpoint (or set it to a reachable Hub mirror), spec.source.s3.endpoint and "
+           "region, or the mirror's (spec.distribution.mirror).")
+RateLimited = Reason(
+    "RateLimited", exit_code=18, permanent=False,
+    where=AGENT,
+    remedy="The source or the fleet mirror asked the agent to slow down (Hub 429, S3 503 SlowDown); the Job retries "
+           "on its own. Lower spec.rollout.maxConcurrent or spec.agent.concurrency; for the Hub, set "
+           "spec.source.huggingFace.tokenSecretRef (higher limits) or a fleet mirror (spec.distribution.mirror) so "
+           "one cluster downloads.")
+CacheCorrupted = Reason(
+    "CacheCorrupted", exit_code=19, permanent=True,
+    where="`fleetcache-agent verify` (its exit code and last line); the next hydration fetch repairs the files "
+          "instead of failing",
+    remedy="Files on the cache volume no longer match the digests they were verified against (the volume changed "
+           "after hydration, not the source). The next fetch re-hashes them and downloads the corrupt ones again: "
+           "re-run the hydration (delete its Job). If it recurs, check the storage behind the volume.")
+MirrorIncomplete = Reason(
+    "MirrorIncomplete", exit_code=20, permanent=True,
+    where=AGENT,
+    remedy="The fleet mirror has no complete, verified copy of this content (its manifest or a blob is missing, or a "
+           "blob does not match the resolved digest) and spec.distribution.mirror.onMissing is Fail. Let the "
+           "publishing cluster finish (status.mirror.published), or set onMissing: Origin to fetch what is missing "
+           "from the source and re-publish it.")
+SourceVolumeMismatch = Reason(
+    "SourceVolumeMismatch", exit_code=21, permanent=True,
+    where=AGENT,
+    remedy="The existing volume named by spec.source.volume.claimName does not hold the files its manifest pins (the "
+           "message names up to 5: missing, another size, or other bytes); fleetcache never writes that volume. Copy "
+           "the right files into it (at spec.source.volume.subPath), or fix the manifest, then delete the failed "
+           "hydration's Job to verify again.")
+NodeCacheNotDedicated = Reason(
+    "NodeCacheNotDedicated", exit_code=22, permanent=True,
+    where="the hydration's `status.nodeTier.firstFailure` (node, reason, message) and that node's record in the "
+          "`<cache>-node-status` ConfigMap",
+    remedy="The node cache path is not the root of its own filesystem, so warming it would fill the node's root disk "
+           "(DiskPressure evictions). Mount a dedicated disk at the FleetCluster's spec.nodeCache.path on every pool "
+           "node, or remove the node's opt-in label.")
+# The agent's one reason that is not a failure: a signal stopped it (it exits 128 + the signal).
+Interrupted = Reason(
+    "Interrupted",
+    where="ModelCacheHydration REASON or `status.message` (the last attempt's)",
+    remedy="The agent was stopped (SIGINT/SIGTERM: a node drain, a deleted pod) and kept what it had verified; the "
+           "Job's next attempt resumes. If it repeats, look for what evicts the pod.")
+
+
+# --- Placement, sources and the agent Job, as the composers report them
+
+AwaitingManifest = Reason(
+    "AwaitingManifest",
+    where="ModelCacheHydration `status.reason` (S3 and existing-volume sources)",
+    remedy="None: an S3 or existing-volume source is fetched or verified against the manifest its ModelCache latched "
+           "(status.resolved.manifest); if it lasts, check that the ModelCache is Resolved on this commit (kubectl "
+           "describe modelcache).")
+WaitingForMirror = Reason(
+    "WaitingForMirror",
+    where="ModelCache `status.clusters[].reason` and `status.mirror` (who publishes)",
+    remedy="None: the publishing cluster (the ModelCache's status.mirror.publisher) fetches this commit from the "
+           "origin and publishes it to spec.distribution.mirror first; the others then read the mirror. If it lasts, "
+           "see the publisher's ModelCacheHydration.")
+ClusterNotReady = Reason(
+    "ClusterNotReady",
+    where="ModelCache `status.clusters[].reason`, ModelCacheHydration and ModelReplica `status.reason`; `kubectl "
+          "describe fleetcluster`",
+    remedy="Wait for the FleetCluster to become Ready, or check its ProviderConfig credentials (kubectl describe "
+           "fleetcluster).")
+ClusterNotFound = Reason(
+    "ClusterNotFound",
+    where="ModelCache `Degraded` and `Progressing` conditions and `status.clusters[].reason`, ModelCacheHydration "
+          "and ModelReplica `status.reason`",
+    remedy="Create the FleetCluster, or fix the name in spec.placement.clusterNames.")
+NoClusters = Reason(
+    "NoClusters",
+    where="ModelCache `Progressing` condition; ModelDeployment `ReplicasScheduled`",
+    remedy="Label FleetClusters to match spec.placement.clusterSelector, or list them in "
+           "spec.placement.clusterNames.")
+TokenSecretMissing = Reason(
+    "TokenSecretMissing",
+    where="ModelCache `Resolved` condition",
+    remedy="Create the Secret named by spec.source.huggingFace.tokenSecretRef in this namespace, with the key it "
+           "names.")
+CredentialsSecretMissing = Reason(
+    "CredentialsSecretMissing",
+    where="ModelCache `Resolved` condition (the S3 source's Secret), `Progressing` condition and "
+          "`status.clusters[].reason` (a mirror's Secret)",
+    remedy="Create the Secret named by the field in the message (spec.source.s3.credentialsSecretRef, "
+           "spec.distribution.mirror.s3 or regions[].s3 credentialsSecretRef) in this namespace, with the keys it "
+           "names (accessKeyIdKey and secretAccessKeyKey, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY by default), "
+           "or fix the name.")
+HydrationFailed = Reason(
+    "HydrationFailed",
+    where="ModelCache `Degraded` condition; ModelReplica PHASE under `onHydrationFailure: Fail`; " + PLACEMENT,
+    remedy="See the failed clusters' ModelCacheHydration status for the cause (kubectl get modelcachehydrations).")
+DeadlineExceeded = Reason(
+    "DeadlineExceeded",
+    where="ModelCacheHydration REASON",
+    remedy="The agent Job ran longer than spec.job.activeDeadlineSeconds: raise it, or check the cluster's bandwidth "
+           "to the endpoint.")
+BackoffLimitExceeded = Reason(
+    "BackoffLimitExceeded",
+    where="ModelCacheHydration REASON; the Job's pod logs",
+    remedy="The agent Job failed more often than spec.job.backoffLimit; read the last progress record and the Job's "
+           "pod logs.")
+InvalidSpec = Reason(
+    "InvalidSpec",
+    where="the composite's events (`kubectl describe`); a ModelReplica's `status.reason` when its ModelDeployment's "
+          "spec.engine is invalid",
+    remedy="Fix the field named in the message.")
+AwaitingPrerequisites = Reason(
+    "AwaitingPrerequisites",
+    where="ModelCacheHydration REASON; `kubectl get objects -n <namespace>`",
+    remedy="If this persists, check the Synced condition of those Objects (kubectl get objects -n <namespace>); a "
+           "token Secret that never appears usually means the Secret named by tokenSecretRef is missing in this "
+           "namespace.")
+JobNotStarted = Reason(
+    "JobNotStarted",
+    where="ModelCacheHydration REASON; `kubectl describe job` on the cluster",
+    remedy="The agent Job exists but has not started: check quota and admission on the cluster (kubectl describe "
+           "job).")
+VolumeNotBound = Reason(
+    "VolumeNotBound",
+    where="ModelCacheHydration REASON; `kubectl describe pvc` on the cluster",
+    remedy="The cache PVC is not Bound: check that the storage class (spec.storage.storageClassName, else the "
+           "FleetCluster's spec.cache.storageClassName) exists, supports the access mode and has capacity (kubectl "
+           "describe pvc).")
+VolumeNotExpandable = Reason(
+    "VolumeNotExpandable",
+    where="ModelCacheHydration REASON; the volume Object's Synced condition",
+    remedy="The cache PVC's storage class cannot grow it to hold the new commit beside the one replicas still serve: "
+           "recreate the volume in a storage class with allowVolumeExpansion: true (spec.storage.storageClassName on "
+           "the ModelCache, then delete this ModelCacheHydration), or set spec.storage.size on the ModelCache large "
+           "enough for two commits, or delete this ModelCacheHydration to recreate the volume at the new size.")
+ModelCacheNotFound = Reason(
+    "ModelCacheNotFound",
+    where="ModelDeployment `ModelCacheResolved` condition; ModelDeployment `status.placements[].reason`; "
+          "ModelReplica `status.reason` (Waiting)",
+    remedy="Create the ModelCache named by spec.modelCacheRef.name in this namespace, or fix the name.")
+MaxReplicasPerCluster = Reason(
+    "MaxReplicasPerCluster",
+    where="ModelDeployment `ReplicasScheduled` condition; " + PLACEMENT,
+    remedy="Raise spec.maxReplicasPerCluster, lower spec.replicas, or widen spec.placement to more Ready clusters.")
+
+
+# --- ModelCache and ModelCacheHydration
+
+Complete = Reason(
+    "Complete",
+    where="ModelCache `Progressing` condition (False: nothing left to do)",
+    remedy="None: every target cluster is Ready.")
+Hydrated = Reason(
+    "Hydrated",
+    where="ModelCacheHydration REASON",
+    remedy="None: the model is verified on the cluster's volume.")
+Hydrating = Reason(
+    "Hydrating",
+    where=("ModelCache `Progressing` condition, ModelCacheHydration REASON, ModelReplica `status.reason` (Waiting); "
+           + PLACEMENT),
+    remedy="None while the model is fetched onto the cluster; a replica under spec.delivery.whileHydrating: Wait "
+           "starts once it is Ready there (progress: kubectl get modelcachehydrations).")
+MinimumClustersReady = Reason(
+    "MinimumClustersReady",
+    where="ModelCache `Available` condition",
+    remedy="None: at least spec.minReady clusters (0: all) serve the model.")
+TooFewClustersReady = Reason(
+    "TooFewClustersReady",
+    where="ModelCache `Available` condition",
+    remedy="Wait while clusters hydrate; if it lasts, see the Progressing and Degraded conditions for the clusters "
+           "that are not Ready.")
+NoFailures = Reason(
+    "NoFailures",
+    where="ModelCache `Degraded` condition (False)",
+    remedy="None: no cluster has failed.")
+RolloutQueued = Reason(
+    "RolloutQueued",
+    where="ModelCache `status.clusters[].reason`",
+    remedy="None: the cluster waits for a rollout slot (spec.rollout.maxConcurrent clusters hydrate at once); raise "
+           "it to go faster.")
+Lapsed = Reason(
+    "Lapsed",
+    where="ModelCache `Lapsed` condition (True) and `Available` condition; LAPSED column",
+    remedy="None if intended: no replica mounted those copies for spec.retention.ttlAfterLastUse, so their clusters "
+           "evicted them. Place a replica there to re-warm a copy, or raise or unset ttlAfterLastUse (or lower "
+           "spec.minReady).")
+NotLapsed = Reason(
+    "NotLapsed",
+    where="ModelCache `Lapsed` condition (False)",
+    remedy="None: no shortfall below spec.minReady is the TTL's doing (see Available and Progressing for any other "
+           "cause).")
+Mounted = Reason(
+    "Mounted",
+    where="ModelCache `status.retained[].reason`",
+    remedy="None: a replica on that cluster still mounts the copy; it is removed spec.retention.afterRemoval after "
+           "the last one stops.")
+Pinned = Reason(
+    "Pinned",
+    where="ModelCache `status.retained[].reason`",
+    remedy="None: spec.retention.pinned keeps the copy; unpin it (or let ttlAfterLastUse lapse it) to let it be "
+           "removed.")
+AfterRemoval = Reason(
+    "AfterRemoval",
+    where="ModelCache `status.retained[].reason` (with `until`)",
+    remedy="None: the copy is removed at `until` (spec.retention.afterRemoval after the cluster left or its last "
+           "use); put the cluster back in spec.placement to keep it.")
+
+
+# --- FleetCluster capacity and the hydrations that obey it
+
+CapacityLow = Reason(
+    "CapacityLow",
+    where="FleetCluster `CapacityLow` condition and `status.cache.waiting`; ModelCacheHydration REASON (Pending: "
+          "waits for room)",
+    remedy="Raise the FleetCluster's spec.cache.capacity or spec.cache.highWatermark, or remove caches from this "
+           "cluster (a ModelCache's placement), or unpin caches no replica needs (spec.retention.pinned) so they can "
+           "be evicted.")
+CapacityAvailable = Reason(
+    "CapacityAvailable",
+    where="FleetCluster `CapacityLow` condition (False)",
+    remedy="None: every hydration on the cluster fits under the high watermark (or the cluster sets no "
+           "spec.cache.capacity).")
+Evicted = Reason(
+    "Evicted",
+    where="ModelCacheHydration PHASE and REASON; FleetCluster `status.cache.evicted`; the ModelCache's evicted count "
+          "and condition message",
+    remedy="None needed: the copy was unpinned and unmounted and the cluster was above its high watermark. Placing a "
+           "replica of the cache on this cluster warms it again; pin the ModelCache (spec.retention.pinned) to keep "
+           "its copies.")
+LeftPlacement = Reason(
+    "LeftPlacement",
+    where="ModelCacheHydration REASON (Pending: its cluster left the placement)",
+    remedy="None needed: the cluster left the ModelCache's placement, so its copy only serves what it holds until "
+           "spec.removal.until; add the cluster to the placement again to update it.")
+StatusUnknown = Reason(
+    "StatusUnknown",
+    where="ModelCache `status.retained[].reason`",
+    remedy="The cluster's ModelCacheHydration does not report status.mountedBy (or reports an unreadable "
+           "lastUsedTime), so its copy is kept; check that compose-model-cache-hydration runs (kubectl describe "
+           "modelcachehydration).")
+
+
+# --- ModelCache admission by its ModelCacheGrant
+
+GrantNotFound = Reason(
+    "GrantNotFound",
+    where="ModelCache `Admitted`, `Resolved` and `Progressing` conditions",
+    remedy="Ask the platform team for a ModelCacheGrant in this namespace (kubectl get modelcachegrants) and name it "
+           "in spec.grantRef.name; until the grant exists the cache neither resolves nor fans out, and copies it "
+           "already has keep serving.")
+AwaitingGrant = Reason(
+    "AwaitingGrant",
+    where="ModelCache `Admitted` and `Progressing` conditions",
+    remedy="None: the ModelCacheGrant decides on this spec (and its resolved size) at its next reconcile; if it "
+           "lasts, check that compose-model-cache-grant runs (kubectl describe modelcachegrant).")
+GrantAdmitted = Reason(
+    "GrantAdmitted",
+    where="ModelCache `Admitted` condition (True)",
+    remedy="None: the ModelCacheGrant admitted this cache at its current spec and resolved content.")
+Resolved = Reason(
+    "Resolved",
+    where="ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`",
+    remedy="None: the commit every replica serves is known (a ModelCache's Resolved condition, a ModelDeployment's "
+           "ModelCacheResolved).")
+Resolving = Reason(
+    "Resolving",
+    where="ModelCache `Resolved` condition; ModelDeployment `ModelCacheResolved`; ModelReplica `status.reason`",
+    remedy="None while a ModelCache resolves its revision to a commit (and a ModelDeployment waits for it) or "
+           "Crossplane fetches what a ModelReplica reads; if it lasts, see the ModelCache's Resolved condition.")
+
+
+# --- ModelDeployment
+
+CacheReady = Reason(
+    "CacheReady",
+    where=PLACEMENT,
+    remedy="None: the replica mounts its cluster's warm cache.")
+NotACacheTarget = Reason(
+    "NotACacheTarget",
+    where=PLACEMENT + "; ModelReplica `status.reason` (Waiting, when the cache's source is S3 or an existing volume)",
+    remedy="None: the replica's cluster is not one of the ModelCache's targets, so it loads from the source (a Hub "
+           "model; the replica of an S3 or existing-volume cache, which no engine loads from its source, waits); "
+           "widen the ModelCache's spec.placement to warm it there.")
+NoModelCache = Reason(
+    "NoModelCache",
+    where="ModelDeployment `ModelCacheResolved` condition (True); " + PLACEMENT,
+    remedy="None: spec.model.huggingFace loads from the source; set spec.modelCacheRef to serve from a warm "
+           "ModelCache.")
+SwitchToCacheNever = Reason(
+    "SwitchToCacheNever",
+    where=PLACEMENT,
+    remedy="None: spec.delivery.switchToCache: Never keeps a running Source replica on the source; set OnReady to "
+           "move it to the cache.")
+PreviousCommitWhileHydrating = Reason(
+    "PreviousCommitWhileHydrating",
+    where=PLACEMENT,
+    remedy="None: the cluster serves the commit it has verified from its cache until the new one is Ready there.")
+PreviousCommitHydrationFailed = Reason(
+    "PreviousCommitHydrationFailed",
+    where=PLACEMENT,
+    remedy="The new commit failed to hydrate on the cluster, which keeps serving its previous commit from the cache: "
+           "fix the cause on the ModelCacheHydration (kubectl get modelcachehydrations).")
+NodeReady = Reason(
+    "NodeReady",
+    where=PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    remedy="None: the replica reads its node's own copy; placed on (or preferring) nodes that hold the commit, it "
+           "reads the cluster volume on a node without it.")
+NodeTierWarming = Reason(
+    "NodeTierWarming",
+    where=PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    remedy="None while the cluster's nodes copy the model from its volume (kubectl get modelcachehydrations: NODES); "
+           "the replica reads the cluster volume meanwhile and rolls once onto the node copy.")
+NodeTierUnavailable = Reason(
+    "NodeTierUnavailable",
+    where=PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    remedy="The cache's node tier does not serve on this cluster (the hydration's status.nodeTier says why: no "
+           "spec.nodeCache on the FleetCluster, no opted-in pool node, failed or evicted); the replica reads the "
+           "cluster volume. Fix the cause named in the message.")
+NodeDeliveryNever = Reason(
+    "NodeDeliveryNever",
+    where=PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    remedy="None: spec.delivery.node.policy: Never keeps replicas on the cluster volume; set Prefer or Require to "
+           "read the node copy.")
+SwitchToNodeNever = Reason(
+    "SwitchToNodeNever",
+    where=PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    remedy="None: spec.delivery.switchToCache: Never keeps a running replica on the cluster volume; set OnReady to "
+           "roll it once onto the node copy.")
+Scheduled = Reason(
+    "Scheduled",
+    where="ModelDeployment `ReplicasScheduled` condition",
+    remedy="None: every desired replica has a cluster.")
+ReplicasNotReady = Reason(
+    "ReplicasNotReady",
+    where="ModelDeployment `ReplicasReady` condition",
+    remedy="None while replicas start; if it lasts, the message counts those waiting, failed and unscheduled: look "
+           "at their ModelReplicas (kubectl get modelreplicas).")
+Available = Reason(
+    "Available",
+    where="ModelDeployment `ReplicasReady` condition; ModelReplica `status.reason`",
+    remedy="None: the engine is available (a ModelReplica), or every replica is (a ModelDeployment's ReplicasReady).")
+
+
+# --- ModelReplica
+
+Starting = Reason(
+    "Starting",
+    where=REPLICA,
+    remedy="None while the image pulls and the model loads; if it lasts, look at the engine pod on the cluster "
+           "(kubectl describe pod -l fleetcache.dev/model-replica=<replica>).")
+ProgressDeadlineExceeded = Reason(
+    "ProgressDeadlineExceeded",
+    where=REPLICA + "; `kubectl describe deployment` on the cluster",
+    remedy="The engine did not become available in time: read the engine pod's events and logs on the cluster "
+           "(image, GPUs, memory, the model path in FLEETCACHE_MODEL).")
+NotProgressing = Reason(
+    "NotProgressing",
+    where=REPLICA + "; `kubectl describe deployment` on the cluster",
+    remedy="The engine's Deployment stopped progressing: kubectl describe deployment on the cluster says why.")
+DeploymentNotFound = Reason(
+    "DeploymentNotFound",
+    where=REPLICA,
+    remedy="A ModelReplica runs only for its ModelDeployment: recreate the ModelDeployment named in "
+           "spec.deploymentName, or delete the replica.")
+EngineChanging = Reason(
+    "EngineChanging",
+    where=REPLICA,
+    remedy="None: the ModelDeployment's spec.engine changed and the replica rolls once the ModelDeployment has "
+           "recomposed it; if it lasts, look for an error on the ModelDeployment.")
+NodeRequireReverted = Reason(
+    "NodeRequireReverted",
+    where="ModelReplica `status.deliveryReason` and `status.nodeCache.revertedAt`",
+    remedy="None: the replica was not available requireTimeout after its Node delivery started under "
+           "spec.delivery.node.policy: Require, so it is placed by preference from now on (compute first). Warm more "
+           "nodes of the pool, or raise requireTimeout, to keep Require.")
+
+
+# --- ModelCacheGrant admission and accounting
+
+Admitted = Reason(
+    "Admitted",
+    where="ModelCacheGrant `status.caches[].reason`",
+    remedy="None: the ModelCache fans out at this spec.")
+OutsideGrant = Reason(
+    "OutsideGrant",
+    where="ModelCacheGrant `status.caches[].reason`; the API server's refusal of a ModelCache (package/policies/) "
+          "when both list cluster names",
+    remedy="Narrow spec.placement to clusters the ModelCacheGrant covers (kubectl get modelcachegrant "
+           "<spec.grantRef.name> -o yaml: spec.clusters), or ask the platform team for a grant that covers them.")
+PinningNotAllowed = Reason(
+    "PinningNotAllowed",
+    where="ModelCacheGrant `status.caches[].reason`; the API server's refusal of a ModelCache (package/policies/)",
+    remedy="Set spec.retention.pinned to false, or ask the platform team to set spec.allowPinned on the "
+           "ModelCacheGrant.")
+OverQuota = Reason(
+    "OverQuota",
+    where="ModelCacheGrant `status.caches[].reason` and `OverQuota` condition (OVERQUOTA)",
+    remedy="Ask the platform team to raise the ModelCacheGrant's spec.quota.bytes, or free room: delete ModelCaches "
+           "naming the grant, or narrow their spec.placement (kubectl get modelcachegrant shows BUDGET, USED and "
+           "PROJECTED).")
+WithinQuota = Reason(
+    "WithinQuota",
+    where="ModelCacheGrant `OverQuota` condition (False)",
+    remedy="None: what the namespace's caches hold fits the budget.")
+UsageUnknown = Reason(
+    "UsageUnknown",
+    where="ModelCacheGrant `OverQuota` condition (Unknown)",
+    remedy="None while a ModelCache naming the grant resolves; if it lasts, see that cache's Resolved condition "
+           "(kubectl get modelcaches).")
+
+
+# --- The node tier of a hydration
+
+NodeTierNotConfigured = Reason(
+    "NodeTierNotConfigured",
+    where=NODE_TIER,
+    remedy="None if intended: the cache stays on the cluster's volume there. For node copies, the platform team sets "
+           "spec.nodeCache on the FleetCluster (nodeSelector, path, capacityPerNode; design/node-tier.md).")
+NodeCacheModeUnsupported = Reason(
+    "NodeCacheModeUnsupported",
+    where=NODE_TIER + "; FleetCluster `NodeAgent` condition",
+    remedy="Node caches from a storage class (spec.nodeCache.storageClassName) are reserved and not built: remove it "
+           "from the FleetCluster and set spec.nodeCache.path to a dedicated filesystem mounted on every pool node.")
+NoEligibleNodes = Reason(
+    "NoEligibleNodes",
+    where=NODE_TIER,
+    remedy="Label the GPU nodes that should hold copies with the FleetCluster's spec.nodeCache.optInLabel (default "
+           "fleetcache.dev/node-cache=enabled), and check that they match spec.nodeCache.nodeSelector (control-plane "
+           "nodes never do); give spec.nodeCache.tolerations for their taints.")
+AwaitingVolumeTier = Reason(
+    "AwaitingVolumeTier",
+    where=NODE_TIER,
+    remedy="None: nodes copy from the cluster's verified volume, so they start once the hydration's phase is Ready "
+           "on this commit; see its reason if that lasts.")
+VolumeNotShared = Reason(
+    "VolumeNotShared",
+    where=NODE_TIER,
+    remedy="Give the cache volume access mode ReadWriteMany (the ModelCache's spec.storage.accessMode, else the "
+           "FleetCluster's spec.cache.accessMode; an existing PVC keeps its mode: delete this ModelCacheHydration to "
+           "recreate it), or set the ModelCache's spec.storage.tier to Volume.")
+NodesWarming = Reason(
+    "NodesWarming",
+    where=NODE_TIER,
+    remedy="None: the pool nodes copy from the cluster's volume, at most spec.nodeCache.maxConcurrentNodes at once "
+           "per cluster; raise it to go faster.")
+NodesWarm = Reason(
+    "NodesWarm",
+    where=NODE_TIER,
+    remedy="None: every eligible pool node holds the verified commit.")
+NodeTierDegraded = Reason(
+    "NodeTierDegraded",
+    where="ModelCache `Degraded` condition; ModelCacheHydration `status.nodeTier.reason`",
+    remedy="See the named clusters' ModelCacheHydration status.nodeTier.firstFailure (kubectl get "
+           "modelcachehydrations: NODES) and the warmer pod on that node (kubectl logs ds/<cache>-node-warmer); "
+           "replicas there keep reading the cluster volume meanwhile.")
+
+
+# --- The FleetCluster's node tier
+
+NodeCapacityLow = Reason(
+    "NodeCapacityLow",
+    where="FleetCluster `NodeCapacityLow` condition and `status.nodeCache.waiting`; ModelCacheHydration "
+          "`status.nodeTier.reason` (Pending: waits for room)",
+    remedy="Raise the FleetCluster's spec.nodeCache.capacityPerNode or highWatermark (only as far as the pool nodes' "
+           "disks really hold), remove tier-Node caches from this cluster or set their spec.storage.tier to Volume, "
+           "or unpin node caches no replica needs so they can be evicted; the volume serves meanwhile.")
+NodeCapacityAvailable = Reason(
+    "NodeCapacityAvailable",
+    where="FleetCluster `NodeCapacityLow` condition (False)",
+    remedy="None: every tier-Node cache on the cluster fits under spec.nodeCache.highWatermark of capacityPerNode.")
+NodeAgentReady = Reason(
+    "NodeAgentReady",
+    where="FleetCluster `NodeAgent` condition (True)",
+    remedy="None: every pool node runs the node agent (fleetcache-system/fleetcache-node-agent).")
+NodeAgentNotReady = Reason(
+    "NodeAgentNotReady",
+    where="FleetCluster `NodeAgent` condition",
+    remedy="See the node agent's pods on the named cluster (kubectl -n fleetcache-system get pods -l "
+           "app.kubernetes.io/component=node-agent): a pod that cannot mount spec.nodeCache.path means the path is "
+           "missing on that node (create the filesystem, or remove the node's opt-in label).")

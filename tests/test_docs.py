@@ -1,22 +1,27 @@
-"""The README's troubleshooting table is generated from the code and lists every reason a
-user can see: the exit codes', the kit's, and every reason each composer emits, each with
-where to look and its remedy."""
+"""Every reason fleetcache reports is one entry of the registry (fleetcache/reasons.py), with
+where a user sees it and its remedy; the README's troubleshooting table is made from it, and
+the code names the entries instead of writing reasons as strings."""
 
 from __future__ import annotations
 
-import importlib.util
-import textwrap
+import ast
+import copy
+import json
+import pickle
 from pathlib import Path
 
 import pytest
+from google.protobuf import struct_pb2
 
-from fleetcache import reasons
+from fleetcache import exitcodes, reasons
 from fleetcache.devtools import docs
-from fleetcache import exitcodes
-from fleetcache.agent.errors import Interrupted
-from fleetcache.functions.composers import model_cache, model_cache_hydration, model_deployment, model_replica
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+# Names that are also a phase or a condition type: a literal of these is a reason only where
+# the code gives a reason (see reason_literals).
+ALSO_PHASES_OR_CONDITIONS = {"Admitted", "Available", "CapacityLow", "Degraded", "Evicted", "Hydrated",
+                             "Hydrating", "Lapsed", "NodeCapacityLow", "OverQuota", "Resolved"}
 
 
 def table_rows() -> dict[str, list[str]]:
@@ -30,102 +35,118 @@ def table_rows() -> dict[str, list[str]]:
     return rows
 
 
-def test_the_readme_troubleshooting_table_matches_the_code():
+def test_the_readme_troubleshooting_table_matches_the_registry():
     text = README.read_text()
-    assert docs.with_table(text) == text, "run: .venv/bin/python -m fleetcache.docs"
+    assert docs.with_table(text) == text, "run: .venv/bin/python -m fleetcache.devtools.docs"
 
 
-def test_every_exit_code_reason_and_remedy_is_in_the_readme():
+def test_the_table_has_one_row_per_reason():
+    assert set(table_rows()) == set(reasons.REGISTRY)
+
+
+def test_every_exit_code_row_is_in_the_readme_with_its_code_and_remedy():
     text = README.read_text()
     for row in exitcodes.EXIT_CODES:
         assert f"| {row.reason} | {row.code} |" in text
         assert row.remedy in text
 
 
-@pytest.mark.parametrize("module", docs.composer_modules(), ids=lambda m: m.__name__)
-def test_every_reason_a_composer_emits_is_in_the_readme_with_a_remedy(module):
-    rows = table_rows()
-    for reason in docs.emitted_reasons(module) | set(getattr(module, "REASONS", {})):
-        assert reason in rows, f"{reason} ({module.__name__}) is not in the README table"
-        assert rows[reason][-1], f"{reason} has no remedy in the README table"
-        assert rows[reason][3], f"{reason}: add where to look to fleetcache.docs.WHERE"
+@pytest.mark.parametrize("reason", sorted(reasons.REGISTRY.values()), ids=str)
+def test_every_reason_says_where_it_shows_and_what_to_do(reason):
+    assert reason.where.strip() and reason.remedy.strip()
 
 
-def test_every_declared_remedy_is_the_one_in_the_readme():
-    rows = table_rows()
-    for reason, remedy in docs.declared_remedies().items():
-        assert rows[reason][-1] == remedy, reason
+def test_every_entry_is_named_as_the_reason_it_carries():
+    entries = {name: value for name, value in vars(reasons).items() if isinstance(value, reasons.Reason)}
+    assert all(name == value for name, value in entries.items())
+    assert set(entries) == set(reasons.REGISTRY)
 
 
-def test_the_agents_interrupted_reason_is_in_the_readme():
-    assert table_rows()[Interrupted.REASON][-1] == docs.REMEDIES[Interrupted.REASON]
+def test_a_reason_is_defined_once():
+    with pytest.raises(ValueError, match="defined twice"):
+        reasons.Reason("HydrationFailed", where="anywhere", remedy="anything")
 
 
-def test_the_reasons_the_issue_found_missing_are_listed():
-    rows = table_rows()
-    for reason in ("Starting", "Hydrating", "NotACacheTarget", "CacheReady", "RolloutQueued",
-                   "DeploymentNotFound"):
-        assert reason in rows, reason
+def test_the_exit_codes_are_the_registry_entries_with_a_code():
+    assert [row.reason for row in exitcodes.EXIT_CODES] == sorted(
+        (r for r in reasons.REGISTRY.values() if r.exit_code is not None), key=lambda r: r.exit_code)
 
 
-@pytest.mark.parametrize("module, reason", [
-    (model_replica, "Starting"), (model_replica, "EngineChanging"),
-    (model_deployment, "NotACacheTarget"), (model_deployment, "SwitchToCacheNever"),
-    (model_cache, "RolloutQueued"), (model_cache, "TooFewClustersReady"),
-    (model_cache_hydration, "VolumeNotBound"), (model_cache_hydration, "Hydrated")])
-def test_the_scan_finds_what_each_composer_reports(module, reason):
-    assert reason in docs.emitted_reasons(module)
+def test_a_reason_goes_into_json_and_protobuf_as_its_name():
+    struct = struct_pb2.Struct()
+    struct.update({"reason": reasons.HydrationFailed})
+    assert struct["reason"] == "HydrationFailed"
+    assert json.dumps({"reason": reasons.HydrationFailed}) == '{"reason": "HydrationFailed"}'
 
 
-SAMPLE = '''
-from dataclasses import dataclass
-from fleetcache.functions import kit
+def test_a_copied_or_pickled_reason_is_the_registry_entry():
+    assert copy.deepcopy(reasons.CapacityLow) is reasons.CapacityLow
+    assert pickle.loads(pickle.dumps(reasons.CapacityLow)) is reasons.CapacityLow
 
 
-@dataclass
-class Phase:
-    phase: str
-    reason: str
+def test_with_remedy_appends_the_entry_s_remedy_once():
+    said = reasons.with_remedy("cluster a is full", reasons.CapacityLow)
+    assert said == f"cluster a is full. {reasons.CapacityLow.remedy}"
+    assert reasons.with_remedy(said, reasons.CapacityLow) == said
 
 
-def report(outcome, status, ready, row):
-    outcome.condition("Progressing", True, "ByCondition", "message")
-    kit.with_remedy("text", "ByRemedy")
-    kit.Condition("Type", "True", reason="ByKeyword")
-    reason = "ByAssignment" if ready == "NotAReason" else "ByOtherBranch"
-    row.reason = status.get("reason") or "ByDefault"
-    Phase("Pending", "ByDataclass")
-    return {"reason": str(status.get("other") or "ByDict"), "phase": "NotAReasonEither"}
-'''
+def reason_literals(path: Path, root: Path = ROOT) -> list[str]:
+    """`file:line name` of every string literal that is a registered reason where the code
+    gives a reason: a `reason=` keyword, the reason of `.condition(type, status, reason)`,
+    `with_remedy(message, reason)` and `AgentError(reason, what)`, a `"reason"` dict value,
+    an assignment to `reason` or `.reason`, a comparison with one - and anywhere at all for
+    a name that is not also a phase or a condition type."""
+    tree = ast.parse(path.read_text())
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def names_reason(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "reason") or \
+            (isinstance(node, ast.Name) and node.id == "reason")
+
+    def given_as_reason(node: ast.AST) -> bool:
+        parent = parents.get(node)
+        while isinstance(parent, (ast.IfExp, ast.BoolOp, ast.Tuple)):
+            node, parent = parent, parents.get(parent)
+        if isinstance(parent, ast.keyword):
+            return parent.arg == "reason"
+        if isinstance(parent, ast.Call):
+            called = getattr(parent.func, "attr", getattr(parent.func, "id", ""))
+            position = {"condition": 2, "with_remedy": 1, "AgentError": 0}.get(called)
+            return position is not None and len(parent.args) > position and parent.args[position] is node
+        if isinstance(parent, ast.Dict):
+            return any(value is node and isinstance(key, ast.Constant) and key.value in ("reason", "deliveryReason")
+                       for key, value in zip(parent.keys, parent.values, strict=True))
+        if isinstance(parent, ast.Assign):
+            return any(names_reason(target) for target in parent.targets)
+        if isinstance(parent, ast.Compare):
+            return any(names_reason(side) for side in (parent.left, *parent.comparators))
+        return False
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in reasons.REGISTRY:
+            parent = parents.get(node)
+            if isinstance(parent, ast.Dict) and node in parent.keys or isinstance(parent, ast.Expr):
+                continue  # a key, or a docstring
+            if node.value not in ALSO_PHASES_OR_CONDITIONS or given_as_reason(node):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.value}")
+    return sorted(found)
 
 
-def test_the_scan_reads_every_way_a_reason_is_given_and_nothing_else(tmp_path):
-    path = tmp_path / "sample_composer.py"
-    path.write_text(textwrap.dedent(SAMPLE))
-    spec = importlib.util.spec_from_file_location("sample_composer", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert docs.emitted_reasons(module) == {
-        "ByCondition", "ByRemedy", "ByKeyword", "ByAssignment", "ByOtherBranch", "ByDefault",
-        "ByDataclass", "ByDict"}
+PRODUCT_CODE = sorted(p for folder in ("functions", "agent") for p in (ROOT / folder).rglob("*.py"))
 
 
-def test_a_reason_is_declared_once():
-    seen = dict.fromkeys(reasons.REASONS, "kit")
-    for module in docs.composer_modules():
-        for reason in getattr(module, "REASONS", {}):
-            assert reason not in seen, f"{reason}: {module.__name__} and {seen[reason]}"
-            seen[reason] = module.__name__
+@pytest.mark.parametrize("path", PRODUCT_CODE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_code_names_registry_entries_not_reason_strings(path):
+    assert reason_literals(path) == [], "name the entry: reasons.<Name> (fleetcache/reasons.py)"
 
 
-def test_the_docs_own_remedies_are_only_for_reasons_the_code_gives_none():
-    assert not set(docs.REMEDIES) & set(docs.declared_remedies())
-    emitted = set().union(*(docs.emitted_reasons(m) for m in docs.composer_modules()))
-    assert set(docs.REMEDIES) - {Interrupted.REASON} <= emitted
-
-
-def test_every_where_to_look_is_for_a_reason_in_the_table():
-    assert set(docs.WHERE) <= set(table_rows())
+def test_the_literal_scan_finds_a_reason_given_as_a_string(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('outcome.condition("Degraded", True, "HydrationFailed", "m")\n'
+                      'phase = "Hydrating"\nreason = "Hydrating"\nx = {"reason": "Evicted", "phase": "Evicted"}\n')
+    assert reason_literals(sample, tmp_path) == ["sample.py:1 HydrationFailed", "sample.py:3 Hydrating",
+                                                 "sample.py:4 Evicted"]
 
 
 def test_the_readme_opens_with_the_two_setup_commands():

@@ -341,7 +341,7 @@ def test_a_missing_model_deployment_keeps_what_runs_and_says_so():
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending",
                                                                    "DeploymentNotFound")
     assert f"ModelDeployment {NAMESPACE}/chat does not exist" in outcome.status["message"]
-    assert composer.REASONS["DeploymentNotFound"].remedy in outcome.status["message"]
+    assert reasons.DeploymentNotFound.remedy in outcome.status["message"]
 
 
 @pytest.mark.parametrize("engine", [None, "vllm", {"image": ""}, {"image": "x", "port": "80"},

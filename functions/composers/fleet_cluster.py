@@ -187,7 +187,7 @@ def cache_status(decision: capacity.Decision) -> dict:
 def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: protocol.Outcome
                        ) -> None:
     if not decision.capacity_low:
-        outcome.condition("CapacityLow", False, "CapacityAvailable",
+        outcome.condition("CapacityLow", False, reasons.CapacityAvailable,
                           f"{quantities.human_bytes(decision.used)} used"
                           + (f" of {quantities.human_bytes(decision.capacity)}" if decision.capacity
                              else ", no spec.cache.capacity set"))
@@ -199,7 +199,7 @@ def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: 
         where, "no copy is removable: every remaining copy is pinned, mounted by a replica or "
         "not measured yet", "hydration(s)", f"{quantities.human_bytes(decision.reserved)} is reserved "
         "by downloads admitted or running")
-    outcome.condition("CapacityLow", True, "CapacityLow", reasons.with_remedy(said, "CapacityLow"))
+    outcome.condition("CapacityLow", True, reasons.CapacityLow, reasons.with_remedy(said, reasons.CapacityLow))
 
 
 # --- 4. the node tier ----------------------------------------------------------------------
@@ -214,10 +214,10 @@ def compose_node_tier(request: protocol.Request, spec: ClusterSpec, outcome: pro
     if node_cache is None:
         return
     if node_cache.storage_class:
-        outcome.condition("NodeAgent", False, "NodeCacheModeUnsupported", reasons.with_remedy(
+        outcome.condition("NodeAgent", False, reasons.NodeCacheModeUnsupported, reasons.with_remedy(
             f"spec.nodeCache.storageClassName {node_cache.storage_class} is reserved: nothing "
             "is composed for the node tier on this cluster and its Node caches stay on the "
-            "volume", "NodeCacheModeUnsupported"))
+            "volume", reasons.NodeCacheModeUnsupported))
         return
     labels = {naming.LABEL_MANAGED_BY: "fleetcache", naming.LABEL_CLUSTER: naming.label_value(spec.name)}
 
@@ -255,17 +255,17 @@ def agent_condition(request: protocol.Request, outcome: protocol.Outcome) -> Non
         request.observed.get(node_agent.AGENT_KEY)), "status")
     where = f"DaemonSet {node_agent.SYSTEM_NAMESPACE}/{node_agent.NAME}"
     if "desiredNumberScheduled" not in daemonset:
-        outcome.condition("NodeAgent", False, "NodeAgentNotReady", reasons.with_remedy(
-            f"waiting for {where} to report its nodes", "NodeAgentNotReady"))
+        outcome.condition("NodeAgent", False, reasons.NodeAgentNotReady, reasons.with_remedy(
+            f"waiting for {where} to report its nodes", reasons.NodeAgentNotReady))
         return
     desired = max(0, read.as_int(daemonset.get("desiredNumberScheduled")))
     ready = max(0, read.as_int(daemonset.get("numberReady")))
     said = f"{min(ready, desired)}/{desired} pool nodes run the node agent ({where})"
     if ready >= desired:
-        outcome.condition("NodeAgent", True, "NodeAgentReady", said)
+        outcome.condition("NodeAgent", True, reasons.NodeAgentReady, said)
     else:
-        outcome.condition("NodeAgent", False, "NodeAgentNotReady",
-                          reasons.with_remedy(said, "NodeAgentNotReady"))
+        outcome.condition("NodeAgent", False, reasons.NodeAgentNotReady,
+                          reasons.with_remedy(said, reasons.NodeAgentNotReady))
 
 
 # --- 5. report ----------------------------------------------------------------------------

@@ -47,7 +47,7 @@ FLEET_CLUSTERS_KEY = "fleet-clusters"
 GRANT_KEY = "model-cache-grant"
 TOKEN_SECRET_KEY = "token-secret"
 MIRROR_SECRET_PREFIX = "mirror-secret-"  # + the Secret's name: each mirror's credentials
-CREDENTIALS_MISSING = "CredentialsSecretMissing"
+CREDENTIALS_MISSING = reasons.CredentialsSecretMissing
 RESOLVE_PREFIX = "resolve-"
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 HYDRATION_PREFIX = "hydration-"
@@ -56,28 +56,6 @@ PHASES = ("Failed", "Hydrating", "Pending", "Evicted", "Ready")  # also the orde
 LISTED_CLUSTERS = 100  # status.clusters and status.retained rows; the rest are in the hydrations
 NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
 
-# Reasons this composer reports beyond the kit's (Evicted is the kit's), with what to do.
-REASONS: dict[str, reasons.Reason] = {r.name: r for r in (
-    reasons.Reason("GrantAdmitted", "None: the ModelCacheGrant admitted this cache at its current "
-               "spec and resolved content."),
-    reasons.Reason("Lapsed", "None if intended: no replica mounted those copies for "
-               "spec.retention.ttlAfterLastUse, so their clusters evicted them. Place a replica "
-               "there to re-warm a copy, or raise or unset ttlAfterLastUse (or lower "
-               "spec.minReady)."),
-    reasons.Reason("NotLapsed", "None: no shortfall below spec.minReady is the TTL's doing (see "
-               "Available and Progressing for any other cause)."),
-    reasons.Reason(retention.MOUNTED, "None: a replica on that cluster still mounts the copy; it is "
-               "removed spec.retention.afterRemoval after the last one stops."),
-    reasons.Reason(retention.PINNED, "None: spec.retention.pinned keeps the copy; unpin it (or let "
-               "ttlAfterLastUse lapse it) to let it be removed."),
-    reasons.Reason(retention.AFTER_REMOVAL, "None: the copy is removed at `until` "
-               "(spec.retention.afterRemoval after the cluster left or its last use); put the "
-               "cluster back in spec.placement to keep it."),
-    reasons.Reason(retention.STATUS_UNKNOWN, "The cluster's ModelCacheHydration does not report "
-               "status.mountedBy (or reports an unreadable lastUsedTime), so its copy is kept; "
-               "check that compose-model-cache-hydration runs (kubectl describe "
-               "modelcachehydration)."),
-)}
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -167,7 +145,7 @@ def target_clusters(spec: CacheSpec, fleet: list[dict]) -> list[Target]:
 @dataclass
 class Resolution:
     resolved: dict | None  # the latched status.resolved, when it matches the spec
-    reason: str = "Resolving"
+    reason: str = reasons.Resolving
     message: str = ""
 
 
@@ -234,12 +212,12 @@ def is_empty(resolved: dict) -> bool:
 
 
 def empty_source(spec: CacheSpec, resolved: dict) -> Resolution:
-    return Resolution(None, "InvalidSource", reasons.with_remedy(
+    return Resolution(None, reasons.InvalidSource, reasons.with_remedy(
         f"{spec.origin.described} resolved to commit {resolved['commit'][:10]} with "
         f"{resolved['files']} files ({resolved['bytes']} bytes) selected: "
         f"spec.source.allowPatterns {messages.shown(spec.source['allowPatterns'])} and "
         f"ignorePatterns {messages.shown(spec.source['ignorePatterns'])} select no file; fix the "
-        "patterns so they match the repository's files", "InvalidSource"))
+        "patterns so they match the repository's files", reasons.InvalidSource))
 
 
 def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
@@ -251,21 +229,21 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
         outcome.warnings.append(f"status.resolved {messages.shown(raw)} is not a resolve result "
                                 "(an object with a 40-hex commit); resolving again")
     if stands(latched, spec):
-        return Resolution(latched, "Resolved")
+        return Resolution(latched, reasons.Resolved)
 
     secret_problem = sources.secret_problem(request, spec.secret, TOKEN_SECRET_KEY)
     if secret_problem:  # the resolve step stays; compose() keeps the hydrations
         objects.carry_over(request, outcome, [k for k in request.observed
                                           if k.startswith(RESOLVE_PREFIX)])
         reason = CREDENTIALS_MISSING if spec.origin.kind == sources.S3 \
-            else "TokenSecretMissing"
+            else reasons.TokenSecretMissing
         return Resolution(None, reason, reasons.with_remedy(secret_problem, reason))
     resolver = next((t.cluster for t in targets if t.ready), None)
     if resolver is None:
         missing = [t.name for t in targets if t.cluster is None]
         if targets and len(missing) == len(targets):
-            return Resolution(None, "ClusterNotFound", not_found_message(missing))
-        reason = "ClusterNotReady" if targets else "NoClusters"
+            return Resolution(None, reasons.ClusterNotFound, not_found_message(missing))
+        reason = reasons.ClusterNotReady if targets else reasons.NoClusters
         return Resolution(None, reason, reasons.with_remedy(
             "no Ready target cluster to resolve the source on", reason))
 
@@ -277,10 +255,10 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
     unpinned = manifest_problem(spec, record, result)
     if unpinned:  # kept composed: the record stays, and no Job reruns until the spec changes
         compose_resolve_step(request, spec, resolver, names, outcome)
-        return Resolution(None, "InvalidSource", reasons.with_remedy(
-            f"resolving {spec.origin.described}: {unpinned}", "InvalidSource"))
+        return Resolution(None, reasons.InvalidSource, reasons.with_remedy(
+            f"resolving {spec.origin.described}: {unpinned}", reasons.InvalidSource))
     if result and not is_empty(result):
-        return Resolution(result, "Resolved")
+        return Resolution(result, reasons.Resolved)
     if record.get("phase") == "Resolved" and result is None:
         outcome.warnings.append(f"the resolve record's commit {messages.shown(record.get('commit'))} "
                                 "is not a 40-hex commit hash; waiting for a valid record")
@@ -292,7 +270,7 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
         reason, message = agent_job.failure_reason(job, record)
         return Resolution(None, reason, f"resolving {spec.origin.described} on "
                                         f"{resolver.name} failed: {message}")
-    return Resolution(None, "Resolving",
+    return Resolution(None, reasons.Resolving,
                       f"resolving {spec.origin.described} on cluster {resolver.name}")
 
 
@@ -337,7 +315,7 @@ def named(names: list[str]) -> str:
 
 def not_found_message(missing: list[str]) -> str:
     return reasons.with_remedy(f"FleetCluster {named(missing)} named in "
-                           "spec.placement.clusterNames does not exist", "ClusterNotFound")
+                           "spec.placement.clusterNames does not exist", reasons.ClusterNotFound)
 
 
 @dataclass(frozen=True)
@@ -432,8 +410,8 @@ def compose_resolve_step(request: protocol.Request, spec: CacheSpec, cluster: Fl
 # --- 4. admission -------------------------------------------------------------------------
 
 
-ADMITTED = "GrantAdmitted"
-REFUSALS = ("OutsideGrant", "PinningNotAllowed", "OverQuota")  # the grant's, with its message
+ADMITTED = reasons.GrantAdmitted
+REFUSALS = (reasons.OutsideGrant, reasons.PinningNotAllowed, reasons.OverQuota)  # the grant's, with its message
 
 
 @dataclass(frozen=True)
@@ -455,9 +433,9 @@ def grant_requirement(request: protocol.Request, spec: CacheSpec) -> protocol.Re
 
 
 def grant_not_found(request: protocol.Request, spec: CacheSpec) -> Admission:
-    return Admission("GrantNotFound", reasons.with_remedy(
+    return Admission(reasons.GrantNotFound, reasons.with_remedy(
         f"ModelCacheGrant {messages.clipped(spec.grant, 253)} (spec.grantRef.name) does not exist in "
-        f"namespace {request.namespace}", "GrantNotFound"))
+        f"namespace {request.namespace}", reasons.GrantNotFound))
 
 
 def grant_row(grant: dict, name: str) -> dict | None:
@@ -502,18 +480,18 @@ def admission_of(request: protocol.Request, spec: CacheSpec, grant: dict, resolv
     row = grant_row(grant, request.name)
     digest = admission.admission_digest(as_admitted(request, resolved))
     if row is None:
-        return Admission("AwaitingGrant", f"ModelCacheGrant {name} has not decided on this "
+        return Admission(reasons.AwaitingGrant, f"ModelCacheGrant {name} has not decided on this "
                                           "cache yet; nothing new is composed until it does")
     outside = outside_grant(grant, targets, fleet)
     if row.get("admitted") is True and row.get("admittedDigest") == digest and outside:
-        return Admission("AwaitingGrant", f"{named(outside)} came to match spec.placement "
+        return Admission(reasons.AwaitingGrant, f"{named(outside)} came to match spec.placement "
                                           f"outside ModelCacheGrant {name}'s clusters since it "
                                           "decided; nothing new is composed until it decides "
                                           "again")
     counted = max(0, read.as_int(row.get("clusters")))
     if row.get("admitted") is True and row.get("admittedDigest") == digest \
             and len(targets) > counted:
-        return Admission("AwaitingGrant", f"spec.placement matches {len(targets)} clusters, "
+        return Admission(reasons.AwaitingGrant, f"spec.placement matches {len(targets)} clusters, "
                                           f"more than the {counted} ModelCacheGrant {name} "
                                           "counted when it decided; nothing new is composed "
                                           "until it decides again")
@@ -530,7 +508,7 @@ def admission_of(request: protocol.Request, spec: CacheSpec, grant: dict, resolv
         return Admission(row["reason"], reasons.with_remedy(
             f"ModelCacheGrant {name} refuses this spec: {said or row['reason']}{kept}",
             row["reason"]))
-    return Admission("AwaitingGrant", f"ModelCacheGrant {name} has not decided on this spec "
+    return Admission(reasons.AwaitingGrant, f"ModelCacheGrant {name} has not decided on this spec "
                                       f"(or its resolved content) yet{kept}")
 
 
@@ -648,9 +626,9 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
     """
     report = ClusterReport(target.name, bytes_total=resolved_bytes)
     if target.cluster is None:
-        report.reason = "ClusterNotFound"
+        report.reason = reasons.ClusterNotFound
         report.message = reasons.with_remedy(f"FleetCluster {target.name} does not exist",
-                                         "ClusterNotFound")
+                                         reasons.ClusterNotFound)
         return report
     if observed is not None:
         report.lapsed = retention.is_lapsed(observed)
@@ -659,9 +637,9 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
             else serving_commit_of(observed, repo)
     if observed is None or (resolved.get("commit") and not pinned_to(observed, resolved)):
         if not target.ready:
-            report.reason = "ClusterNotReady"
+            report.reason = reasons.ClusterNotReady
             report.message = reasons.with_remedy(f"FleetCluster {target.name} is not Ready",
-                                             "ClusterNotReady")
+                                             reasons.ClusterNotReady)
         return report
     status = read.mapping_at(observed, "status")
     progress = read.mapping_at(status, "progress")
@@ -762,13 +740,13 @@ def compose_hydrations(request: protocol.Request, spec: CacheSpec, resolved: dic
         report = report_of(target, observed, resolved["bytes"], resolved,
                            resolved.get("repo") or spec.repo)
         if target.name in queued:
-            report.reason = "RolloutQueued"
+            report.reason = reasons.RolloutQueued
             report.message = (f"waiting for a rollout slot: {spec.max_concurrent} clusters "
                               "hydrate at once (spec.rollout.maxConcurrent)")
             if report.serving_commit:
                 report.message += f"; serving {report.serving_commit[:10]} until then"
         if fleet is not None and target.name in for_mirror:
-            report.reason = "WaitingForMirror"
+            report.reason = reasons.WaitingForMirror
             report.message = fleet.waiting_message(target.name)
         if target.name in held and target.ready and report.phase == "Pending":
             report.reason, report.message = CREDENTIALS_MISSING, held[target.name]
@@ -859,7 +837,7 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
     ready, failed = rollup.count("Ready"), rollup.count("Failed")
     hydrating, pending = rollup.count("Hydrating"), rollup.count("Pending")
     evicted = [r for r in reports if r.phase == "Evicted"]
-    missing = [r.name for r in reports if r.reason == "ClusterNotFound"]
+    missing = [r.name for r in reports if r.reason == reasons.ClusterNotFound]
     # A cluster serving the previous commit while the new one hydrates (or failed) still
     # serves this model warm: a model update is not an outage of the cache.
     serving = sum(1 for r in reports if r.serving_previous)
@@ -895,7 +873,7 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
 
     outcome.condition("Admitted", admitted.admitted, admitted.reason, admitted.message)
     if resolved:
-        outcome.condition("Resolved", True, "Resolved",
+        outcome.condition("Resolved", True, reasons.Resolved,
                           f"{spec.origin.described} is commit {resolved['commit']} "
                           f"({resolved['files']} files, {quantities.human_bytes(resolved['bytes'])})")
     else:
@@ -905,24 +883,24 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
     if evicted:
         evicted_on = (f"evicted on {named([r.name for r in evicted])} to free room (re-warmed "
                       "when a replica is placed there)")
-    if not admitted.admitted and (resolved or admitted.reason == "GrantNotFound"):
-        outcome.condition("Progressing", admitted.reason == "AwaitingGrant", admitted.reason,
+    if not admitted.admitted and (resolved or admitted.reason == reasons.GrantNotFound):
+        outcome.condition("Progressing", admitted.reason == reasons.AwaitingGrant, admitted.reason,
                           admitted.message)
     elif desired == 0:
-        outcome.condition("Progressing", False, "NoClusters",
-                          reasons.with_remedy("no FleetCluster matches spec.placement", "NoClusters"))
+        outcome.condition("Progressing", False, reasons.NoClusters,
+                          reasons.with_remedy("no FleetCluster matches spec.placement", reasons.NoClusters))
     elif missing_secrets:
         outcome.condition("Progressing", False, CREDENTIALS_MISSING,
                           messages.clipped("; ".join(missing_secrets), messages.MESSAGE_LIMIT))
     elif ready == desired:
-        outcome.condition("Progressing", False, "Complete", f"all {desired} clusters are Ready")
+        outcome.condition("Progressing", False, reasons.Complete, f"all {desired} clusters are Ready")
     elif missing and ready + len(missing) == desired:
-        outcome.condition("Progressing", False, "ClusterNotFound", not_found_message(missing))
+        outcome.condition("Progressing", False, reasons.ClusterNotFound, not_found_message(missing))
     elif evicted and ready + len(missing) + len(evicted) == desired:
-        outcome.condition("Progressing", False, "Evicted",
+        outcome.condition("Progressing", False, reasons.Evicted,
                           f"{ready}/{desired} Ready; nothing hydrates: {evicted_on}")
     elif resolved:
-        outcome.condition("Progressing", True, "Hydrating",
+        outcome.condition("Progressing", True, reasons.Hydrating,
                           f"{ready}/{desired} Ready, {hydrating} hydrating, {pending} pending, "
                           f"{failed} failed" + (f", {len(evicted)} evicted" if evicted else "")
                           + f" ({rollup.percent}% of the fleet's bytes)")
@@ -937,9 +915,9 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
     if evicted_on:
         counted += f"; {evicted_on}"
     if available:
-        outcome.condition("Available", True, "MinimumClustersReady", counted)
+        outcome.condition("Available", True, reasons.MinimumClustersReady, counted)
     else:
-        outcome.condition("Available", False, "Lapsed" if lapsed else "TooFewClustersReady",
+        outcome.condition("Available", False, reasons.Lapsed if lapsed else reasons.TooFewClustersReady,
                           counted)
     report_lapsed(reports, available, lapsed, spec, outcome)
 
@@ -949,13 +927,13 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
         failed_on = f"hydration failed on {named([f'{r.name} ({r.reason})' for r in failures])}"
     if missing:
         message = not_found_message(missing)
-        outcome.condition("Degraded", True, "ClusterNotFound",
+        outcome.condition("Degraded", True, reasons.ClusterNotFound,
                           f"{message.rstrip('.')}; {failed_on}" if failed_on else message)
     elif failures:
         first = reasons.remedy(failures[0].reason) or failures[0].message
-        outcome.condition("Degraded", True, "HydrationFailed", f"{failed_on}. {first}".strip())
+        outcome.condition("Degraded", True, reasons.HydrationFailed, f"{failed_on}. {first}".strip())
     else:
-        outcome.condition("Degraded", False, "NoFailures", "no cluster has failed")
+        outcome.condition("Degraded", False, reasons.NoFailures, "no cluster has failed")
     outcome.composite_ready = available and not missing_secrets
 
 
@@ -979,7 +957,7 @@ def report_lapsed(reports: list[ClusterReport], available: bool, lapsed: bool,
     gone = [r.name for r in short_of(reports) if r.lapsed and r.phase == "Evicted"]
     if lapsed:
         copies = "1 copy" if len(gone) == 1 else f"{len(gone)} copies"
-        outcome.condition("Lapsed", True, "Lapsed",
+        outcome.condition("Lapsed", True, reasons.Lapsed,
                           f"{copies} lapsed (no replica mounted it for "
                           f"spec.retention.ttlAfterLastUse {ttl}) and evicted, on {named(gone)}; "
                           "a replica placed on such a cluster warms it again")
@@ -995,7 +973,7 @@ def report_lapsed(reports: list[ClusterReport], available: bool, lapsed: bool,
     lapsed_count = sum(1 for r in reports if r.lapsed)
     if lapsed_count and not gone:
         message += f"; {lapsed_count} lapsed (unpinned) but still on their clusters"
-    outcome.condition("Lapsed", False, "NotLapsed", message)
+    outcome.condition("Lapsed", False, reasons.NotLapsed, message)
 
 
 def latched_resolution(request: protocol.Request, spec: CacheSpec, admitted: Admission
@@ -1003,7 +981,7 @@ def latched_resolution(request: protocol.Request, spec: CacheSpec, admitted: Adm
     """Without a grant nothing resolves: the latched result still stands for this source."""
     latched = read_resolved(request.status.get("resolved"))
     if stands(latched, spec):
-        return Resolution(latched, "Resolved")
+        return Resolution(latched, reasons.Resolved)
     return Resolution(None, admitted.reason, admitted.message)
 
 

@@ -31,13 +31,6 @@ MODEL_CACHES_KEY = "model-caches"
 FLEET_CLUSTERS_KEY = "fleet-clusters"
 HYDRATIONS_KEY = "model-cache-hydrations"
 
-# Reasons this composer reports beyond the kit's, with what to do.
-REASONS: dict[str, reasons.Reason] = {r.name: r for r in (
-    reasons.Reason(admission.ADMITTED, "None: the ModelCache fans out at this spec."),
-    reasons.Reason("WithinQuota", "None: what the namespace's caches hold fits the budget."),
-    reasons.Reason("UsageUnknown", "None while a ModelCache naming the grant resolves; if it "
-               "lasts, see that cache's Resolved condition (kubectl get modelcaches)."),
-)}
 
 
 # --- 1. inputs ------------------------------------------------------------------------------
@@ -117,15 +110,15 @@ def quota_condition(request: protocol.Request, spec: GrantSpec, decision: admiss
     if used is None:
         why = f"{decision.unresolved} ModelCache(s) naming the grant have not resolved" \
             if decision.unresolved else "the namespace's ModelCacheHydrations are not listed yet"
-        outcome.condition("OverQuota", "Unknown", "UsageUnknown",
-                          reasons.with_remedy(f"usage cannot be counted: {why}", "UsageUnknown"))
+        outcome.condition("OverQuota", "Unknown", reasons.UsageUnknown,
+                          reasons.with_remedy(f"usage cannot be counted: {why}", reasons.UsageUnknown))
     elif used > spec.quota:
-        outcome.condition("OverQuota", True, "OverQuota", reasons.with_remedy(
+        outcome.condition("OverQuota", True, reasons.OverQuota, reasons.with_remedy(
             f"the caches naming ModelCacheGrant {request.name} hold {quantities.human_bytes(used)} "
             f"({used} bytes), over the budget of {quantities.human_bytes(spec.quota)} "
-            f"({spec.quota} bytes)", "OverQuota"))
+            f"({spec.quota} bytes)", reasons.OverQuota))
     else:
-        outcome.condition("OverQuota", False, "WithinQuota",
+        outcome.condition("OverQuota", False, reasons.WithinQuota,
                           f"{quantities.human_bytes(used)} used of {quantities.human_bytes(spec.quota)}")
 
 

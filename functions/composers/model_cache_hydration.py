@@ -164,13 +164,13 @@ class ClusterLookup:
 def look_up_cluster(request: protocol.Request, name: str) -> ClusterLookup:
     fetched = request.required.get(FLEET_CLUSTER_KEY)
     if fetched is None:
-        return ClusterLookup(None, "ClusterNotReady",
+        return ClusterLookup(None, reasons.ClusterNotReady,
                              f"waiting for Crossplane to fetch FleetCluster {name}")
     if not fetched:
-        return ClusterLookup(None, "ClusterNotFound", f"FleetCluster {name} does not exist")
+        return ClusterLookup(None, reasons.ClusterNotFound, f"FleetCluster {name} does not exist")
     view = FleetClusterView.of(fetched[0])
     if not view.ready:
-        return ClusterLookup(view, "ClusterNotReady", f"FleetCluster {name} is not Ready")
+        return ClusterLookup(view, reasons.ClusterNotReady, f"FleetCluster {name} is not Ready")
     return ClusterLookup(view)
 
 
@@ -328,30 +328,30 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
                       f"{spec.commit[:10]} {where} in PVC {names.volume}"
         if cluster.reason:
             message += f" ({cluster.message})"
-        return Phase("Ready", "Hydrated", message)
+        return Phase("Ready", reasons.Hydrated, message)
     if cluster.reason:
         return Phase("Pending", cluster.reason, reasons.with_remedy(cluster.message, cluster.reason))
     if seen.resize_refused and (not seen.job_exists or seen.job.failed):
-        return Phase("Pending", "VolumeNotExpandable", reasons.with_remedy(
+        return Phase("Pending", reasons.VolumeNotExpandable, reasons.with_remedy(
             f"PVC {names.volume} {where} cannot grow to {spec.size} to hold "
             f"{spec.commit[:10]} beside the commit it serves, so the agent Job is not "
-            f"started; the API server says: {seen.resize_refused}", "VolumeNotExpandable"))
+            f"started; the API server says: {seen.resize_refused}", reasons.VolumeNotExpandable))
     if seen.job.failed:
         reason, message = agent_job.failure_reason(seen.job, seen.record)
         return Phase("Failed", reason, f"hydrating {where} failed: {message}")
     if not seen.job_exists:
         if seen.missing:
-            return Phase("Pending", "AwaitingPrerequisites", reasons.with_remedy(
+            return Phase("Pending", reasons.AwaitingPrerequisites, reasons.with_remedy(
                 f"waiting for {', '.join(seen.missing)} {where} before starting the agent Job",
-                "AwaitingPrerequisites"))
-        return Phase("Pending", "JobNotStarted", f"creating the agent Job {names.job} {where}")
+                reasons.AwaitingPrerequisites))
+        return Phase("Pending", reasons.JobNotStarted, f"creating the agent Job {names.job} {where}")
     if not seen.job.started:
-        return Phase("Pending", "JobNotStarted", reasons.with_remedy(
-            f"the agent Job {names.job} {where} has not started", "JobNotStarted"))
+        return Phase("Pending", reasons.JobNotStarted, reasons.with_remedy(
+            f"the agent Job {names.job} {where} has not started", reasons.JobNotStarted))
     if not seen.volume_bound:
         state = seen.volume_phase or "not created yet"
-        return Phase("Pending", "VolumeNotBound", reasons.with_remedy(
-            f"PVC {names.volume} {where} is {state}", "VolumeNotBound"))
+        return Phase("Pending", reasons.VolumeNotBound, reasons.with_remedy(
+            f"PVC {names.volume} {where} is {state}", reasons.VolumeNotBound))
     message = f"agent Job {names.job} is fetching {spec.commit[:10]} {where}"
     retried = reasons.reason_or_empty(seen.record.get("reason"))
     note = messages.clipped(agent_job.agents_own_words(seen.record.get("message"), retried))
@@ -359,7 +359,7 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
         message += f"; its last attempt ended with {retried}: {note}"
     elif note:
         message += f"; {note}"  # the agent is retrying a hung or failing endpoint
-    return Phase("Hydrating", "Hydrating", message)
+    return Phase("Hydrating", reasons.Hydrating, message)
 
 
 # --- 2b. use and capacity -----------------------------------------------------------------
@@ -440,7 +440,7 @@ def gate_of(request: protocol.Request, spec: HydrationSpec, cluster: ClusterLook
                        "deleted, and it is warmed again once a replica of "
                        f"{spec.cache} is placed on {spec.cluster}")
     if request.status.get("phase") == "Evicted" and not use.placed:  # whatever the cluster
-        return Gate(Phase("Evicted", "Evicted", reasons.with_remedy(evicted_message, "Evicted")),
+        return Gate(Phase("Evicted", reasons.Evicted, reasons.with_remedy(evicted_message, reasons.Evicted)),
                     evicted=True)
     view = cluster.view
     if view is None or cluster.reason:
@@ -450,17 +450,17 @@ def gate_of(request: protocol.Request, spec: HydrationSpec, cluster: ClusterLook
     where = f"on cluster {spec.cluster}"
     if cache is not None and key in cache.evicted and phase.ready and use.placed == 0 \
             and use.mounted_by == 0 and not use.pinned and capacity.allocates(spec.source):
-        return Gate(Phase("Evicted", "Evicted", reasons.with_remedy(evicted_message, "Evicted")),
+        return Gate(Phase("Evicted", reasons.Evicted, reasons.with_remedy(evicted_message, reasons.Evicted)),
                     evicted=True)
     if phase.ready or seen.job_exists:
         return Gate()
     if spec.removal:
-        return Gate(Phase("Pending", "LeftPlacement", reasons.with_remedy(
+        return Gate(Phase("Pending", reasons.LeftPlacement, reasons.with_remedy(
             f"cluster {spec.cluster} left the placement of {spec.cache} (since "
             f"{spec.removal['since']}): no new fetch starts {where}; the copy keeps serving "
-            f"what it holds until {spec.removal['until']}", "LeftPlacement")), hold=True)
+            f"what it holds until {spec.removal['until']}", reasons.LeftPlacement)), hold=True)
     if use.lapsed:
-        return Gate(Phase("Pending", "Lapsed", (
+        return Gate(Phase("Pending", reasons.Lapsed, (
             f"no replica used this copy {where} for {spec.ttl // datetime.timedelta(hours=1)}h "
             "(spec.retention.ttlAfterLastUse), so it lapsed and fetches nothing new: place a "
             f"replica of {spec.cache} on {spec.cluster} to warm it again")), hold=True)
@@ -470,8 +470,8 @@ def gate_of(request: protocol.Request, spec: HydrationSpec, cluster: ClusterLook
             or not capacity.allocates(spec.source) \
             or (cache is not None and key in cache.admitted and key not in cache.evicted):
         return Gate()
-    return Gate(Phase("Pending", "CapacityLow", reasons.with_remedy(
-        waiting_message(spec, view), "CapacityLow")), hold=True)
+    return Gate(Phase("Pending", reasons.CapacityLow, reasons.with_remedy(
+        waiting_message(spec, view), reasons.CapacityLow)), hold=True)
 
 
 def waiting_message(spec: HydrationSpec, view: FleetClusterView) -> str:
@@ -917,8 +917,8 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     phase = gate.phase or phase
     if manifest_wait and not phase.ready and not gate.hold and not gate.evicted \
             and not cluster.reason:  # a running Job keeps its phase; nothing new is composed
-        gate = Gate(None if seen.job_exists else Phase("Pending", "AwaitingManifest",
-                    reasons.with_remedy(manifest_wait, "AwaitingManifest")), hold=True)
+        gate = Gate(None if seen.job_exists else Phase("Pending", reasons.AwaitingManifest,
+                    reasons.with_remedy(manifest_wait, reasons.AwaitingManifest)), hold=True)
         phase = gate.phase or phase
     ready_time = ready_time_of(request, phase)
     pruning = plan_pruning(request, spec, phase)

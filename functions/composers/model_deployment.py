@@ -47,7 +47,7 @@ from fleetcache.volume import flat_commit_path, hf_snapshot_path
 from fleetcache.functions.composers import model_cache
 from fleetcache.functions.node_tier import delivery as node_delivery, warmers
 from fleetcache.apis.models import model_deployment as api
-from fleetcache.functions.composers.model_replica import FLAT, Engine, with_remedy
+from fleetcache.functions.composers.model_replica import FLAT, Engine
 from fleetcache.functions.node_tier.delivery import NodePolicy, NodeTier
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -59,44 +59,6 @@ MAX_REPLICAS = 1000
 # so its status stays small; each replica's own placement is on the ModelReplica.
 LISTED_PLACEMENTS = 100
 
-# What this composer reports beyond the kit's reasons and the replica's, with what to do
-# (README table): the placements' reasons first, then its conditions'.
-REASONS: dict[str, reasons.Reason] = {r.name: r for r in (
-    reasons.Reason("CacheReady", "None: the replica mounts its cluster's warm cache."),
-    reasons.Reason("NotACacheTarget", "None: the replica's cluster is not one of the ModelCache's "
-               "targets, so it loads from the source (a Hub model; the replica of an S3 or "
-               "existing-volume cache, which no engine loads from its source, waits); widen "
-               "the ModelCache's spec.placement to warm it there."),
-    reasons.Reason("NoModelCache", "None: spec.model.huggingFace loads from the source; set "
-               "spec.modelCacheRef to serve from a warm ModelCache."),
-    reasons.Reason("SwitchToCacheNever", "None: spec.delivery.switchToCache: Never keeps a running "
-               "Source replica on the source; set OnReady to move it to the cache."),
-    reasons.Reason("PreviousCommitWhileHydrating", "None: the cluster serves the commit it has "
-               "verified from its cache until the new one is Ready there."),
-    reasons.Reason("PreviousCommitHydrationFailed", "The new commit failed to hydrate on the "
-               "cluster, which keeps serving its previous commit from the cache: fix the cause "
-               "on the ModelCacheHydration (kubectl get modelcachehydrations)."),
-    reasons.Reason("NodeReady", "None: the replica reads its node's own copy; placed on (or "
-               "preferring) nodes that hold the commit, it reads the cluster volume on a node "
-               "without it."),
-    reasons.Reason("NodeTierWarming", "None while the cluster's nodes copy the model from its "
-               "volume (kubectl get modelcachehydrations: NODES); the replica reads the "
-               "cluster volume meanwhile and rolls once onto the node copy."),
-    reasons.Reason("NodeTierUnavailable", "The cache's node tier does not serve on this cluster "
-               "(the hydration's status.nodeTier says why: no spec.nodeCache on the "
-               "FleetCluster, no opted-in pool node, failed or evicted); the replica reads the "
-               "cluster volume. Fix the cause named in the message."),
-    reasons.Reason("NodeDeliveryNever", "None: spec.delivery.node.policy: Never keeps replicas on "
-               "the cluster volume; set Prefer or Require to read the node copy."),
-    reasons.Reason("SwitchToNodeNever", "None: spec.delivery.switchToCache: Never keeps a running "
-               "replica on the cluster volume; set OnReady to roll it once onto the node copy."),
-    reasons.Reason("Scheduled", "None: every desired replica has a cluster."),
-    reasons.Reason("ReplicasNotReady", "None while replicas start; if it lasts, the message "
-               "counts those waiting, failed and unscheduled: look at their ModelReplicas "
-               "(kubectl get modelreplicas)."),
-    reasons.Reason("Resolved", "None: the commit every replica serves is known (a ModelCache's "
-               "Resolved condition, a ModelDeployment's ModelCacheResolved)."),
-)}
 
 # --- 1. inputs ----------------------------------------------------------------------------
 
@@ -238,16 +200,16 @@ class Model:
     def waiting_on(self, namespace: str, cluster: str) -> dict:
         """A Wait or Fail replica's spec.hydration; with no ModelCache, why nothing runs."""
         if self.cache_found and cluster not in self.targets:  # waits: nothing loads its source
-            return {"phase": "Pending", "reason": "NotACacheTarget", "message": (
+            return {"phase": "Pending", "reason": reasons.NotACacheTarget, "message": (
                 f"cluster {cluster} is not a target of ModelCache {namespace}/"
                 f"{self.cache_name}, whose source no engine loads by name (an S3 prefix or "
                 "an existing volume), so nothing runs there: add the cluster to the "
                 "ModelCache's spec.placement")}
         if self.cache_found:
             return hydration_status(self.targets[cluster])
-        return {"phase": "Pending", "reason": "ModelCacheNotFound", "message": with_remedy(
+        return {"phase": "Pending", "reason": reasons.ModelCacheNotFound, "message": reasons.with_remedy(
             f"ModelCache {namespace}/{self.cache_name} does not exist and no model was served "
-            "before, so there is nothing to load", "ModelCacheNotFound")}
+            "before, so there is nothing to load", reasons.ModelCacheNotFound)}
 
     def as_status(self) -> dict:
         out = {"repo": self.repo, "revision": self.revision, "commit": self.commit}
@@ -468,15 +430,15 @@ def by_table(model: Model, cluster: str, policy: Policy, before: Previous | None
     a cluster not Ready on the resolved commit that still holds a verified earlier commit
     (servingCommit) keeps serving that one from the cache, hydrating or failed alike."""
     if model.cache_name is None:
-        return Delivery("Source", "NoModelCache", model.commit)
+        return Delivery("Source", reasons.NoModelCache, model.commit)
     if not model.cache_found:
         # The model served last, from the source; never served one: nothing to load.
         if model.repo:
-            return Delivery("Source", "ModelCacheNotFound", model.commit)
-        return Delivery("Wait", "ModelCacheNotFound", "")
+            return Delivery("Source", reasons.ModelCacheNotFound, model.commit)
+        return Delivery("Wait", reasons.ModelCacheNotFound, "")
     row = model.targets.get(cluster)
     if row is None:
-        return Delivery("Source", "NotACacheTarget", model.commit)
+        return Delivery("Source", reasons.NotACacheTarget, model.commit)
     # Already loading the resolved commit from the source on this cluster: never sent back
     # to an older snapshot (a downgrade and a second roll); it follows the table.
     running_source = before is not None and before.cluster == cluster \
@@ -484,24 +446,24 @@ def by_table(model: Model, cluster: str, policy: Policy, before: Previous | None
     tier = model.node_tiers.get(cluster)
     if row.phase == "Ready" and model.commit:
         if policy.switch_to_cache == "Never" and running_source:
-            return Delivery("Source", "SwitchToCacheNever", model.commit)
+            return Delivery("Source", reasons.SwitchToCacheNever, model.commit)
         if tier is not None and model.manifest_digest:
             return node_or_volume(model, tier, policy, cluster, before)
-        return Delivery("Cache", "CacheReady", model.commit)
+        return Delivery("Cache", reasons.CacheReady, model.commit)
     kept = kept_on_node(row, tier, policy, before, cluster)
     if kept is not None:
         return kept
     if row.serving_commit and not running_source:
-        reason = "PreviousCommitHydrationFailed" if row.phase == "Failed" \
-            else "PreviousCommitWhileHydrating"
+        reason = reasons.PreviousCommitHydrationFailed if row.phase == "Failed" \
+            else reasons.PreviousCommitWhileHydrating
         return Delivery("Cache", reason, row.serving_commit)
     if row.phase == "Failed":
         if policy.on_hydration_failure == "Fail":
-            return Delivery("Fail", "HydrationFailed", "")
-        return Delivery("Source", "HydrationFailed", model.commit)
+            return Delivery("Fail", reasons.HydrationFailed, "")
+        return Delivery("Source", reasons.HydrationFailed, model.commit)
     if policy.while_hydrating == "Wait":
-        return Delivery("Wait", "Hydrating", "")
-    return Delivery("Source", "Hydrating", model.commit)
+        return Delivery("Wait", reasons.Hydrating, "")
+    return Delivery("Source", reasons.Hydrating, model.commit)
 
 
 def node_or_volume(model: Model, tier: NodeTier, policy: Policy, cluster: str,
@@ -535,8 +497,8 @@ def kept_on_node(row: model_cache.ClusterReport, tier: NodeTier | None, policy: 
         return None
     kept = node_delivery.node_cache_spec(tier, row.serving_commit, digest, policy.node,
                                          before.reverted_at)
-    reason = "PreviousCommitHydrationFailed" if row.phase == "Failed" \
-        else "PreviousCommitWhileHydrating"
+    reason = reasons.PreviousCommitHydrationFailed if row.phase == "Failed" \
+        else reasons.PreviousCommitWhileHydrating
     return Delivery("Node", reason, row.serving_commit,
                     f"the node copy (else the cluster volume) serves {row.serving_commit[:12]} "
                     "until the new commit is Ready on the cluster", kept)
@@ -619,7 +581,7 @@ def compose_replicas(request: protocol.Request, spec: DeploymentSpec, model: Mod
     for index, cluster in sorted(place(spec, candidates, model, previous).items()):
         before = previous.get(index)
         if cluster is None:
-            reason = "MaxReplicasPerCluster" if candidates else "NoClusters"
+            reason = reasons.MaxReplicasPerCluster if candidates else reasons.NoClusters
             placements.append(Placement(index, None, "", reason, False))
             continue
         chosen = decide(model, cluster, spec.policy, before)
@@ -672,30 +634,30 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
 
     gone = f"; clusterNames not found: {', '.join(missing)}" if missing else ""
     if len(placed) == desired:
-        outcome.condition("ReplicasScheduled", True, "Scheduled",
+        outcome.condition("ReplicasScheduled", True, reasons.Scheduled,
                           f"{desired} replicas on {len({p.cluster for p in placed})} "
                           f"clusters{gone}")
     elif not candidates:
-        outcome.condition("ReplicasScheduled", False, "NoClusters", reasons.with_remedy(
-            f"no Ready FleetCluster matches spec.placement{gone}", "NoClusters"))
+        outcome.condition("ReplicasScheduled", False, reasons.NoClusters, reasons.with_remedy(
+            f"no Ready FleetCluster matches spec.placement{gone}", reasons.NoClusters))
     else:
-        outcome.condition("ReplicasScheduled", False, "MaxReplicasPerCluster", reasons.with_remedy(
+        outcome.condition("ReplicasScheduled", False, reasons.MaxReplicasPerCluster, reasons.with_remedy(
             f"{len(placed)} of {desired} replicas scheduled: {len(candidates)} Ready clusters "
-            f"x maxReplicasPerCluster {spec.max_per_cluster}{gone}", "MaxReplicasPerCluster"))
+            f"x maxReplicasPerCluster {spec.max_per_cluster}{gone}", reasons.MaxReplicasPerCluster))
 
     if ready == desired:
-        outcome.condition("ReplicasReady", True, "Available", f"{ready}/{desired} replicas ready")
+        outcome.condition("ReplicasReady", True, reasons.Available, f"{ready}/{desired} replicas ready")
     else:
         waiting, failed = count("Wait"), count("Fail")
         detail = "".join([f", {waiting} waiting for the cache" if waiting else "",
                           f", {failed} failed (hydration failed)" if failed else "",
                           f", {desired - len(placed)} unscheduled" if len(placed) < desired
                           else ""])
-        outcome.condition("ReplicasReady", False, "ReplicasNotReady",
+        outcome.condition("ReplicasReady", False, reasons.ReplicasNotReady,
                           f"{ready}/{desired} replicas ready{detail}")
 
     if model.cache_name is None:
-        outcome.condition("ModelCacheResolved", True, "NoModelCache",
+        outcome.condition("ModelCacheResolved", True, reasons.NoModelCache,
                           f"spec.model.huggingFace: every replica loads {model.repo}@"
                           f"{model.revision} from the source")
     elif not model.cache_found:
@@ -706,16 +668,16 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
         else:
             doing = (f"this deployment never served a model, so nothing runs: its "
                      f"{len(placed)} scheduled replicas wait for it")
-        outcome.condition("ModelCacheResolved", False, "ModelCacheNotFound", reasons.with_remedy(
-            f"{missing_cache}; {doing}", "ModelCacheNotFound"))
+        outcome.condition("ModelCacheResolved", False, reasons.ModelCacheNotFound, reasons.with_remedy(
+            f"{missing_cache}; {doing}", reasons.ModelCacheNotFound))
     elif model.commit:
         stale = (f"; {previous} replicas serve a previous commit from their cluster's cache "
                  f"until this one is Ready there") if previous else ""
-        outcome.condition("ModelCacheResolved", True, "Resolved",
+        outcome.condition("ModelCacheResolved", True, reasons.Resolved,
                           f"ModelCache {model.cache_name}: {model.repo}@{model.revision} is "
                           f"commit {model.commit}{stale}")
     else:
-        outcome.condition("ModelCacheResolved", False, "Resolving",
+        outcome.condition("ModelCacheResolved", False, reasons.Resolving,
                           f"ModelCache {model.cache_name} has not resolved {model.repo}@"
                           f"{model.revision} to a commit yet")
     outcome.composite_ready = ready == desired

@@ -71,43 +71,9 @@ LABEL_DEPLOYMENT = f"{naming.GROUP}/model-deployment"
 LABEL_REPLICA = f"{naming.GROUP}/model-replica"
 LABEL_DELIVERY = f"{naming.GROUP}/delivery"
 ENGINE_DIGEST_LENGTH = 16
+# What a Deployment's Progressing=False may say that a replica passes on; any other reads as NotProgressing.
+STALLED = (reasons.ProgressDeadlineExceeded,)
 
-# What this composer reports beyond the kit's reasons, with what to do (README table).
-REASONS: dict[str, reasons.Reason] = {r.name: r for r in (
-    reasons.Reason("Available", "None: the engine is available (a ModelReplica), or every replica "
-               "is (a ModelDeployment's ReplicasReady)."),
-    reasons.Reason("Starting", "None while the image pulls and the model loads; if it lasts, "
-               "look at the engine pod on the cluster (kubectl describe pod -l "
-               "fleetcache.dev/model-replica=<replica>)."),
-    reasons.Reason("Resolving", "None while a ModelCache resolves its revision to a commit (and a "
-               "ModelDeployment waits for it) or Crossplane fetches what a ModelReplica reads; "
-               "if it lasts, see the ModelCache's Resolved condition."),
-    reasons.Reason("Hydrating", "None while the model is fetched onto the cluster; a replica under "
-               "spec.delivery.whileHydrating: Wait starts once it is Ready there (progress: "
-               "kubectl get modelcachehydrations)."),
-    reasons.Reason("ProgressDeadlineExceeded", "The engine did not become available in time: read "
-               "the engine pod's events and logs on the cluster (image, GPUs, memory, the "
-               "model path in FLEETCACHE_MODEL)."),
-    reasons.Reason("NotProgressing", "The engine's Deployment stopped progressing: kubectl "
-               "describe deployment on the cluster says why."),
-    reasons.Reason("DeploymentNotFound", "A ModelReplica runs only for its ModelDeployment: "
-               "recreate the ModelDeployment named in spec.deploymentName, or delete the "
-               "replica."),
-    reasons.Reason("NodeRequireReverted", "None: the replica was not available requireTimeout "
-               "after its Node delivery started under spec.delivery.node.policy: Require, so "
-               "it is placed by preference from now on (compute first). Warm more nodes of "
-               "the pool, or raise requireTimeout, to keep Require."),
-    reasons.Reason("EngineChanging", "None: the ModelDeployment's spec.engine changed and the "
-               "replica rolls once the ModelDeployment has recomposed it; if it lasts, look "
-               "for an error on the ModelDeployment."),
-)}
-
-
-def with_remedy(message: str, reason: str) -> str:
-    """kit.with_remedy over the kit's reasons and this composer's own."""
-    if reason in REASONS:
-        return f"{message.rstrip('.')}. {REASONS[reason].remedy}"
-    return reasons.with_remedy(message, reason)
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -296,8 +262,8 @@ def hydration_failure(hydration: Mapping, cluster: str) -> tuple[str, str]:
     if cause:
         text += f" ({cause})"
     if detail:
-        return "HydrationFailed", messages.clipped(f"{text}: {detail}", messages.MESSAGE_LIMIT)
-    return "HydrationFailed", reasons.with_remedy(text, cause or "HydrationFailed")
+        return reasons.HydrationFailed, messages.clipped(f"{text}: {detail}", messages.MESSAGE_LIMIT)
+    return reasons.HydrationFailed, reasons.with_remedy(text, cause or reasons.HydrationFailed)
 
 
 # --- 3. the engine on its cluster ---------------------------------------------------------
@@ -459,12 +425,12 @@ def shared_engine(request: protocol.Request, spec: ReplicaSpec) -> tuple[Engine 
     owner = next(iter(request.required.get(DEPLOYMENT_KEY) or []), None)
     where = f"ModelDeployment {spec.namespace}/{spec.deployment}"
     if not isinstance(owner, Mapping):
-        return None, "DeploymentNotFound", with_remedy(f"{where} does not exist",
-                                                        "DeploymentNotFound")
+        return None, reasons.DeploymentNotFound, reasons.with_remedy(f"{where} does not exist",
+                                                        reasons.DeploymentNotFound)
     try:
         return Engine.of(read.get_path(owner, "spec.engine"), f"{where} spec.engine"), "", ""
     except specs.InputError as err:
-        return None, "InvalidSpec", with_remedy(str(err), "InvalidSpec")
+        return None, reasons.InvalidSpec, reasons.with_remedy(str(err), reasons.InvalidSpec)
 
 
 # --- 4. report ----------------------------------------------------------------------------
@@ -481,15 +447,15 @@ def engine_phase(request: protocol.Request, cluster: str, name: str) -> Phase:
     """The composed engine's phase, from its Deployment Object."""
     observed = request.observed.get("deployment")
     if read.is_true(observed, "Ready"):
-        return Phase("Ready", "Available", f"Deployment {name} is available on cluster {cluster}")
+        return Phase("Ready", reasons.Available, f"Deployment {name} is available on cluster {cluster}")
     progressing = read.condition_of(objects.remote_manifest(observed), "Progressing")
     if progressing.get("status") == "False":
         reason = progressing.get("reason")
-        reason = reason if isinstance(reason, str) and reason in REASONS else "NotProgressing"
-        return Phase("Pending", reason, with_remedy(
+        reason = reason if reason in STALLED else reasons.NotProgressing
+        return Phase("Pending", reason, reasons.with_remedy(
             f"Deployment {name} on cluster {cluster} is not progressing: "
             f"{messages.shown(str(progressing.get('message') or ''))}", reason))
-    return Phase("Pending", "Starting", f"waiting for Deployment {name} on cluster {cluster} "
+    return Phase("Pending", reasons.Starting, f"waiting for Deployment {name} on cluster {cluster} "
                  "to become available (pulling the image, loading the model)")
 
 
@@ -498,15 +464,15 @@ def waiting_phase(spec: ReplicaSpec) -> Phase:
     (its ModelDeployment never served a model: there is nothing to load yet), or, on a
     cluster outside the cache's targets, for a placement that would put it there (an S3 or
     existing-volume model has no source an engine loads)."""
-    if spec.hydration.get("reason") == "ModelCacheNotFound":
+    if spec.hydration.get("reason") == reasons.ModelCacheNotFound:
         detail = messages.clipped(spec.hydration.get("message") or "")
-        return Phase("Waiting", "ModelCacheNotFound", with_remedy(
-            f"nothing runs on cluster {spec.cluster}: {detail}", "ModelCacheNotFound"))
-    if spec.hydration.get("reason") == "NotACacheTarget":  # its message says what to do
-        return Phase("Waiting", "NotACacheTarget", messages.clipped(
+        return Phase("Waiting", reasons.ModelCacheNotFound, reasons.with_remedy(
+            f"nothing runs on cluster {spec.cluster}: {detail}", reasons.ModelCacheNotFound))
+    if spec.hydration.get("reason") == reasons.NotACacheTarget:  # its message says what to do
+        return Phase("Waiting", reasons.NotACacheTarget, messages.clipped(
             spec.hydration.get("message") or f"cluster {spec.cluster} is not a cache target",
             messages.MESSAGE_LIMIT))
-    return Phase("Waiting", "Hydrating", hydration_progress(spec.hydration, spec.cluster))
+    return Phase("Waiting", reasons.Hydrating, hydration_progress(spec.hydration, spec.cluster))
 
 
 def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protocol.Outcome) -> Phase:
@@ -514,12 +480,12 @@ def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protoco
     clusters = request.required.get(FLEET_CLUSTER_KEY)
     if clusters is None or DEPLOYMENT_KEY not in request.required:  # not fetched yet
         objects.carry_over(request, outcome, REMOTE_KEYS)
-        return Phase("Pending", "Resolving", f"looking up FleetCluster {spec.cluster} and "
+        return Phase("Pending", reasons.Resolving, f"looking up FleetCluster {spec.cluster} and "
                      f"ModelDeployment {spec.deployment}")
     view = FleetClusterView.of(clusters[0]) if clusters and isinstance(
         clusters[0], Mapping) else None
     if view is None or not view.ready:
-        reason = "ClusterNotFound" if view is None else "ClusterNotReady"
+        reason = reasons.ClusterNotFound if view is None else reasons.ClusterNotReady
         objects.carry_over(request, outcome, REMOTE_KEYS)
         return Phase("Pending", reason, reasons.with_remedy(
             f"FleetCluster {spec.cluster} " + ("does not exist" if view is None
@@ -538,10 +504,10 @@ def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protoco
         running = engine_phase(request, spec.cluster, name)
         if running.phase == "Ready":
             return running
-        return Phase("Pending", "EngineChanging", with_remedy(
+        return Phase("Pending", reasons.EngineChanging, reasons.with_remedy(
             f"ModelDeployment {spec.deployment}'s spec.engine is not the one it composed this "
             f"replica with (engineDigest {spec.engine_digest}); waiting for it to recompose "
-            "the replica", "EngineChanging"))
+            "the replica", reasons.EngineChanging))
     node_pod = None
     if spec.node:
         placement = node_delivery.placement_of(
@@ -550,10 +516,10 @@ def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protoco
         node_pod = NodePod(view.agent_image, placement)
         outcome.status["nodeCache"] = placement.as_status()
         if placement.reverted:
-            outcome.status["deliveryReason"] = with_remedy(
+            outcome.status["deliveryReason"] = reasons.with_remedy(
                 f"NodeRequireReverted: not available {spec.node.require_timeout} after its "
                 f"Node delivery started ({placement.started_at}); placed by preference on "
-                f"warm nodes since {placement.reverted_at}", "NodeRequireReverted")
+                f"warm nodes since {placement.reverted_at}", reasons.NodeRequireReverted)
     compose_engine(spec, engine, view, outcome, node_pod)
     return engine_phase(request, spec.cluster, name)
 

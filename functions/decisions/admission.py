@@ -282,7 +282,7 @@ def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previou
                 rows[cache.name] = Row(cache, True, ADMITTED, admitted_message(
                     grant, cache, needed), cache.digest, footprint)
                 continue
-            reason, message = "OverQuota", over_quota_message(grant, cache, needed,
+            reason, message = reasons.OverQuota, over_quota_message(grant, cache, needed,
                                                               ledger.total)
         if before.digest and before.footprint is not None:  # it fanned out: copies exist
             message += f"; the spec admitted earlier ({before.digest}) keeps serving"
@@ -295,15 +295,15 @@ def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previou
 def refusal(grant: Grant, cache: Cache) -> tuple[str, str]:
     """("", "") when the cache has the shape the grant allows, else (reason, message)."""
     if cache.targets is None:
-        return "InvalidSpec", "spec.placement cannot be evaluated over the FleetClusters"
+        return reasons.InvalidSpec, "spec.placement cannot be evaluated over the FleetClusters"
     outside = sorted(cache.targets - grant.clusters)
     if outside:
         more = len(outside) - NAMED
         named = ", ".join(outside[:NAMED]) + (f" and {more} more" if more > 0 else "")
-        return "OutsideGrant", f"{len(outside)} target cluster(s) are outside ModelCacheGrant " \
+        return reasons.OutsideGrant, f"{len(outside)} target cluster(s) are outside ModelCacheGrant " \
                                f"{grant.name}: {named}"
     if cache.pinned and not grant.allow_pinned:
-        return "PinningNotAllowed", f"spec.retention.pinned is true but ModelCacheGrant " \
+        return reasons.PinningNotAllowed, f"spec.retention.pinned is true but ModelCacheGrant " \
                                     f"{grant.name} does not set spec.allowPinned"
     return "", ""
 

@@ -153,7 +153,7 @@ class Mirror:
         where = f"{mirror} ({group.location.path}, bucket {group.location.bucket})"
         if not group.publisher:
             return reasons.with_remedy(f"no cluster can publish {self.commit[:10]} to {where}: "
-                                   "every target's hydration there failed", "HydrationFailed")
+                                   "every target's hydration there failed", reasons.HydrationFailed)
         return (f"waiting for {group.publisher} to publish {self.commit[:10]} to {where}; "
                 "this cluster then reads that mirror, not the origin")
 

@@ -9,6 +9,7 @@ the ModelCache itself is held by the Usage each Cache replica composes: design/d
 """
 
 from __future__ import annotations
+from fleetcache import reasons
 from fleetcache.functions import read
 from fleetcache.functions import times
 
@@ -20,8 +21,8 @@ from typing import Any
 
 
 # Why a cluster that left the placement still keeps its copy (status.retained[].reason).
-MOUNTED, PINNED, AFTER_REMOVAL, STATUS_UNKNOWN = "Mounted", "Pinned", "AfterRemoval", \
-    "StatusUnknown"
+MOUNTED, PINNED, AFTER_REMOVAL, STATUS_UNKNOWN = reasons.Mounted, reasons.Pinned, reasons.AfterRemoval, \
+    reasons.StatusUnknown
 
 
 @dataclass(frozen=True)

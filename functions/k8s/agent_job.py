@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from fleetcache import reasons
 from fleetcache import __version__, exitcodes
 from fleetcache.functions.read import condition_of, is_true, mapping_at
 from fleetcache.messages import clipped
@@ -176,7 +177,7 @@ class JobState:
         status = mapping_at(job, "status")
         return cls(
             started=bool(status.get("startTime") or status.get("active")),
-            complete=is_true(job, "Complete"),
+            complete=is_true(job, reasons.Complete),
             failed=failed,
             failure_reason=reason_or_empty(failure.get("reason")),
             failure_message=message,
@@ -195,17 +196,17 @@ def failure_reason(job: JobState, record: Mapping[str, Any]) -> tuple[str, str]:
         detail = recorded_message if recorded_reason == row.reason else ""
         return row.reason, with_remedy(detail or f"agent exited {row.code} ({row.reason})",
                                        row.reason)
-    if job.failure_reason == "DeadlineExceeded":
+    if job.failure_reason == reasons.DeadlineExceeded:
         # Kubernetes' verdict wins over a record the killed agent could not finish.
         last = f" (the agent last reported {recorded_reason}: {recorded_message})" \
             if recorded_reason else ""
-        return "DeadlineExceeded", with_remedy(
+        return reasons.DeadlineExceeded, with_remedy(
             (job.failure_message or "the agent Job hit its deadline").rstrip(".") + last,
-            "DeadlineExceeded")
+            reasons.DeadlineExceeded)
     if recorded_reason:
         return recorded_reason, with_remedy(recorded_message, recorded_reason)
-    return "BackoffLimitExceeded", with_remedy(
-        job.failure_message or "the agent Job failed", "BackoffLimitExceeded")
+    return reasons.BackoffLimitExceeded, with_remedy(
+        job.failure_message or "the agent Job failed", reasons.BackoffLimitExceeded)
 
 
 

@@ -184,7 +184,7 @@ def condition(cluster: str, settings: Settings, decision: capacity.Decision, fre
     the high watermark, as CapacityLow says for volumes."""
     used = f"{quantities.human_bytes(decision.used)} of {quantities.human_bytes(settings.capacity)} per node"
     if not decision.capacity_low:
-        outcome.condition("NodeCapacityLow", False, "NodeCapacityAvailable",
+        outcome.condition("NodeCapacityLow", False, reasons.NodeCapacityAvailable,
                           f"the node caches on cluster {cluster} need {used}")
         return
     where = f"the node caches on cluster {cluster} need {used} (high watermark " \
@@ -194,5 +194,5 @@ def condition(cluster: str, settings: Settings, decision: capacity.Decision, fre
         "not Ready on its nodes", "node cache(s)", "" if free is None else
         f"the fullest pool node has {quantities.human_bytes(free)} free (if the disks hold less than "
         "capacityPerNode, set it to what they hold, so unused node copies are evicted)")
-    outcome.condition("NodeCapacityLow", True, "NodeCapacityLow",
-                      reasons.with_remedy(said, "NodeCapacityLow"))
+    outcome.condition("NodeCapacityLow", True, reasons.NodeCapacityLow,
+                      reasons.with_remedy(said, reasons.NodeCapacityLow))

@@ -39,7 +39,7 @@ DIGEST_SHAPE = re.compile(r"^[0-9a-f]{64}$")
 # Node tier phases in which the node PVC exists and nodes are (or will be) warmed.
 MOUNTABLE = ("Warming", "Ready", "Degraded")
 # Reasons of a node tier that will not warm on its own (the platform or the nodes must act).
-NOT_WARMING = ("NodeTierNotConfigured", "NodeCacheModeUnsupported", "NoEligibleNodes")
+NOT_WARMING = (reasons.NodeTierNotConfigured, reasons.NodeCacheModeUnsupported, reasons.NoEligibleNodes)
 SELECT_RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
 
 
@@ -125,23 +125,23 @@ def choose(tier: NodeTier, commit: str, policy: NodePolicy, switch_to_cache: str
     ("" when new there). A running Node replica stays Node while the tier warms a new
     commit: its pod reads the volume on nodes without the copy, so it rolls once, not twice."""
     if policy.policy == "Never":
-        return Choice("Cache", "NodeDeliveryNever",
+        return Choice("Cache", reasons.NodeDeliveryNever,
                       "spec.delivery.node.policy is Never; using the cluster volume")
     if tier.serves(commit):
         if switch_to_cache == "Never" and before == "Cache":
-            return Choice("Cache", "SwitchToNodeNever", (
+            return Choice("Cache", reasons.SwitchToNodeNever, (
                 f"{tier.warm(commit)}, but spec.delivery.switchToCache is Never: the running "
                 "replica stays on the cluster volume"))
-        return Choice("Node", "NodeReady", tier.warm(commit))
+        return Choice("Node", reasons.NodeReady, tier.warm(commit))
     if before == "Node" and tier.mountable:
-        return Choice("Node", "NodeTierWarming",
+        return Choice("Node", reasons.NodeTierWarming,
                       f"{tier.warm(commit)}; nodes without the copy read the cluster volume")
     if tier.mountable or (tier.phase == "Pending" and tier.reason not in NOT_WARMING):
-        return Choice("Cache", "NodeTierWarming",
+        return Choice("Cache", reasons.NodeTierWarming,
                       f"{tier.warm(commit)}; using the cluster volume")
     why = f" ({tier.reason})" if tier.reason else ""
     said = f": {tier.message}" if tier.message else ""
-    return Choice("Cache", "NodeTierUnavailable",
+    return Choice("Cache", reasons.NodeTierUnavailable,
                   f"node tier {tier.phase}{why}{said}; using the cluster volume")
 
 

@@ -56,7 +56,7 @@ def degraded_message(failing: list[ClusterNodes]) -> str:
     more = f" and {len(failing) - NAMED} more clusters" if len(failing) > NAMED else ""
     first = failing[0].first_reason
     remedy = reasons.remedy(first) if first else ""
-    message = f"node copies failed on {named}{more}. " + (remedy or reasons.remedy("NodeTierDegraded"))
+    message = f"node copies failed on {named}{more}. " + (remedy or reasons.remedy(reasons.NodeTierDegraded))
     return messages.clipped(message, messages.MESSAGE_LIMIT)
 
 
@@ -77,7 +77,7 @@ def apply(tier: str, hydrations: Mapping[str, Any], outcome: protocol.Outcome) -
             outcome.conditions[index] = replace(condition, message=messages.clipped(
                 f"{condition.message.rstrip('.')}; {message}", messages.MESSAGE_LIMIT))
         else:
-            outcome.conditions[index] = protocol.Condition("Degraded", "True", "NodeTierDegraded",
+            outcome.conditions[index] = protocol.Condition("Degraded", "True", reasons.NodeTierDegraded,
                                                       message)
         return
-    outcome.condition("Degraded", True, "NodeTierDegraded", message)
+    outcome.condition("Degraded", True, reasons.NodeTierDegraded, message)

@@ -371,13 +371,13 @@ class Verdict:
 def from_counts(h: Hydration, names: Names, counts: Counts) -> Verdict:
     where = f"on cluster {h.cluster}"
     if not counts.observed:
-        return Verdict("Pending", "AwaitingPrerequisites", reasons.with_remedy(
+        return Verdict("Pending", reasons.AwaitingPrerequisites, reasons.with_remedy(
             f"waiting for the warmer DaemonSet {names.warmer} {where} to report its nodes",
-            "AwaitingPrerequisites"))
+            reasons.AwaitingPrerequisites))
     if counts.desired == 0:
-        return Verdict("Pending", "NoEligibleNodes", reasons.with_remedy(
+        return Verdict("Pending", reasons.NoEligibleNodes, reasons.with_remedy(
             f"no node {where} is in the pool: none matches spec.nodeCache.nodeSelector with "
-            "the opt-in label (control-plane nodes never are)", "NoEligibleNodes"))
+            "the opt-in label (control-plane nodes never are)", reasons.NoEligibleNodes))
     tally = (f"{counts.ready}/{counts.desired} nodes {where} hold {h.commit[:10]}, "
              f"{counts.downloading} copying or waiting for a slot, {counts.failed} failed, "
              f"{counts.pending} not started")
@@ -387,13 +387,13 @@ def from_counts(h: Hydration, names: Names, counts: Counts) -> Verdict:
         if failure["message"]:
             tally += f" ({failure['message']})"
     if counts.ready == counts.desired:
-        return Verdict("Ready", "NodesWarm", tally)
+        return Verdict("Ready", reasons.NodesWarm, tally)
     if failure and counts.failed == counts.desired:
         return Verdict("Failed", failure["reason"], reasons.with_remedy(tally, failure["reason"]))
     if failure:
-        remedy = reasons.remedy(failure["reason"]) or reasons.remedy("NodeTierDegraded")
-        return Verdict("Degraded", "NodeTierDegraded", f"{tally.rstrip('.')}. {remedy}")
-    return Verdict("Warming", "NodesWarming", tally)
+        remedy = reasons.remedy(failure["reason"]) or reasons.remedy(reasons.NodeTierDegraded)
+        return Verdict("Degraded", reasons.NodeTierDegraded, f"{tally.rstrip('.')}. {remedy}")
+    return Verdict("Warming", reasons.NodesWarming, tally)
 
 
 @dataclass(frozen=True)
@@ -417,37 +417,37 @@ def blocked(request: protocol.Request, h: Hydration, cluster: FleetClusterView |
     """Why the tier composes nothing new here, or None when it composes."""
     where = f"on cluster {h.cluster}"
     if volume.problem or cluster is None:
-        return Verdict("Pending", volume.reason or "ClusterNotReady", volume.problem or
+        return Verdict("Pending", volume.reason or reasons.ClusterNotReady, volume.problem or
                        reasons.with_remedy(f"FleetCluster {h.cluster} cannot be used yet",
-                                       "ClusterNotReady"))
+                                       reasons.ClusterNotReady))
     if node_cache is None:
-        return Verdict("Pending", "NodeTierNotConfigured", reasons.with_remedy(
+        return Verdict("Pending", reasons.NodeTierNotConfigured, reasons.with_remedy(
             f"FleetCluster {h.cluster} sets no spec.nodeCache: this cache stays on the "
-            f"cluster's volume there", "NodeTierNotConfigured"))
+            f"cluster's volume there", reasons.NodeTierNotConfigured))
     if node_cache.storage_class:
-        return Verdict("Pending", "NodeCacheModeUnsupported", reasons.with_remedy(
+        return Verdict("Pending", reasons.NodeCacheModeUnsupported, reasons.with_remedy(
             f"FleetCluster {h.cluster} asks for node caches from storage class "
             f"{node_cache.storage_class} (spec.nodeCache.storageClassName), which is reserved: "
-            "this cache stays on the cluster's volume there", "NodeCacheModeUnsupported"))
+            "this cache stays on the cluster's volume there", reasons.NodeCacheModeUnsupported))
     if node_cache.problem:
-        return Verdict("Pending", "NodeTierNotConfigured", reasons.with_remedy(
+        return Verdict("Pending", reasons.NodeTierNotConfigured, reasons.with_remedy(
             f"FleetCluster {h.cluster}'s {node_cache.problem}: this cache stays on the "
-            "cluster's volume there", "NodeTierNotConfigured"))
+            "cluster's volume there", reasons.NodeTierNotConfigured))
     if not h.repo:
-        return Verdict("Pending", "InvalidSpec", reasons.with_remedy(
+        return Verdict("Pending", reasons.InvalidSpec, reasons.with_remedy(
             "spec.source.volume: an existing volume is served in place, in its own layout, so "
             "there is no fleetcache volume to warm nodes from; set spec.storage.tier: Volume "
-            "on the ModelCache", "InvalidSpec"))
+            "on the ModelCache", reasons.InvalidSpec))
     if not h.manifest_digest:
-        return Verdict("Pending", "InvalidSpec", reasons.with_remedy(
+        return Verdict("Pending", reasons.InvalidSpec, reasons.with_remedy(
             "spec.manifestDigest is empty: every node copy is verified against it (the "
-            "ModelCache sets it from its resolve)", "InvalidSpec"))
+            "ModelCache sets it from its resolve)", reasons.InvalidSpec))
     if not volume.shared:
-        return Verdict("Pending", "VolumeNotShared", reasons.with_remedy(
+        return Verdict("Pending", reasons.VolumeNotShared, reasons.with_remedy(
             f"the cache volume {where} is ReadWriteOnce: the warmers on every pool node read "
-            "it at once, and a ReadWriteOnce volume attaches to one node", "VolumeNotShared"))
+            "it at once, and a ReadWriteOnce volume attaches to one node", reasons.VolumeNotShared))
     if decision.evicted:
-        return Verdict("Evicted", "Evicted", (
+        return Verdict("Evicted", reasons.Evicted, (
             f"cluster {h.cluster} evicted {h.key} from its nodes to get under "
             "spec.nodeCache.lowWatermark (it was not pinned and no replica mounted the node "
             "copy): the warmers are gone, the node agent deletes the copies, the volume "
@@ -456,16 +456,16 @@ def blocked(request: protocol.Request, h: Hydration, cluster: FleetClusterView |
         state = "was evicted" if volume.phase == "Evicted" else \
             f"does not hold {h.commit[:10]} yet" if volume.composing else \
             "composes nothing new"
-        return Verdict("Pending", "AwaitingVolumeTier", reasons.with_remedy(
+        return Verdict("Pending", reasons.AwaitingVolumeTier, reasons.with_remedy(
             f"nodes {where} are warmed from the cluster's verified volume, which {state} "
-            f"(the hydration is {volume.phase}, {volume.reason})", "AwaitingVolumeTier"))
+            f"(the hydration is {volume.phase}, {volume.reason})", reasons.AwaitingVolumeTier))
     started = read.get_path(request.status, "nodeTier.phase") in STARTED
     if not (decision.admitted or started or request.observed.get(WARMER_KEY)):
         waiting = "has not decided on it yet" if not decision.known else \
             "has no room for it under spec.nodeCache.highWatermark yet"
-        return Verdict("Pending", "NodeCapacityLow", reasons.with_remedy(
+        return Verdict("Pending", reasons.NodeCapacityLow, reasons.with_remedy(
             f"FleetCluster {h.cluster} {waiting} (status.nodeCache): the node copies of "
-            f"{h.key} wait", "NodeCapacityLow"))
+            f"{h.key} wait", reasons.NodeCapacityLow))
     return None
 
 
@@ -648,7 +648,7 @@ def warmer_commit(outcome: protocol.Outcome) -> str:
     return commit if shapes.is_resolved_commit(commit) else ""
 
 
-WAITS = ("AwaitingVolumeTier", "NodeCapacityLow")  # keep what exists; the rest removes it
+WAITS = (reasons.AwaitingVolumeTier, "NodeCapacityLow")  # keep what exists; the rest removes it
 
 
 def run(request: protocol.Request, h: Hydration, fleet_cluster: dict | None,
