@@ -15,6 +15,7 @@ from fleetcache import messages
 from fleetcache import reasons
 from fleetcache import exitcodes
 from fleetcache.functions.composers import model_cache
+from fleetcache.functions.views import model_cache as model_cache_view
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.fleet import (COMMIT, GIB, condition, fleet_cluster, grant_admitting,
                                  hydrations, model_cache_xr, observed_hydration, observed_object,
@@ -774,7 +775,7 @@ def test_a_resolve_compares_with_at_most_eight_commits():
         commit = f"{i:x}" * 40
         observed[key] = serving(observed_hydration(resource, "Ready"), commit)
         observed[key]["spec"]["commit"] = commit
-    assert len(compare_args(resolving_update(observed, fleet))) == model_cache.COMPARED_MAX
+    assert len(compare_args(resolving_update(observed, fleet))) == model_cache_view.COMPARED_MAX
 
 
 def test_a_first_resolve_compares_with_nothing():
@@ -818,8 +819,8 @@ def test_a_malformed_compared_record_latches_no_rows(compared):
 
 def test_latched_compared_rows_are_bounded_and_shared_bytes_never_exceed_bytes():
     rows = [compared_row(f"{i:x}" * 40, size=GIB, shared=2 * GIB) for i in range(12)]
-    kept = model_cache.read_compared(rows)
-    assert len(kept) == model_cache.COMPARED_MAX
+    kept = model_cache_view.read_compared(rows)
+    assert len(kept) == model_cache_view.COMPARED_MAX
     assert {r["sharedBytes"] for r in kept} == {GIB}
 
 

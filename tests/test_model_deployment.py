@@ -26,6 +26,7 @@ from fleetcache import reasons
 from fleetcache import shapes
 from fleetcache.devtools import render
 from fleetcache.functions.composers import model_replica
+from fleetcache.functions.views import model_replica as model_replica_view
 from fleetcache.functions import server
 from fleetcache.functions.composers import model_deployment as composer
 from tests.support import xrd
@@ -843,11 +844,11 @@ def test_render_of_the_example_gives_cache_source_and_source():
 
 def test_replicas_carry_the_engines_digest_not_the_engine():
     """The replica reads spec.engine from its ModelDeployment; the digest says which one
-    the deployment composed it with (one normalizer, model_replica.Engine, for both)."""
+    the deployment composed it with (one normalizer, model_replica_view.Engine, for both)."""
     engine = {**ENGINE, "port": 9000}
     spec = replicas(compose(deployment(engine=engine), FLEET, three_state_cache()))[0]["spec"]
     assert "engine" not in spec
-    assert spec["engineDigest"] == model_replica.Engine.of(engine).digest
+    assert spec["engineDigest"] == model_replica_view.Engine.of(engine).digest
     assert spec["deploymentName"] == "chat"
 
 
@@ -862,7 +863,7 @@ def test_changing_the_engine_changes_every_replicas_spec_once():
 
 def test_equivalent_engines_share_a_digest():
     defaulted = {**ENGINE, "port": 8000, "readinessPath": "/health", "env": []}
-    assert model_replica.Engine.of(defaulted).digest == model_replica.Engine.of(ENGINE).digest
+    assert model_replica_view.Engine.of(defaulted).digest == model_replica_view.Engine.of(ENGINE).digest
 
 
 def test_printer_columns_are_the_designed_ones():

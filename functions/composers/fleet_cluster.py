@@ -36,6 +36,7 @@ from fleetcache.functions.decisions import capacity
 from fleetcache.functions.node_tier import capacity as node_capacity, node_agent
 from fleetcache.apis.models.fleet_cluster import FleetCluster
 from fleetcache.functions.node_tier.warmers import NodeCache
+from fleetcache.functions.views.fleet_cluster import ClusterCache
 
 PROVIDER_CONFIG_KEY = "provider-config"
 HYDRATIONS_KEY = "model-cache-hydrations"
@@ -169,19 +170,9 @@ def decide(request: protocol.Request, spec: ClusterSpec) -> capacity.Decision | 
 
 
 def cache_status(decision: capacity.Decision) -> dict:
-    status: dict = {
-        "capacityHuman": quantities.human_bytes(decision.capacity) if decision.capacity
-        else "unlimited",
-        "usedBytes": decision.used,
-        "usedHuman": quantities.human_bytes(decision.used),
-        "reservedBytes": decision.reserved,
-        **decision.lists,
-        "waitingCount": len(decision.waiting),
-    }
-    if decision.capacity:
-        status.update(capacityBytes=decision.capacity, usedPercent=decision.used_percent,
-                      usedHuman=f"{quantities.human_bytes(decision.used)} ({decision.used_percent}%)")
-    return status
+    lists = decision.lists
+    return ClusterCache(decision.capacity, decision.used, decision.reserved, tuple(lists["admitted"]),
+                        tuple(lists["evicted"]), tuple(lists["waiting"]), len(decision.waiting)).as_status()
 
 
 def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: protocol.Outcome

@@ -30,12 +30,16 @@ from typing import Any
 from fleetcache.apis import specs
 from fleetcache.functions.k8s import agent_job
 from fleetcache.functions.k8s import objects
-from fleetcache.functions.k8s import selectors
 from fleetcache.functions import naming
 from fleetcache.functions import protocol
 from fleetcache.functions import quantities
 from fleetcache.functions import read
 from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
+from fleetcache.functions.views import grant as grant_view
+from fleetcache.functions.views import placement
+from fleetcache.functions.views.hydration import PHASES, ClusterReport, pinned_to, report_of, serving_commit_of
+from fleetcache.functions.views.model_cache import COMPARED_MAX, read_compared, read_resolved
+from fleetcache.functions.views.placement import Target
 from fleetcache import messages
 from fleetcache import reasons
 from fleetcache import shapes
@@ -49,10 +53,7 @@ TOKEN_SECRET_KEY = "token-secret"
 MIRROR_SECRET_PREFIX = "mirror-secret-"  # + the Secret's name: each mirror's credentials
 CREDENTIALS_MISSING = reasons.CredentialsSecretMissing
 RESOLVE_PREFIX = "resolve-"
-COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 HYDRATION_PREFIX = "hydration-"
-BYTES_FROM = ("Origin", "Mirror", "Volume")
-PHASES = ("Failed", "Hydrating", "Pending", "Evicted", "Ready")  # also the order rows are listed in
 LISTED_CLUSTERS = 100  # status.clusters and status.retained rows; the rest are in the hydrations
 NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
 
@@ -115,28 +116,9 @@ def read_spec(spec: Any) -> CacheSpec:
 # --- 2. targets ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Target:
-    name: str
-    cluster: FleetClusterView | None  # None: named in clusterNames but does not exist
-
-    @property
-    def ready(self) -> bool:
-        return self.cluster is not None and self.cluster.ready
-
-
 def target_clusters(spec: CacheSpec, fleet: list[dict]) -> list[Target]:
     """The placement's clusters in name order; named clusters that don't exist included."""
-    views = {}
-    for resource in fleet:
-        view = FleetClusterView.of(resource)
-        if view.name:  # a FleetCluster without a valid name cannot be targeted
-            views[view.name] = view
-    if spec.cluster_names is not None:
-        return [Target(name, views.get(name)) for name in sorted(set(spec.cluster_names))]
-    return [Target(name, view) for name, view in sorted(views.items())
-            if selectors.selector_matches(spec.cluster_selector, view.labels,
-                                    "spec.placement.clusterSelector")]
+    return placement.targets(spec.cluster_names, spec.cluster_selector, fleet)
 
 
 # --- 3. resolve ---------------------------------------------------------------------------
@@ -147,43 +129,6 @@ class Resolution:
     resolved: dict | None  # the latched status.resolved, when it matches the spec
     reason: str = reasons.Resolving
     message: str = ""
-
-
-def read_resolved(value: Any) -> dict | None:
-    """A latched status.resolved, normalized; None when absent or malformed (not an object,
-    or no commit hash), so a broken status re-resolves instead of failing the call."""
-    if not isinstance(value, dict) or not shapes.is_resolved_commit(value.get("commit")):
-        return None
-    return {
-        "repo": str(value.get("repo") or ""),
-        "revision": str(value.get("revision") or ""),
-        "commit": value["commit"],
-        "bytes": max(0, read.as_int(value.get("bytes"))),
-        "files": max(0, read.as_int(value.get("files"))),
-        "manifestDigest": messages.clipped(value.get("manifestDigest") or "", 128),
-        "sourceDigest": messages.clipped(value.get("sourceDigest") or "", 64),
-        "compared": read_compared(value.get("compared")),
-        **({"manifest": manifest} if (manifest := sources.read_manifest(value.get("manifest")))
-           else {}),
-    }
-
-
-def read_compared(value: Any) -> list[dict]:
-    """What the resolved commit shares with commits the fleet serves, normalized: at most
-    COMPARED_MAX rows by commit, each a 40-hex commit with non-negative counts (sharedBytes
-    never above bytes); anything else is dropped, so a broken row only costs headroom."""
-    rows = {}
-    for row in value if isinstance(value, list) else []:
-        if not isinstance(row, dict) or not shapes.is_resolved_commit(row.get("commit")):
-            continue
-        size = max(0, read.as_int(row.get("bytes")))
-        rows[row["commit"]] = {
-            "commit": row["commit"], "bytes": size,
-            "files": max(0, read.as_int(row.get("files"))),
-            "sharedBytes": min(size, max(0, read.as_int(row.get("sharedBytes")))),
-            "missing": row.get("missing") is True,
-        }
-    return [rows[c] for c in sorted(rows)[:COMPARED_MAX]]
 
 
 def compared_of(record: dict) -> list[dict]:
@@ -438,13 +383,6 @@ def grant_not_found(request: protocol.Request, spec: CacheSpec) -> Admission:
         f"namespace {request.namespace}", reasons.GrantNotFound))
 
 
-def grant_row(grant: dict, name: str) -> dict | None:
-    """This cache's row in the grant's status.caches; None when the grant has not decided."""
-    rows = read.get_path(grant, "status.caches")
-    return next((r for r in rows if isinstance(r, dict) and r.get("name") == name), None) \
-        if isinstance(rows, list) else None
-
-
 def as_admitted(request: protocol.Request, resolved: dict | None) -> dict:
     """The cache as the grant weighs it: its spec, and the content it would fan out (the
     resolution of this call, else the latched one), so content the grant never counted
@@ -477,66 +415,37 @@ def admission_of(request: protocol.Request, spec: CacheSpec, grant: dict, resolv
     outside the grant, so what exists keeps serving and nothing new is composed); no row,
     or an admission at another digest, waits for the grant's next decision."""
     name = messages.clipped(spec.grant, 253)
-    row = grant_row(grant, request.name)
-    digest = admission.admission_digest(as_admitted(request, resolved))
+    row = grant_view.cache_rows(read.get_path(grant, "status.caches")).get(request.name)
+    digest = grant_view.admission_digest(as_admitted(request, resolved))
     if row is None:
         return Admission(reasons.AwaitingGrant, f"ModelCacheGrant {name} has not decided on this "
-                                          "cache yet; nothing new is composed until it does")
+                                                "cache yet; nothing new is composed until it does")
+    admitted_here = row.admitted and row.admitted_digest == digest
     outside = outside_grant(grant, targets, fleet)
-    if row.get("admitted") is True and row.get("admittedDigest") == digest and outside:
+    if admitted_here and outside:
         return Admission(reasons.AwaitingGrant, f"{named(outside)} came to match spec.placement "
-                                          f"outside ModelCacheGrant {name}'s clusters since it "
-                                          "decided; nothing new is composed until it decides "
-                                          "again")
-    counted = max(0, read.as_int(row.get("clusters")))
-    if row.get("admitted") is True and row.get("admittedDigest") == digest \
-            and len(targets) > counted:
+                                                f"outside ModelCacheGrant {name}'s clusters since it "
+                                                "decided; nothing new is composed until it decides "
+                                                "again")
+    if admitted_here and len(targets) > row.clusters:
         return Admission(reasons.AwaitingGrant, f"spec.placement matches {len(targets)} clusters, "
-                                          f"more than the {counted} ModelCacheGrant {name} "
-                                          "counted when it decided; nothing new is composed "
-                                          "until it decides again")
-    if row.get("admitted") is True and row.get("admittedDigest") == digest:
-        return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on "
-                                   f"{max(0, read.as_int(row.get('clusters')))} clusters "
-                                   f"({quantities.human_bytes(max(0, read.as_int(row.get('bytes'))))} "
-                                   "each)")
-    holds = bool(row.get("admittedDigest")) and any(k.startswith(HYDRATION_PREFIX)
-                                                     for k in request.observed)
+                                                f"more than the {row.clusters} ModelCacheGrant {name} "
+                                                "counted when it decided; nothing new is composed "
+                                                "until it decides again")
+    if admitted_here:
+        return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on {row.clusters} clusters "
+                                   f"({quantities.human_bytes(row.bytes)} each)")
+    holds = bool(row.admitted_digest) and any(k.startswith(HYDRATION_PREFIX) for k in request.observed)
     kept = "; the copies it admitted before keep serving" if holds else ""
-    if row.get("admitted") is not True and row.get("reason") in REFUSALS:
-        said = messages.clipped(row.get("message") or "", messages.MESSAGE_LIMIT // 2).rstrip(".")
-        return Admission(row["reason"], reasons.with_remedy(
-            f"ModelCacheGrant {name} refuses this spec: {said or row['reason']}{kept}",
-            row["reason"]))
+    if not row.admitted and row.reason in REFUSALS:
+        said = messages.clipped(row.message, messages.MESSAGE_LIMIT // 2).rstrip(".")
+        return Admission(row.reason, reasons.with_remedy(
+            f"ModelCacheGrant {name} refuses this spec: {said or row.reason}{kept}", row.reason))
     return Admission(reasons.AwaitingGrant, f"ModelCacheGrant {name} has not decided on this spec "
-                                      f"(or its resolved content) yet{kept}")
+                                            f"(or its resolved content) yet{kept}")
 
 
 # --- 5. hydrations ------------------------------------------------------------------------
-
-
-@dataclass
-class ClusterReport:
-    name: str
-    phase: str = "Pending"
-    bytes_done: int = 0
-    bytes_total: int = 0
-    reason: str = ""
-    message: str = ""
-    serving_commit: str = ""  # the last commit Ready on the volume, while another is not
-    lapsed: bool = False  # ttlAfterLastUse passed unmounted: unpinned until a replica returns
-    bytes_from: str = ""  # Origin | Mirror | Volume, from the hydration's status
-
-    @property
-    def serving_previous(self) -> bool:
-        """Not Ready on the resolved commit, but an earlier one can be mounted there."""
-        return self.phase != "Ready" and bool(self.serving_commit)
-
-    def as_status(self) -> dict:
-        return {"name": self.name, "phase": self.phase, "bytesDone": self.bytes_done,
-                "bytesTotal": self.bytes_total, "reason": self.reason, "message": self.message,
-                "servingCommit": self.serving_commit, "lapsed": self.lapsed,
-                **({"bytesFrom": self.bytes_from} if self.bytes_from else {})}
 
 
 def hydration_key(cluster: str) -> str:
@@ -597,63 +506,6 @@ def job_spec(policy: agent_job.JobPolicy) -> dict:
     return {"backoffLimit": policy.backoff_limit,
             "activeDeadlineSeconds": policy.active_deadline_seconds,
             "ttlSecondsAfterFinished": policy.ttl_seconds_after_finished}
-
-
-def serving_commit_of(observed: dict | None, repo: str) -> str:
-    """The hydration's latched servingCommit, if it is a snapshot of the repo served now
-    (a changed repo leaves the old model's snapshot on the volume, but it is another model)."""
-    status = read.get_path(observed, "status")
-    if not isinstance(status, dict) or status.get("servingRepo") != repo:
-        return ""
-    commit = status.get("servingCommit")
-    return commit if shapes.is_resolved_commit(commit) else ""
-
-
-def pinned_to(observed: dict | None, resolved: dict) -> bool:
-    """The hydration fetches exactly the resolved content: the commit and the manifest
-    (the same commit with other patterns is other content)."""
-    return (read.get_path(observed, "spec.commit") == resolved.get("commit")
-            and read.get_path(observed, "spec.manifestDigest") == resolved.get("manifestDigest"))
-
-
-def report_of(target: Target, observed: dict | None, resolved_bytes: int,
-              resolved: dict, repo: str) -> ClusterReport:
-    """Where one cluster stands on the `resolved` content, from its hydration's own status.
-
-    A hydration still pinned to other content (queued for a rollout slot, or re-pinned in
-    this very call) is Pending: its Ready speaks of a snapshot the replicas of the
-    resolved commit cannot use. What it can still serve is in serving_commit.
-    """
-    report = ClusterReport(target.name, bytes_total=resolved_bytes)
-    if target.cluster is None:
-        report.reason = reasons.ClusterNotFound
-        report.message = reasons.with_remedy(f"FleetCluster {target.name} does not exist",
-                                         reasons.ClusterNotFound)
-        return report
-    if observed is not None:
-        report.lapsed = retention.is_lapsed(observed)
-        # An evicted copy's volume is deleted: nothing is left there to serve.
-        report.serving_commit = "" if retention.is_evicted(observed) \
-            else serving_commit_of(observed, repo)
-    if observed is None or (resolved.get("commit") and not pinned_to(observed, resolved)):
-        if not target.ready:
-            report.reason = reasons.ClusterNotReady
-            report.message = reasons.with_remedy(f"FleetCluster {target.name} is not Ready",
-                                             reasons.ClusterNotReady)
-        return report
-    status = read.mapping_at(observed, "status")
-    progress = read.mapping_at(status, "progress")
-    phase = status.get("phase")
-    report.phase = phase if phase in PHASES else "Pending"
-    report.bytes_total = max(0, read.as_int(progress.get("bytesTotal"), resolved_bytes)) \
-        or resolved_bytes
-    report.bytes_done = (report.bytes_total if report.phase == "Ready"
-                         else max(0, read.as_int(progress.get("bytesDone"))))
-    report.reason = reasons.reason_or_empty(status.get("reason"))
-    report.message = messages.clipped(status.get("message") or "")
-    bytes_from = status.get("bytesFrom")
-    report.bytes_from = bytes_from if bytes_from in BYTES_FROM else ""
-    return report
 
 
 def fleet_mirror(request: protocol.Request, spec: CacheSpec, resolved: dict,

@@ -44,6 +44,7 @@ from fleetcache.functions import quantities
 from fleetcache.functions import read
 from fleetcache.functions import times
 from fleetcache.functions.views.fleet_cluster import ACCESS_MODES, FleetClusterView, fleet_cluster_requirement
+from fleetcache.functions.views.model_cache import read_manifest
 from fleetcache import messages
 from fleetcache import reasons
 from fleetcache import shapes
@@ -853,7 +854,7 @@ def pinned_manifest(request: protocol.Request, spec: HydrationSpec) -> tuple[lis
     if read.get_path(cache, "status.resolved.commit") != spec.commit:
         return None, (f"ModelCache {spec.cache} has not latched commit {spec.commit[:14]} "
                       "(status.resolved)")
-    manifest = sources.read_manifest(read.get_path(cache, "status.resolved.manifest"))
+    manifest = read_manifest(read.get_path(cache, "status.resolved.manifest"))
     if manifest is None:
         return None, f"ModelCache {spec.cache} status.resolved.manifest is missing or malformed"
     if sources.digest_of_manifest(manifest) != spec.manifest_digest:

@@ -35,19 +35,21 @@ from typing import Any, Mapping
 from fleetcache.apis import specs
 from fleetcache.functions.k8s import agent_job
 from fleetcache.functions.k8s import objects
-from fleetcache.functions.k8s import selectors
 from fleetcache.functions import naming
 from fleetcache.functions import protocol
 from fleetcache.functions import read
 from fleetcache.functions import times
-from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
+from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
 from fleetcache import messages
 from fleetcache import reasons
 from fleetcache.volume import flat_commit_path, hf_snapshot_path
-from fleetcache.functions.composers import model_cache
 from fleetcache.functions.node_tier import delivery as node_delivery, warmers
 from fleetcache.apis.models import model_deployment as api
-from fleetcache.functions.composers.model_replica import FLAT, Engine
+from fleetcache.functions.views import model_cache as model_cache_view
+from fleetcache.functions.views import placement
+from fleetcache.functions.views.hydration import ClusterReport, pinned_to, report_of
+from fleetcache.functions.views.model_replica import FLAT, Engine
+from fleetcache.functions.views.placement import Target
 from fleetcache.functions.node_tier.delivery import NodePolicy, NodeTier
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -109,7 +111,7 @@ def read_spec(spec: Any) -> DeploymentSpec:
     )
 
 
-def hydration_status(row: model_cache.ClusterReport) -> dict:
+def hydration_status(row: ClusterReport) -> dict:
     """A Wait or Fail replica's spec.hydration: where the cache stands on its cluster (what
     the hydration says is input here: its phase, reason and message are cut to size)."""
     return {"phase": messages.clipped(row.phase, 32), "bytesDone": max(0, row.bytes_done),
@@ -174,7 +176,7 @@ class Model:
     commit: str
     cache_name: str | None = None
     cache_found: bool = False
-    targets: Mapping[str, model_cache.ClusterReport] = field(default_factory=dict)
+    targets: Mapping[str, ClusterReport] = field(default_factory=dict)
     manifest_digest: str = ""
     node_tiers: Mapping[str, NodeTier] = field(default_factory=dict)  # clusters on tier Node
     files: Files = Files()
@@ -234,31 +236,29 @@ def hydrations_by_cluster(cache: str, hydrations: list[Any], resolved: Mapping
                 or read.get_path(hydration, "spec.modelCacheName") != cache:
             continue
         held = found.get(cluster)
-        rank = (not model_cache.pinned_to(hydration, resolved),
+        rank = (not pinned_to(hydration, resolved),
                 str(read.get_path(hydration, "metadata.name") or ""))
-        if held is None or rank < (not model_cache.pinned_to(held, resolved),
+        if held is None or rank < (not pinned_to(held, resolved),
                                    str(read.get_path(held, "metadata.name") or "")):
             found[cluster] = hydration
     return found
 
 
-def cache_targets(cache: Mapping, fleet: list[dict], hydrated: Mapping[str, dict]
-                  ) -> list[model_cache.Target]:
+def cache_targets(cache: Mapping, fleet: list[dict], hydrated: Mapping[str, dict]) -> list[Target]:
     """The ModelCache's target clusters, by its own placement (Pending ones included, which
     have no hydration yet while they wait for a rollout slot). A cache spec its composer
     refuses composes no new hydrations: then the clusters that have one are the targets."""
     try:
-        return model_cache.target_clusters(
-            model_cache.read_spec(cache.get("spec") if isinstance(cache.get("spec"), dict)
-                                  else {}), fleet)
+        spec = model_cache_view.read_spec(cache.get("spec") if isinstance(cache.get("spec"), dict) else {})
     except specs.InputError:
-        views = {v.name: v for v in (FleetClusterView.of(r) for r in fleet)}
-        return [model_cache.Target(name, views.get(name)) for name in sorted(hydrated)]
+        views = placement.fleet_by_name(fleet)
+        return [Target(name, views.get(name)) for name in sorted(hydrated)]
+    return placement.targets(spec["placement"].get("clusterNames"), spec["placement"].get("clusterSelector"), fleet)
 
 
 def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protocol.Outcome) -> Model:
     """The model from model.huggingFace, or from the ModelCache's status.resolved with each
-    target cluster's standing read from its ModelCacheHydration (model_cache.report_of, the
+    target cluster's standing read from its ModelCacheHydration (report_of, the
     reading the ModelCache itself does); a missing cache falls back to the model this
     deployment last served (status.model), if any."""
     if spec.cache_name is None:
@@ -272,7 +272,7 @@ def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protoco
         return Model(_text(last, "repo"), _text(last, "revision"), _text(last, "commit"),
                      spec.cache_name)
     raw = read.get_path(cache, "status.resolved")
-    resolved = model_cache.read_resolved(raw) or {}
+    resolved = model_cache_view.read_resolved(raw) or {}
     if raw is not None and not resolved:
         outcome.warnings.append(f"ModelCache {request.namespace}/{spec.cache_name} "
                                 f"status.resolved {messages.shown(raw)} is not a resolve result; "
@@ -287,7 +287,7 @@ def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protoco
     targets, node_tiers, volumes = {}, {}, {}
     for target in cache_targets(cache, request.required.get(FLEET_CLUSTERS_KEY) or [], hydrated):
         hydration = hydrated.get(target.name)
-        targets[target.name] = model_cache.report_of(
+        targets[target.name] = report_of(
             target, hydration, read.as_int(resolved.get("bytes")), resolved, seen_as)
         if claim := volume_name(hydration):
             volumes[target.name] = claim
@@ -341,17 +341,8 @@ def previous_replicas(request: protocol.Request) -> dict[int, Previous]:
 
 def candidate_clusters(spec: DeploymentSpec, fleet: list[dict]) -> tuple[list[str], list[str]]:
     """(Ready clusters matching the placement in name order, named clusters missing)."""
-    views = {}
-    for resource in fleet:
-        if isinstance(resource, Mapping):
-            view = FleetClusterView.of(dict(resource))
-            if view.name:
-                views[view.name] = view
-    if spec.cluster_names is not None:
-        missing = [n for n in spec.cluster_names if n not in views]
-        return [n for n in spec.cluster_names if n in views and views[n].ready], missing
-    return [name for name, view in sorted(views.items()) if view.ready and selectors.selector_matches(
-        spec.cluster_selector, view.labels, "spec.placement.clusterSelector")], []
+    selected = placement.targets(spec.cluster_names, spec.cluster_selector, fleet)
+    return [t.name for t in selected if t.ready], [t.name for t in selected if t.cluster is None]
 
 
 def cache_tier(model: Model, cluster: str) -> int:
@@ -480,7 +471,7 @@ def node_or_volume(model: Model, tier: NodeTier, policy: Policy, cluster: str,
                                                   policy.node, reverted))
 
 
-def kept_on_node(row: model_cache.ClusterReport, tier: NodeTier | None, policy: Policy,
+def kept_on_node(row: ClusterReport, tier: NodeTier | None, policy: Policy,
                  before: Previous | None, cluster: str) -> Delivery | None:
     """A Node replica whose cluster hydrates a new commit on its volume (or failed to) keeps
     its node copy of the commit it serves, unchanged (no roll), while the node PVC is still

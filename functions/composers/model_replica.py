@@ -35,11 +35,11 @@ from fleetcache.functions import protocol
 from fleetcache.functions import quantities
 from fleetcache.functions import read
 from fleetcache.functions.views.fleet_cluster import FleetClusterView, fleet_cluster_requirement
+from fleetcache.functions.views.model_replica import HF_CACHE, CacheMount, Engine
 from fleetcache import messages
 from fleetcache import reasons
 from fleetcache.volume import hf_hub_cache
 from fleetcache.functions.node_tier import delivery as node_delivery, warmers
-from fleetcache.apis.models import model_deployment as deployment_api
 from fleetcache.apis.models import model_replica as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
@@ -70,98 +70,12 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_DEPLOYMENT = f"{naming.GROUP}/model-deployment"
 LABEL_REPLICA = f"{naming.GROUP}/model-replica"
 LABEL_DELIVERY = f"{naming.GROUP}/delivery"
-ENGINE_DIGEST_LENGTH = 16
 # What a Deployment's Progressing=False may say that a replica passes on; any other reads as NotProgressing.
 STALLED = (reasons.ProgressDeadlineExceeded,)
 
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Engine:
-    """The serving engine's container template, normalized with its defaults."""
-
-    image: str
-    command: tuple[str, ...]
-    args: tuple[str, ...]
-    env: tuple[dict, ...]
-    resources: dict
-    port: int
-    readiness_path: str
-    shared_memory_size: str | None
-
-    @property
-    def digest(self) -> str:
-        """What a ModelReplica carries of its engine: the ModelDeployment composed it with
-        this engine, and the replica runs the engine only when the one it reads agrees."""
-        return naming.digest_of(self.as_spec())[:ENGINE_DIGEST_LENGTH]
-
-    @classmethod
-    def of(cls, value: Any, where: str = "spec.engine") -> "Engine":
-        """A ModelDeployment's spec.engine read through its model (defaults filled in). The
-        variables fleetcache sets may not appear in env: the XRD's CEL rule says so, and
-        compose-model-deployment holds its spec to it."""
-        engine = specs.read_model(deployment_api.Engine, value, where)
-        shm = engine.get("sharedMemorySize")
-        if shm is not None:
-            quantities.quantity_bytes(shm, f"{where}.sharedMemorySize")
-        return cls(
-            image=engine["image"],
-            command=tuple(engine.get("command", ())),
-            args=tuple(engine.get("args", ())),
-            env=tuple(engine.get("env", ())),
-            resources=engine.get("resources", {}),
-            port=engine["port"],
-            readiness_path=engine["readinessPath"],
-            shared_memory_size=shm,
-        )
-
-    def as_spec(self) -> dict:
-        spec: dict[str, Any] = {"image": self.image, "args": list(self.args),
-                                "env": [dict(e) for e in self.env], "port": self.port,
-                                "readinessPath": self.readiness_path}
-        if self.command:
-            spec["command"] = list(self.command)
-        if self.resources:
-            spec["resources"] = dict(self.resources)
-        if self.shared_memory_size:
-            spec["sharedMemorySize"] = self.shared_memory_size
-        return spec
-
-
-HF_CACHE, FLAT = "HfCache", "Flat"  # spec.cache.layout
-
-
-@dataclass(frozen=True)
-class CacheMount:
-    """Where the warm cache is: the claim on the cluster and the model's directory inside
-    it, a snapshot of the Hugging Face cache (HfCache) or files at their paths (Flat: an
-    existing volume's subPath, an S3 prefix fetched flat)."""
-
-    model_cache: str
-    volume: str
-    mount_path: str
-    snapshot_path: str
-    commit: str
-    layout: str = HF_CACHE
-
-    @classmethod
-    def of(cls, value: Mapping, where: str = "spec.cache") -> "CacheMount":
-        """The cache of a spec read through the ModelReplica model (required on Cache by
-        the XRD's CEL rule). A snapshot lies below the mount; flat files may sit at it."""
-        mount, path = value["mountPath"].rstrip("/"), value["snapshotPath"]
-        layout = value.get("layout") or HF_CACHE
-        if not (path.startswith(mount + "/") or (layout == FLAT and path.rstrip("/") == mount)):
-            raise specs.InputError(f"{where}.snapshotPath must lie under {where}.mountPath")
-        return cls(value["modelCacheName"], value["volumeName"], value["mountPath"],
-                   path, value["commit"], layout)
-
-    def as_spec(self) -> dict:
-        return {"modelCacheName": self.model_cache, "volumeName": self.volume,
-                "mountPath": self.mount_path, "snapshotPath": self.snapshot_path,
-                "commit": self.commit, **({"layout": FLAT} if self.layout == FLAT else {})}
 
 
 RUNNING = ("Node", "Cache", "Source")  # the deliveries that run the engine

@@ -31,10 +31,11 @@ from typing import Any, Iterable, Mapping
 
 from fleetcache.apis import specs
 from fleetcache.functions.k8s import selectors
-from fleetcache.functions import naming
 from fleetcache.functions import quantities
 from fleetcache.functions import read
+from fleetcache.functions.views import grant as grant_view
 from fleetcache.functions.views.fleet_cluster import FleetClusterView
+from fleetcache.functions.views.grant import CacheRow, Footprint, admission_digest
 from fleetcache import messages
 from fleetcache import reasons
 from fleetcache import shapes
@@ -45,40 +46,7 @@ NAMED = 5  # clusters a message spells out
 ADMITTED = "Admitted"
 
 
-def admission_digest(cache: Mapping) -> str:
-    """What an admission is given for: the source, the placement, pinning and the resolved
-    content. compose-model-cache computes the same (it imports this) and fans out only
-    when its grant's row records it."""
-    resolved = read.get_path(cache, "status.resolved.manifestDigest")
-    subject = [read.get_path(cache, "spec.source"), read.get_path(cache, "spec.placement"),
-               read.get_path(cache, "spec.retention.pinned") is True,
-               resolved if isinstance(resolved, str) else ""]
-    return naming.short_digest(json.dumps(naming.canonical(subject), sort_keys=True,
-                                       separators=(",", ":")), length=16)
-
-
 # --- inputs ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """What an admitted cache may hold: one content on a number of clusters."""
-
-    content: str  # the manifest digest
-    bytes: int
-    clusters: int
-
-    def as_status(self) -> dict:
-        return {"manifestDigest": self.content, "bytes": self.bytes, "clusters": self.clusters}
-
-    @classmethod
-    def of(cls, value: Any) -> "Footprint | None":
-        """A published admittedFootprint; malformed or without content reads as none."""
-        content = value.get("manifestDigest") if isinstance(value, Mapping) else None
-        if not isinstance(content, str) or not content:
-            return None
-        return cls(messages.clipped(content, 128), max(0, read.as_int(value.get("bytes"))),
-                   max(0, read.as_int(value.get("clusters"))))
 
 
 @dataclass(frozen=True)
@@ -90,16 +58,10 @@ class Previous:
     footprint: Footprint | None
 
     @classmethod
-    def rows(cls, caches: Any) -> dict[str, "Previous"]:
-        rows: dict[str, Previous] = {}
-        for row in caches if isinstance(caches, list) else []:
-            if not isinstance(row, Mapping) or not read.name_or_empty(row.get("name")):
-                continue
-            digest = row.get("admittedDigest")
-            digest = digest if isinstance(digest, str) else ""
-            rows[row["name"]] = cls(row.get("admitted") is True and bool(digest), digest,
-                                    Footprint.of(row.get("admittedFootprint")))
-        return rows
+    def rows(cls, caches: Any) -> dict[str, Previous]:
+        """The rows of the grant's status.caches as it published them last time."""
+        return {name: cls(row.admitted and bool(row.admitted_digest), row.admitted_digest, row.footprint)
+                for name, row in grant_view.cache_rows(caches).items()}
 
 
 @dataclass(frozen=True)
@@ -197,15 +159,9 @@ class Row:
     footprint: Footprint | None
 
     def as_status(self) -> dict:
-        row = {"name": self.cache.name, "commit": self.cache.commit,
-               "manifestDigest": self.cache.content, "bytes": self.cache.bytes,
-               "clusters": len(self.cache.targets or ()), "admitted": self.admitted,
-               "reason": self.reason, "message": self.message}
-        if self.admitted_digest:
-            row["admittedDigest"] = self.admitted_digest
-        if self.footprint is not None:
-            row["admittedFootprint"] = self.footprint.as_status()
-        return row
+        return CacheRow(self.cache.name, self.cache.commit, self.cache.content, self.cache.bytes,
+                        len(self.cache.targets or ()), self.admitted, self.reason, self.message,
+                        self.admitted_digest, self.footprint).as_status()
 
 
 @dataclass(frozen=True)

@@ -66,14 +66,6 @@ def is_pinned(hydration: dict | None) -> bool:
     return read.get_path(hydration, "spec.retention.pinned") is True
 
 
-def is_lapsed(hydration: dict | None) -> bool:
-    return read.get_path(hydration, "status.lapsed") is True
-
-
-def is_evicted(hydration: dict | None) -> bool:
-    return read.get_path(hydration, "status.phase") == "Evicted"
-
-
 # --- a cluster that left the placement ----------------------------------------------------
 
 

@@ -9,7 +9,6 @@ or a volume's manifest file resolves to (contract §D).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -18,7 +17,8 @@ from fleetcache.functions.k8s import objects
 from fleetcache.functions import naming
 from fleetcache.functions import protocol
 from fleetcache.functions import read
-from fleetcache.manifest import Entry, SHA256, manifest_digest
+from fleetcache.functions.views.model_cache import MANIFEST_LIMIT, read_manifest
+from fleetcache.manifest import SHA256, Entry, manifest_digest
 
 
 HUGGING_FACE, S3, VOLUME = "huggingFace", "s3", "volume"
@@ -29,9 +29,7 @@ MANIFEST_MOUNT_PATH = "/etc/fleetcache/manifest"
 MANIFEST_FILE = f"{MANIFEST_MOUNT_PATH}/manifest.json"
 SOURCE_MOUNT_PATH = "/var/run/fleetcache/source"  # an existing volume, read-only
 DEFAULT_MANIFEST_FILE = ".fleetcache/manifest.json"
-MANIFEST_LIMIT = 2000  # files latched in status.resolved.manifest (the ModelCache stays small)
 ACCESS_KEY_ID, SECRET_ACCESS_KEY = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
-HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def normalized(source: Mapping) -> dict:
@@ -296,29 +294,6 @@ def manifest_configmap(name: str, namespace: str, manifest: list[dict],
 
 
 # --- the pinned manifest ------------------------------------------------------------------
-
-
-def read_manifest(value: Any) -> list[dict] | None:
-    """A pinned manifest (a list sorted by path of {path, size, sha256, versionId?, etag?}),
-    normalized; None when it is not one (too long, or any entry malformed), so a broken
-    record or status is never fanned out."""
-    if not isinstance(value, list) or not value or len(value) > MANIFEST_LIMIT:
-        return None
-    rows = []
-    for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
-                or not item["path"] or not isinstance(item.get("sha256"), str) \
-                or not HEX64.match(item["sha256"]):
-            return None
-        size = item.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            return None
-        row = {"path": item["path"], "size": size, "sha256": item["sha256"]}
-        for pin in ("versionId", "etag"):
-            if isinstance(item.get(pin), str) and item[pin]:
-                row[pin] = item[pin]
-        rows.append(row)
-    return sorted(rows, key=lambda r: r["path"])
 
 
 def manifest_of(text: Any) -> tuple[list[dict] | None, str]:

@@ -10,7 +10,7 @@ from fleetcache.apis.specs import InputError
 from fleetcache.functions.k8s.agent_job import DEFAULT_AGENT_IMAGE
 from fleetcache.functions.naming import API_VERSION
 from fleetcache.functions.protocol import Requirement
-from fleetcache.functions.quantities import quantity_bytes
+from fleetcache.functions.quantities import human_bytes, quantity_bytes
 from fleetcache.functions.read import as_int, get_path, is_true, mapping_at, name_or_empty
 
 ACCESS_MODES = ("ReadWriteMany", "ReadWriteOnce")  # the agent writes the volume: never ReadOnlyMany
@@ -29,10 +29,10 @@ class FleetClusterView:
     capacity: int | None
     agent_image: str
     high_watermark: int = 80  # spec.cache.highWatermark, percent
-    cache: "ClusterCache | None" = None  # status.cache: None until compose-fleet-cluster wrote it
+    cache: ClusterCache | None = None  # status.cache: None until compose-fleet-cluster wrote it
 
     @classmethod
-    def of(cls, resource: dict) -> "FleetClusterView":
+    def of(cls, resource: dict) -> FleetClusterView:
         # Tolerant by design: a malformed FleetCluster is reported by compose-fleet-cluster
         # on the FleetCluster itself; it must not fail every composer that merely reads it.
         # Each field that is malformed reads as absent: the cluster is then not Ready (no
@@ -70,31 +70,51 @@ def watermark(value: Any, default: int) -> int:
 
 @dataclass(frozen=True)
 class ClusterCache:
-    """The capacity decisions compose-fleet-cluster publishes in status.cache (namespace/name
-    of each hydration), which compose-model-cache-hydration obeys."""
+    """The capacity decision compose-fleet-cluster publishes in status.cache (each hydration
+    as namespace/name), written by `as_status` and read back by `of`, which
+    compose-model-cache-hydration obeys."""
 
     capacity: int | None  # capacityBytes the decisions were made for; None: no capacity
     used: int
     reserved: int
-    admitted: frozenset[str]
-    evicted: frozenset[str]
+    admitted: tuple[str, ...]
+    evicted: tuple[str, ...]
+    waiting: tuple[str, ...] = ()  # as published: sorted, at most the XRD's maxItems
+    waiting_count: int = 0  # all that wait, listed or not
+
+    @property
+    def used_percent(self) -> int | None:
+        return self.used * 100 // self.capacity if self.capacity else None
+
+    def as_status(self) -> dict:
+        status: dict = {
+            "capacityHuman": human_bytes(self.capacity) if self.capacity else "unlimited",
+            "usedBytes": self.used,
+            "usedHuman": human_bytes(self.used),
+            "reservedBytes": self.reserved,
+            "admitted": list(self.admitted), "waiting": list(self.waiting), "evicted": list(self.evicted),
+            "waitingCount": self.waiting_count,
+        }
+        if self.capacity:
+            status.update(capacityBytes=self.capacity, usedPercent=self.used_percent,
+                          usedHuman=f"{human_bytes(self.used)} ({self.used_percent}%)")
+        return status
 
     @classmethod
-    def of(cls, cache: Any) -> "ClusterCache | None":
+    def of(cls, cache: Any) -> ClusterCache | None:
         if not isinstance(cache, Mapping):
             return None
 
-        def keys(name: str) -> frozenset[str]:
+        def keys(name: str) -> tuple[str, ...]:
             values = cache.get(name)
-            return frozenset(v for v in values if isinstance(v, str)) \
-                if isinstance(values, list) else frozenset()
+            return tuple(v for v in values if isinstance(v, str)) if isinstance(values, list) else ()
 
         capacity = as_int(cache.get("capacityBytes"), -1)
         return cls(capacity=capacity if capacity > 0 else None,
                    used=max(0, as_int(cache.get("usedBytes"))),
                    reserved=max(0, as_int(cache.get("reservedBytes"))),
-                   admitted=keys("admitted"), evicted=keys("evicted"))
-
+                   admitted=keys("admitted"), evicted=keys("evicted"), waiting=keys("waiting"),
+                   waiting_count=max(0, as_int(cache.get("waitingCount"))))
 
 
 FLEET_CLUSTERS = Requirement(API_VERSION, "FleetCluster")

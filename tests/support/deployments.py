@@ -8,7 +8,8 @@ from typing import Any
 
 from fleetcache.functions.k8s import agent_job
 from fleetcache.functions import naming
-from fleetcache.functions.composers import model_deployment, model_replica
+from fleetcache.functions.composers import model_deployment
+from fleetcache.functions.views import model_replica as model_replica_view
 from tests.support.fleet import COMMIT, DIGEST, GIB
 
 NAMESPACE = "ml"
@@ -82,7 +83,7 @@ REPLICA_ENGINE = {"image": "vllm/vllm-openai:v0.11.0", "args": ["--model=$(FLEET
 
 
 def engine_digest(engine: dict) -> str:
-    return model_replica.Engine.of(engine).digest
+    return model_replica_view.Engine.of(engine).digest
 
 
 def replica_xr(delivery: str = "Cache", **spec: Any) -> dict:

@@ -1,0 +1,99 @@
+"""What compose-model-deployment writes into a ModelReplica's spec and compose-model-replica
+reads back: the engine (spec.engine, with the digest that says which engine a replica was
+composed with) and the warm cache it mounts (spec.cache)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from fleetcache.apis import specs
+from fleetcache.apis.models import model_deployment as deployment_api
+from fleetcache.functions import naming, quantities
+
+ENGINE_DIGEST_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The serving engine's container template, normalized with its defaults."""
+
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[dict, ...]
+    resources: dict
+    port: int
+    readiness_path: str
+    shared_memory_size: str | None
+
+    @property
+    def digest(self) -> str:
+        """What a ModelReplica carries of its engine: the ModelDeployment composed it with
+        this engine, and the replica runs the engine only when the one it reads agrees."""
+        return naming.digest_of(self.as_spec())[:ENGINE_DIGEST_LENGTH]
+
+    @classmethod
+    def of(cls, value: Any, where: str = "spec.engine") -> "Engine":
+        """A ModelDeployment's spec.engine read through its model (defaults filled in). The
+        variables fleetcache sets may not appear in env: the XRD's CEL rule says so, and
+        compose-model-deployment holds its spec to it."""
+        engine = specs.read_model(deployment_api.Engine, value, where)
+        shm = engine.get("sharedMemorySize")
+        if shm is not None:
+            quantities.quantity_bytes(shm, f"{where}.sharedMemorySize")
+        return cls(
+            image=engine["image"],
+            command=tuple(engine.get("command", ())),
+            args=tuple(engine.get("args", ())),
+            env=tuple(engine.get("env", ())),
+            resources=engine.get("resources", {}),
+            port=engine["port"],
+            readiness_path=engine["readinessPath"],
+            shared_memory_size=shm,
+        )
+
+    def as_spec(self) -> dict:
+        spec: dict[str, Any] = {"image": self.image, "args": list(self.args),
+                                "env": [dict(e) for e in self.env], "port": self.port,
+                                "readinessPath": self.readiness_path}
+        if self.command:
+            spec["command"] = list(self.command)
+        if self.resources:
+            spec["resources"] = dict(self.resources)
+        if self.shared_memory_size:
+            spec["sharedMemorySize"] = self.shared_memory_size
+        return spec
+
+
+HF_CACHE, FLAT = "HfCache", "Flat"  # spec.cache.layout
+
+
+@dataclass(frozen=True)
+class CacheMount:
+    """Where the warm cache is: the claim on the cluster and the model's directory inside
+    it, a snapshot of the Hugging Face cache (HfCache) or files at their paths (Flat: an
+    existing volume's subPath, an S3 prefix fetched flat)."""
+
+    model_cache: str
+    volume: str
+    mount_path: str
+    snapshot_path: str
+    commit: str
+    layout: str = HF_CACHE
+
+    @classmethod
+    def of(cls, value: Mapping, where: str = "spec.cache") -> "CacheMount":
+        """The cache of a spec read through the ModelReplica model (required on Cache by
+        the XRD's CEL rule). A snapshot lies below the mount; flat files may sit at it."""
+        mount, path = value["mountPath"].rstrip("/"), value["snapshotPath"]
+        layout = value.get("layout") or HF_CACHE
+        if not (path.startswith(mount + "/") or (layout == FLAT and path.rstrip("/") == mount)):
+            raise specs.InputError(f"{where}.snapshotPath must lie under {where}.mountPath")
+        return cls(value["modelCacheName"], value["volumeName"], value["mountPath"],
+                   path, value["commit"], layout)
+
+    def as_spec(self) -> dict:
+        return {"modelCacheName": self.model_cache, "volumeName": self.volume,
+                "mountPath": self.mount_path, "snapshotPath": self.snapshot_path,
+                "commit": self.commit, **({"layout": FLAT} if self.layout == FLAT else {})}
