@@ -11,14 +11,18 @@ import errno
 
 from fleetcache.exitcodes import BY_REASON, ExitCode
 
-
 MAX_WHAT = 1000  # with the remedy, a record stays well inside a 4096-byte termination message
+
+
+def ellipsized(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, the last one an ellipsis when anything was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class AgentError(Exception):
     def __init__(self, reason: str, what: str):
         self.row: ExitCode = BY_REASON[reason]
-        self.what = what if len(what) <= MAX_WHAT else what[: MAX_WHAT - 1] + "…"
+        self.what = ellipsized(what, MAX_WHAT)
         super().__init__(f"{reason}: {what}")
 
     @property
@@ -33,7 +37,6 @@ class AgentError(Exception):
     def message(self) -> str:
         """Short what-happened plus the remedy, as written to progress and the termination log."""
         return f"{self.what.rstrip('.')}. {self.row.remedy}"
-
 
 
 class Interrupted(BaseException):

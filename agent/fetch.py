@@ -34,16 +34,16 @@ from pathlib import Path
 
 import urllib3
 
-from .errors import AgentError, from_os_error
-from .hub import Bandwidth, RetryPolicy, Retryable, describe, redact_url
-from .layout import Layout
-from .lock import DestinationLock
-from .plan import FetchPlan, FileTask, Listing, merge_spans, new_hasher, plan_fetch, split_spans
-from fleetcache.volume import STATE_DIR
+from fleetcache.agent.errors import AgentError, from_os_error
+from fleetcache.agent.hub import Bandwidth, Retryable, RetryPolicy, describe, redact_url
+from fleetcache.agent.layout import Layout
+from fleetcache.agent.lock import DestinationLock
+from fleetcache.agent.plan import FetchPlan, FileTask, Listing, merge_spans, new_hasher, plan_fetch, split_spans
+from fleetcache.agent.progress import Progress
+from fleetcache.agent.prune import empty_trash
+from fleetcache.agent.sources import Source
 from fleetcache.manifest import Entry, manifest_digest
-from .progress import Progress
-from .prune import empty_trash
-from .sources import Source
+from fleetcache.volume import STATE_DIR
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -91,8 +91,6 @@ def aligned_buffer(size: int) -> memoryview:
 
 
 _spare_buffers: list[memoryview] = []  # read-back buffers, as many as read-backs ever ran at once
-
-
 
 
 def body_reader(resp):

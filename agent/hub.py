@@ -22,7 +22,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import urllib3
 
-from .errors import AgentError
+from fleetcache.agent.errors import AgentError
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -51,7 +51,7 @@ class RetryPolicy:
     report: Callable[[str | None], None] | None = field(default=None, compare=False)
 
     @classmethod
-    def from_env(cls) -> "RetryPolicy":
+    def from_env(cls) -> RetryPolicy:
         """FLEETCACHE_RETRY_BASE_DELAY shortens backoff (tests; impatient operators)."""
         base = float(os.environ.get("FLEETCACHE_RETRY_BASE_DELAY", cls.base_delay))
         return cls(base_delay=base, max_delay=max(base, cls.max_delay * base / cls.base_delay))
@@ -131,6 +131,15 @@ def unreachable(what: str, err: BaseException) -> Retryable:
     return Retryable(AgentError("SourceUnreachable", f"{what}: {describe(err)}"))
 
 
+def connection_pool(num_pools: int, pool_size: int, timeout: float) -> urllib3.PoolManager:
+    """Connections for one client: no urllib3 retries or redirects of its own (RetryPolicy retries,
+    redirects are followed by hand), a read `timeout` that counts a silent stream as hung."""
+    return urllib3.PoolManager(
+        num_pools=num_pools, maxsize=pool_size, block=False, retries=False,
+        timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout), read=timeout),
+    )
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -150,10 +159,7 @@ class HubClient:
         self.token = token
         self.policy = policy
         self._origin = _origin(self.endpoint)
-        self.http = urllib3.PoolManager(
-            num_pools=8, maxsize=pool_size, block=False, retries=False,
-            timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout), read=timeout),
-        )
+        self.http = connection_pool(8, pool_size, timeout)
 
     def _headers(self, url: str, extra: dict | None = None) -> dict:
         headers = {"User-Agent": "fleetcache-agent/0.1", "Accept-Encoding": "identity", **(extra or {})}

@@ -19,12 +19,25 @@ import time
 import uuid
 from pathlib import Path
 
-from .errors import AgentError
-from .layout import write_atomic
+from fleetcache.agent.disk import write_atomic
+from fleetcache.agent.errors import AgentError
 
 LEASE_TTL = 30.0
 HEARTBEAT = 5.0
 WAIT_POLL = 1.0
+
+
+def try_flock(path: Path, flags: int = os.O_RDWR) -> int | None:
+    """An exclusive flock on `path`, without waiting: the open descriptor, or None while another holds it."""
+    fd = os.open(path, flags, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.EWOULDBLOCK, errno.EACCES):
+            return None
+        raise
+    return fd
 
 
 def _alive(pid: int) -> bool:
@@ -68,14 +81,9 @@ class DestinationLock:
 
     def try_acquire(self) -> bool:
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(fd)
-            if err.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                return False
-            raise
+        fd = try_flock(self.lock_path, os.O_RDWR | os.O_CREAT)
+        if fd is None:
+            return False
         if self._lease_blocks(self._lease()):
             os.close(fd)
             return False

@@ -17,7 +17,7 @@ not start on a half-published mirror.
 - Reader: plans without the origin when it can (`reader_listing`, contract §C): a Hub reader
   given --manifest-digest and a commit takes the entries from the volume's own manifest of that
   commit and digest (a warm rerun asks nobody), else from the publisher's manifest, accepted only
-  when its files hash to the digest with the listing's own function (plan.manifest_digest). Then
+  when its files hash to the digest with the listing's own function (manifest.manifest_digest). Then
   no Hub request is made at all. An S3 origin's reader has
   its pinned manifest already and asks for the publisher's only when some file needs bytes. With
   no valid manifest, `onMissing: fail` exits MirrorIncomplete (20) before any transfer and
@@ -36,16 +36,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from dataclasses import dataclass
 
-from .errors import AgentError
-from .fetch import body_reader
-from .plan import Listing, check_path
-from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
-from .s3 import S3Client
-from .sources import parallel
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.fetch import body_reader
+from fleetcache.agent.plan import Listing, written_entry
+from fleetcache.agent.s3 import S3Client
+from fleetcache.agent.sources import parallel
+from fleetcache.manifest import SHA256, Entry, manifest_digest
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -69,20 +68,6 @@ def manifest_body(repo: str, commit: str, digest: str, entries: tuple[Entry, ...
                       sort_keys=True, separators=(",", ":")).encode()
 
 
-_DIGEST_HEX = {SHA256: 64, GIT_SHA1: 40}  # an entry's algo is told by its digest's length, and checked
-_HEX = re.compile(r"[0-9a-f]+")
-
-
-def _entry(item: dict) -> Entry:
-    """A manifest file as the listing would have given it; ValueError or AgentError when malformed.
-    Paths pass the listing's own check: a path with a newline could forge the digest's lines."""
-    path, size, digest, algo = item["path"], item["size"], item["digest"], item["algo"]
-    if type(size) is not int or size < 0 or not isinstance(digest, str) or len(digest) != _DIGEST_HEX.get(algo) \
-            or not _HEX.fullmatch(digest):
-        raise ValueError(f"{path!r} is not a {{path, size, digest, algo}} file")
-    return Entry(check_path(path), size, digest, algo)
-
-
 def checked_manifest(body: bytes | None, digest: str) -> tuple[tuple[Entry, ...], str]:
     """The entries of a written manifest (the publisher's, or the volume's own), accepted only when
     they hash to `digest` with the listing's own function; otherwise no entries and why. The digest
@@ -92,7 +77,9 @@ def checked_manifest(body: bytes | None, digest: str) -> tuple[tuple[Entry, ...]
     if body is None:
         return (), "no published manifest (the publisher has not finished)"
     try:
-        entries = tuple(sorted((_entry(f) for f in json.loads(body)["files"]), key=lambda e: e.path))
+        # each file checked as the volume's own manifest is (paths pass the listing's own check: a
+        # path with a newline could forge the digest's lines)
+        entries = tuple(sorted((written_entry(f) for f in json.loads(body)["files"]), key=lambda e: e.path))
     except (ValueError, TypeError, KeyError, AgentError):
         return (), "a manifest that is not {repo, commit, manifestDigest, files}"
     if manifest_digest(entries) != digest:

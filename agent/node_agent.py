@@ -20,15 +20,21 @@ import logging
 import os
 import shutil
 import stat
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from .errors import AgentError
-from .layout import fsync_dir, write_atomic
-from fleetcache.volume import HUB_DIR
-from .node_plan import (LABEL_PREFIX, OWNER_UID, Kept, dns_label, label_patch, parse_keep, plan_prepare,
-                        valid_commit)
-from .node_warm import CHECK_FILE, READY_FILE, read_json
+from fleetcache.agent.disk import fsync_dir, write_atomic
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.node_plan import (
+    LABEL_PREFIX,
+    OWNER_UID,
+    Kept,
+    label_patch,
+    parse_keep,
+    plan_prepare,
+)
+from fleetcache.agent.node_warm import CHECK_FILE, READY_FILE, has_snapshot, read_json, state_file
+from fleetcache.shapes import is_dns_label, is_resolved_commit
 from fleetcache.volume import STATE_DIR
 
 log = logging.getLogger("fleetcache.agent")
@@ -87,8 +93,8 @@ def present_dirs(root: Path) -> dict[str, set[str]]:
     """`<ns>/<cache>` directories under root; symlinks and non-DNS names are never the agent's."""
     present: dict[str, set[str]] = {}
     for ns in sorted(os.listdir(root)):
-        if dns_label(ns) and _is_plain_dir(root / ns):
-            present[ns] = {c for c in os.listdir(root / ns) if dns_label(c) and _is_plain_dir(root / ns / c)}
+        if is_dns_label(ns) and _is_plain_dir(root / ns):
+            present[ns] = {c for c in os.listdir(root / ns) if is_dns_label(c) and _is_plain_dir(root / ns / c)}
     return present
 
 
@@ -135,7 +141,7 @@ def prepare(root: Path, keep_file: Path, now: datetime | None = None) -> dict:
     if kept is None:
         return {"created": [], "deleted": []}
     chown = Chowner()
-    plan = plan_prepare(kept, present_dirs(root), now or datetime.now(timezone.utc))
+    plan = plan_prepare(kept, present_dirs(root), now or datetime.now(UTC))
     for ns, cache in plan.delete:
         target = root / ns / cache
         _chown_tree(target, chown)  # back to root first: nothing of the tenant's uid survives mid-delete
@@ -172,9 +178,9 @@ def ready_caches(root: Path, kept: dict[tuple[str, str], Kept]) -> dict[tuple[st
         directory = cache_dir(root, ns, cache)
         if row.since is not None or directory is None:
             continue
-        marker = read_json(directory / STATE_DIR / READY_FILE)
+        marker = read_json(state_file(directory, READY_FILE))
         commit = marker.get("commit") if isinstance(marker, dict) else None
-        if valid_commit(commit) and any(p.is_dir() for p in (directory / HUB_DIR).glob(f"*/snapshots/{commit}")):
+        if is_resolved_commit(commit) and has_snapshot(directory, commit):
             ready[(ns, cache)] = commit
     return ready
 

@@ -12,17 +12,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .errors import AgentError
-from .plan import DiskState, FetchPlan, check_path, plan_fetch
-from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
+from fleetcache.agent.errors import AgentError, ellipsized
+from fleetcache.agent.plan import DiskState, FetchPlan, plan_fetch, written_entry
+from fleetcache.manifest import Entry, manifest_digest
+from fleetcache.shapes import is_dns_label
 
 WHOLE_FILE = 1 << 62  # one part per blob: the node copy streams each file once, front to back
 MAX_MESSAGE = 120  # a node record stays ~200 bytes: 2,000 nodes fit one ConfigMap
 LABEL_PREFIX = "node-cache.fleetcache.dev/"
 OWNER_UID = 65532  # the warmer's uid (restricted pods); the prepare container chowns to it
-_DIGEST = {SHA256: re.compile(r"[0-9a-f]{64}"), GIT_SHA1: re.compile(r"[0-9a-f]{40}")}
-_COMMIT = re.compile(r"(?:(?:s3|vol)-)?[0-9a-f]{40}")  # a Hub commit, or an S3 or volume pin
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
@@ -31,25 +29,10 @@ class VolumeNotReady(Exception):
 
 
 def clip(message: str | None) -> str | None:
-    if message is None or len(message) <= MAX_MESSAGE:
-        return message
-    return message[: MAX_MESSAGE - 1] + "…"
+    return None if message is None else ellipsized(message, MAX_MESSAGE)
 
 
 # -- node-warm ---------------------------------------------------------------------------------
-
-def _entry(item: object) -> Entry:
-    """One file of a volume manifest, refused (not sanitized) when malformed: the volume is input."""
-    if not isinstance(item, dict):
-        raise AgentError("InvalidSource", "the volume's manifest has a file that is not an object")
-    path = check_path(item.get("path"))
-    size, digest, algo = item.get("size"), item.get("digest"), item.get("algo")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise AgentError("InvalidSource", f"the volume's manifest gives {path!r} a bad size {size!r}")
-    if algo not in _DIGEST or not isinstance(digest, str) or not _DIGEST[algo].fullmatch(digest):
-        raise AgentError("InvalidSource", f"the volume's manifest gives {path!r} a malformed digest")
-    return Entry(path, size, digest, algo)
-
 
 def volume_entries(manifests: list[dict], repo: str, commit: str, digest: str) -> tuple[str, tuple[Entry, ...]]:
     """(layout, entries) of the volume's manifest for `commit` whose recomputed digest is `digest`.
@@ -63,7 +46,7 @@ def volume_entries(manifests: list[dict], repo: str, commit: str, digest: str) -
         files = manifest.get("files") if isinstance(manifest, dict) else None
         if not isinstance(files, list) or manifest.get("commit") != commit:
             raise AgentError("InvalidSource", f"the volume's manifest of {repo}@{commit} is malformed")
-        entries = tuple(sorted((_entry(f) for f in files), key=lambda e: e.path))
+        entries = tuple(sorted((written_entry(f) for f in files), key=lambda e: e.path))
         recomputed = manifest_digest(entries)
         if recomputed == digest:
             return manifest.get("layout", "hf-cache"), entries
@@ -125,7 +108,7 @@ def parse_keep(data: object) -> dict[tuple[str, str], Kept]:
     kept = {}
     for key, row in data.items():
         ns, _, cache = key.partition("/")
-        if not (_DNS_LABEL.fullmatch(ns) and _DNS_LABEL.fullmatch(cache)) or not isinstance(row, dict):
+        if not (is_dns_label(ns) and is_dns_label(cache)) or not isinstance(row, dict):
             raise ValueError(f"keep.json row {key!r} is not <namespace>/<cache> with an object")
         since = row.get("since")
         try:
@@ -160,19 +143,11 @@ def plan_prepare(kept: dict[tuple[str, str], Kept], present: dict[str, set[str]]
     )
 
 
-def dns_label(name: str) -> bool:
-    return bool(_DNS_LABEL.fullmatch(name))
-
-
 # -- node-label ----------------------------------------------------------------------------------
 
 def label_key(namespace: str, cache: str) -> str:
     """node-cache.fleetcache.dev/<first 16 hex of sha256("<ns>/<cache>")> (contract §B)."""
     return LABEL_PREFIX + hashlib.sha256(f"{namespace}/{cache}".encode()).hexdigest()[:16]
-
-
-def valid_commit(value: object) -> bool:
-    return isinstance(value, str) and bool(_COMMIT.fullmatch(value))
 
 
 def label_patch(current: dict[str, str], ready: dict[tuple[str, str], str]) -> dict[str, str | None]:

@@ -37,19 +37,30 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import AgentError, from_os_error
-from .layout import LAYOUTS, FlatLayout, HfCacheLayout, Layout, _inside, open_layout, write_atomic
-from fleetcache.volume import HUB_DIR
-from .lock import DestinationLock
-from .node_plan import (VolumeNotReady, capacity_problem, clip, marker_matches, plan_node_copy, ready_marker,
-                        stale_records, volume_entries)
-from .plan import FetchPlan, FileTask, Listing, check_path, new_hasher
-from fleetcache.volume import STATE_DIR
+from fleetcache.agent.disk import is_inside, write_atomic
+from fleetcache.agent.errors import AgentError, from_os_error
+from fleetcache.agent.flat_layouts import FlatLayout
+from fleetcache.agent.hf_cache_layout import HfCacheLayout
+from fleetcache.agent.layout import Layout
+from fleetcache.agent.layouts import LAYOUTS, open_layout
+from fleetcache.agent.lock import DestinationLock
+from fleetcache.agent.node_plan import (
+    VolumeNotReady,
+    capacity_problem,
+    clip,
+    marker_matches,
+    plan_node_copy,
+    ready_marker,
+    stale_records,
+    volume_entries,
+)
+from fleetcache.agent.plan import FetchPlan, FileTask, Listing, check_path, new_hasher
+from fleetcache.agent.progress import PRUNE_FIELDS, Progress, emit_to
+from fleetcache.agent.prune import prune
+from fleetcache.agent.slots import take
+from fleetcache.agent.sources import manifest_entries, read_manifest_file
 from fleetcache.manifest import Entry, manifest_digest
-from .progress import PRUNE_FIELDS, Progress
-from .prune import prune
-from .slots import take
-from .sources import manifest_entries, read_manifest_file
+from fleetcache.volume import HUB_DIR, STATE_DIR
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -65,7 +76,8 @@ KILL_AFTER_ENV = "FLEETCACHE_NODE_WARM_KILL_AFTER"  # test hook: SIGKILL itself 
 RECHECKED = ("InsufficientCapacity", "NodeCacheNotDedicated")  # node conditions that change by themselves
 
 
-def _seconds(env: str, default: float) -> float:
+def env_seconds(env: str, default: float) -> float:
+    """A number of seconds from the environment; the default when unset or not a number."""
     try:
         return float(os.environ.get(env, default))
     except ValueError:
@@ -93,6 +105,11 @@ def copy_ready(dest: Path, commit: str, digest: str | None) -> bool:
     """What the readiness probe asks: node-ready.json names the commit (and digest) and its snapshot exists."""
     if not marker_matches(read_json(state_file(dest, READY_FILE)), commit, digest):
         return False
+    return has_snapshot(dest, commit)
+
+
+def has_snapshot(dest: Path, commit: str) -> bool:
+    """A snapshot directory of `commit` exists under the node copy's hub/ (of whichever repo)."""
     return any(p.is_dir() for p in (dest / HUB_DIR).glob(f"*/snapshots/{commit}"))
 
 
@@ -148,11 +165,7 @@ class NodeRecorder:
         if snapshot == self._emitted:
             return
         self._emitted, self._last = snapshot, self.clock()
-        for sink in self.sinks:
-            try:
-                sink.emit(snapshot)
-            except OSError as err:
-                log.warning("could not write the node record (%s); continuing", type(err).__name__)
+        emit_to(self.sinks, snapshot, "the node record")
 
     def phase(self, phase: str, reason: str | None = None, message: str | None = None, **fields) -> None:
         with self._lock:
@@ -310,7 +323,7 @@ class Warm:
                 raise AgentError("InsufficientCapacity", problem)
             self.recorder.phase("Waiting", bytesDone=plan.bytes_present, bytesTotal=plan.bytes_total,
                                 freeBytes=free, message="waiting for a warm slot" if self.slots else None)
-            holding = take(self.slots, self._waiting, _seconds(SLOT_POLL_ENV, 2.0)) \
+            holding = take(self.slots, self._waiting, env_seconds(SLOT_POLL_ENV, 2.0)) \
                 if self.slots and plan.tasks else None  # only reading the volume needs a slot
             try:
                 self.recorder.phase("Copying", freeBytes=free_bytes(self.dest))
@@ -359,7 +372,7 @@ class _Copier:
 
     def _open_source(self, entry: Entry) -> int:
         path = self.source.blob_path(entry)
-        if not _inside(self.source.dest, path):
+        if not is_inside(self.source.dest, path):
             raise AgentError("InvalidSource", f"the volume's {entry.path} resolves outside --source (symlink)")
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -471,8 +484,8 @@ def _attempt(warm: Warm) -> None:
 def run(warm: Warm, once: bool, retries: int, sleep=time.sleep) -> dict:
     """Attempt until Ready. With `once`, return the Ready record or raise the failure (its exit code);
     without, never return: idle Ready (re-checking) or Failed (NotReady), never exit non-zero."""
-    recheck = _seconds(RECHECK_ENV, 60.0)
-    base = _seconds("FLEETCACHE_RETRY_BASE_DELAY", 0.5)
+    recheck = env_seconds(RECHECK_ENV, 60.0)
+    base = env_seconds("FLEETCACHE_RETRY_BASE_DELAY", 0.5)
     failures = 0
     failed: AgentError | None = None
     pruned = False

@@ -7,20 +7,17 @@ the glob semantics and the resume arithmetic are tested without a hub or a volum
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from fleetcache.agent.errors import AgentError
 from fleetcache.manifest import GIT_SHA1, SHA256, Entry, manifest_digest
+from fleetcache.shapes import GIT_COMMIT, SHA256_HEX
 from fleetcache.volume import STATE_DIR
-
-from .errors import AgentError
 
 MAX_FILE_SIZE = 1 << 44  # 16 TiB: larger than any real weight file, so a bigger size is a broken listing
 MAX_FILES = 1_000_000
-_HEX40 = re.compile(r"[0-9a-f]{40}")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
+DIGEST_SHAPES = {SHA256: SHA256_HEX, GIT_SHA1: GIT_COMMIT}  # an entry's digest, by its algo
 
 
 @dataclass(frozen=True)
@@ -63,15 +60,40 @@ def _entry(sibling: object) -> Entry:
     lfs = sibling.get("lfs")
     if lfs is not None:
         digest = lfs.get("sha256") if isinstance(lfs, dict) else None
-        if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+        if not isinstance(digest, str) or not SHA256_HEX.fullmatch(digest):
             raise _refuse(f"listing gives {path!r} a malformed LFS sha256")
         if lfs.get("size", size) != size:
             raise _refuse(f"listing gives {path!r} two different sizes")
         return Entry(path, size, digest, SHA256)
     digest = sibling.get("blobId")
-    if not isinstance(digest, str) or not _HEX40.fullmatch(digest):
+    if not isinstance(digest, str) or not GIT_COMMIT.fullmatch(digest):
         raise _refuse(f"listing gives {path!r} a malformed blobId")
     return Entry(path, size, digest, GIT_SHA1)
+
+
+def directory_clash(paths, files: set[str]) -> str | None:
+    """The first file of `files` that one of `paths` (in their order) has as a folder: a file
+    cannot also be a directory of another file."""
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in files:
+                return "/".join(parts[:depth])
+    return None
+
+
+def written_entry(item: object) -> Entry:
+    """One file of a manifest the agent wrote (`{path, size, digest, algo}`: the volume's, or the
+    fleet mirror's), refused (not sanitized) when malformed: read back, it is input."""
+    if not isinstance(item, dict):
+        raise AgentError("InvalidSource", "the volume's manifest has a file that is not an object")
+    path = check_path(item.get("path"))
+    size, digest, algo = item.get("size"), item.get("digest"), item.get("algo")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise AgentError("InvalidSource", f"the volume's manifest gives {path!r} a bad size {size!r}")
+    if algo not in DIGEST_SHAPES or not isinstance(digest, str) or not DIGEST_SHAPES[algo].fullmatch(digest):
+        raise AgentError("InvalidSource", f"the volume's manifest gives {path!r} a malformed digest")
+    return Entry(path, size, digest, algo)
 
 
 def parse_listing(repo: str, revision: str, info: object) -> Listing:
@@ -79,7 +101,7 @@ def parse_listing(repo: str, revision: str, info: object) -> Listing:
     if not isinstance(info, dict):
         raise _refuse("listing is not a JSON object")
     commit = info.get("sha")
-    if not isinstance(commit, str) or not _HEX40.fullmatch(commit):
+    if not isinstance(commit, str) or not GIT_COMMIT.fullmatch(commit):
         raise _refuse("listing has no valid commit sha")
     siblings = info.get("siblings")
     if not isinstance(siblings, list) or len(siblings) > MAX_FILES:
@@ -90,11 +112,9 @@ def parse_listing(repo: str, revision: str, info: object) -> Listing:
         if entry.path in seen:
             raise _refuse(f"listing has the path {entry.path!r} twice")
         seen.add(entry.path)
-    for entry in entries:  # a file cannot also be a directory of another file
-        parts = entry.path.split("/")
-        for depth in range(1, len(parts)):
-            if "/".join(parts[:depth]) in seen:
-                raise _refuse(f"listing has {'/'.join(parts[:depth])!r} both as a file and a directory")
+    clash = directory_clash((entry.path for entry in entries), seen)
+    if clash is not None:
+        raise _refuse(f"listing has {clash!r} both as a file and a directory")
     return Listing(repo, revision, commit, tuple(sorted(entries, key=lambda e: e.path)))
 
 
@@ -119,7 +139,6 @@ def new_hasher(entry: Entry):
     if entry.algo == GIT_SHA1:
         return hashlib.sha1(b"blob %d\0" % entry.size)
     return hashlib.sha256()
-
 
 
 def resolved_record(listing: Listing, entries: tuple[Entry, ...]) -> dict:

@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from .errors import AgentError
-from .layout import write_atomic
+from fleetcache.agent.disk import write_atomic
+from fleetcache.agent.errors import AgentError
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -36,6 +36,15 @@ def configmap_data(record: dict) -> dict[str, str]:
     """ConfigMap data wants strings: numbers as decimal strings, empty string for unset."""
     return {k: "" if v is None else json.dumps(v, separators=(",", ":"), sort_keys=True)
             if isinstance(v, (list, dict)) else str(v) for k, v in record.items()}
+
+
+def emit_to(sinks: list, record: dict, what: str) -> None:
+    """The record to every sink; a sink that fails to write is logged and the work goes on."""
+    for sink in sinks:
+        try:
+            sink.emit(record)
+        except OSError as err:
+            log.warning("could not write %s (%s); continuing", what, type(err).__name__)
 
 
 class FileSink:
@@ -129,12 +138,7 @@ class Progress:
             self.record["bytesPerSecond"] = int(self._transferred / elapsed)
         self._last_emit = self.clock()
         self._last_bytes = self.record.get("bytesDone") or 0
-        snapshot = dict(self.record)
-        for sink in self.sinks:
-            try:
-                sink.emit(snapshot)
-            except OSError as err:
-                log.warning("could not write progress (%s); continuing", type(err).__name__)
+        emit_to(self.sinks, dict(self.record), "progress")
 
     def phase(self, phase: str, **fields) -> None:
         """A phase change is always emitted, with the volume's usage measured anew; it clears a

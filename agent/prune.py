@@ -26,14 +26,17 @@ import signal
 import time
 from pathlib import Path
 
-from .errors import AgentError
-from .layout import STAGING_DIR, FlatCommitsLayout, HfCacheLayout, Layout, _inside, fsync_dir, open_layout
-from fleetcache.volume import COMMITS_DIR, CURRENT_LINK
-from .lock import DestinationLock
-from .plan import BlobKey, VolumeState, check_path, plan_prune
-from fleetcache.volume import STATE_DIR
+from fleetcache.agent.disk import fsync_dir, is_inside
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.flat_layouts import STAGING_DIR, FlatCommitsLayout
+from fleetcache.agent.hf_cache_layout import HfCacheLayout
+from fleetcache.agent.layout import Layout
+from fleetcache.agent.layouts import open_layout
+from fleetcache.agent.lock import DestinationLock
+from fleetcache.agent.plan import BlobKey, VolumeState, check_path, plan_prune
+from fleetcache.agent.progress import Progress
 from fleetcache.manifest import Entry
-from .progress import Progress
+from fleetcache.volume import COMMITS_DIR, CURRENT_LINK, STATE_DIR
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -60,7 +63,7 @@ class Removals:
 
 def check_inside(dest: Path, directory: Path) -> Path:
     """A directory prune deletes in must resolve inside --dest: a symlink must not aim it elsewhere."""
-    if directory.exists() and not _inside(dest, directory / "x"):
+    if directory.exists() and not is_inside(dest, directory / "x"):
         raise AgentError("InvalidSource", f"{directory.relative_to(dest)} resolves outside --dest (symlink escape)")
     return directory
 
@@ -133,7 +136,7 @@ def _flat_files(dest: Path, layout: Layout, listed: dict[str, set[str]]) -> dict
     for path, digests in listed.items():
         file = dest / check_path(path)
         if marks.get(path, ("", ""))[1] in digests and file.is_file() and not file.is_symlink() \
-                and _inside(dest, file):
+                and is_inside(dest, file):
             files[("flat", path)] = file.lstat().st_size
     return files
 
@@ -215,7 +218,11 @@ def read_volume(dest: Path, repo: str) -> VolumeState:
 
 # -- doing it -----------------------------------------------------------------------------------
 
-def _fsync_dirs(paths) -> None:
+def _unlink_all(paths: list[Path], removals: Removals) -> None:
+    """Unlink each file (counted), then fsync the directories they were in."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+        removals.done()
     for directory in sorted({p.parent for p in paths}):
         if directory.is_dir():
             fsync_dir(directory)
@@ -232,11 +239,7 @@ def prune(dest: Path, repo: str, keep: frozenset[str], progress: Progress, wait:
         plan = plan_prune(read_volume(dest, repo), keep)
         log.info("pruning %s: %d commits, %d refs, %d blobs (%d bytes); keeping %s", repo, len(plan.commits),
                  len(plan.refs), len(plan.blobs), plan.freed_bytes, ", ".join(sorted(keep)))
-        refs = [dest / ref for ref in plan.refs]
-        for ref in refs:
-            ref.unlink(missing_ok=True)
-            removals.done()
-        _fsync_dirs(refs)
+        _unlink_all([dest / ref for ref in plan.refs], removals)
         for commit in plan.commits:
             for snapshot in (hf.root / "snapshots" / commit, dest / COMMITS_DIR / commit,
                              hf.state / STAGING_DIR / commit):
@@ -247,10 +250,7 @@ def prune(dest: Path, repo: str, keep: frozenset[str], progress: Progress, wait:
         removed = tuple(f"{COMMITS_DIR}/{commit}/" for commit in plan.commits)
         hf.forget_keys([key for layout, key in plan.blobs if layout != FlatCommitsLayout.name]  # one record
                        + [key for key in hf.read_verified() if key.startswith(removed)])  # per repo
-        for blob in blobs:
-            blob.unlink(missing_ok=True)
-            removals.done()
-        _fsync_dirs(blobs)
+        _unlink_all(blobs, removals)
         for commit in plan.commits:
             manifests = hf.state / "manifests" / commit
             if manifests.is_dir():

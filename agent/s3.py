@@ -45,8 +45,18 @@ from pathlib import Path
 import botocore.exceptions
 import urllib3
 
-from .errors import AgentError
-from .hub import CONNECT_TIMEOUT, READ_TIMEOUT, Retryable, RetryPolicy, describe, redact_url
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.hub import (
+    CONNECT_TIMEOUT,
+    READ_TIMEOUT,
+    Retryable,
+    RetryPolicy,
+    connection_pool,
+    describe,
+    redact_url,
+    unreachable,
+)
+from fleetcache.shapes import S3_BUCKET
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -55,7 +65,6 @@ SECRET_KEY_FILE = "AWS_SECRET_ACCESS_KEY"
 PRESIGN_SECONDS = 3600
 READ_BLOCK = 8 << 20
 SINGLE_PUT_LIMIT = 5 << 30  # S3's largest single PUT; bigger blobs go up in parts
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _ERROR_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
 
 AUTH_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ExpiredToken",
@@ -152,7 +161,7 @@ def classify_boto(err: Exception, what: str) -> Exception:
         return AgentError("AuthFailed", f"{what}: no S3 credentials; set credentialsSecretRef")
     if isinstance(err, botocore.exceptions.ParamValidationError):
         return AgentError("InvalidConfiguration", f"{what}: {err}")
-    return Retryable(AgentError("SourceUnreachable", f"{what}: {describe(err)}"))
+    return unreachable(what, err)
 
 
 def sha256_from_checksum(value: str | None) -> str | None:
@@ -169,7 +178,7 @@ def sha256_from_checksum(value: str | None) -> str | None:
 class S3Client:
     def __init__(self, location: S3Location, policy: RetryPolicy, pool_size: int = 8,
                  timeout: float = READ_TIMEOUT):
-        if not _BUCKET.fullmatch(location.bucket) or ".." in location.bucket:
+        if not S3_BUCKET.fullmatch(location.bucket) or ".." in location.bucket:
             raise AgentError("InvalidConfiguration", f"bucket {location.bucket!r} is not an S3 bucket name")
         if location.prefix.startswith("/") or ".." in location.prefix.split("/"):
             raise AgentError("InvalidConfiguration", f"prefix {location.prefix!r} starts with '/' or has '..'")
@@ -198,10 +207,7 @@ class S3Client:
             request_checksum_calculation="when_required", response_checksum_validation="when_required",
         )
         self.s3 = session.client("s3", endpoint_url=location.endpoint, config=config)
-        self.http = urllib3.PoolManager(
-            num_pools=4, maxsize=pool_size, block=False, retries=False,
-            timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout), read=timeout),
-        )
+        self.http = connection_pool(4, pool_size, timeout)
 
     def _call(self, what: str, fn, **params):
         """One S3 API call through the retry policy, its failures mapped onto the table."""
@@ -316,7 +322,7 @@ class S3Client:
             resp = self.http.request(method, url, headers={"Accept-Encoding": "identity", **(headers or {})},
                                      redirect=False, preload_content=not stream)
         except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise Retryable(AgentError("SourceUnreachable", f"{what}: {describe(err)}")) from None
+            raise unreachable(what, err) from None
         if resp.status >= 300:
             body = b"" if method == "HEAD" else resp.read(4096) if stream else resp.data
             resp.close()  # an error body is small, but never hand a half-read connection back to the pool
@@ -344,24 +350,24 @@ class S3Client:
         raise Retryable(AgentError("SourceUnreachable", f"GET {key}: asked for {expected}, got {got}"))
 
     # -- mirror writes and small reads --------------------------------------------------------
-    def head_size(self, key: str) -> int | None:
-        """The object's size, or None when there is none."""
+    def _unless_missing(self, method: str, key: str):
+        """One request through the retry policy; None when there is no such object."""
         try:
-            resp = self.policy.run(lambda: self.request("HEAD", key), f"HEAD {key}")
+            return self.policy.run(lambda: self.request(method, key), f"{method} {key}")
         except AgentError as err:
             if err.reason == "SourceNotFound":
                 return None
             raise
-        return int(resp.headers.get("Content-Length", "0"))
+
+    def head_size(self, key: str) -> int | None:
+        """The object's size, or None when there is none."""
+        resp = self._unless_missing("HEAD", key)
+        return None if resp is None else int(resp.headers.get("Content-Length", "0"))
 
     def get_small(self, key: str) -> bytes | None:
         """A small object's bytes (a mirror manifest), or None when there is none."""
-        try:
-            return self.policy.run(lambda: self.request("GET", key).data, f"GET {key}")
-        except AgentError as err:
-            if err.reason == "SourceNotFound":
-                return None
-            raise
+        resp = self._unless_missing("GET", key)
+        return None if resp is None else resp.data
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call(f"PutObject {key}", self.s3.put_object, Bucket=self.location.bucket, Key=key, Body=data)

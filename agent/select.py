@@ -14,16 +14,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .layout import Layout
+from fleetcache.agent.disk import resolves_within
+from fleetcache.agent.layout import Layout
+from fleetcache.agent.node_plan import marker_matches
+from fleetcache.agent.node_warm import READY_FILE, read_json, state_file
 from fleetcache.volume import HUB_DIR, repo_folder
-from .node_plan import marker_matches
-from .node_warm import READY_FILE, read_json, state_file
-
-
-def _within(root: Path, path: Path) -> bool:
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(path)
-    return real == real_root or real.startswith(real_root + os.sep)
 
 
 def node_copy_problem(node: Path, repo: str, commit: str, digest: str) -> str | None:
@@ -31,7 +26,7 @@ def node_copy_problem(node: Path, repo: str, commit: str, digest: str) -> str | 
     marker = state_file(node, READY_FILE)
     snapshot = node / HUB_DIR / repo_folder(repo) / "snapshots" / commit
     manifest = Layout(node, repo).manifest_path(commit, digest)
-    if not all(_within(node, p) for p in (marker, snapshot, manifest)):
+    if not all(resolves_within(node, p) for p in (marker, snapshot, manifest)):
         return "NodeCopyOutsideRoot"
     content = read_json(marker)
     if content is None:

@@ -18,17 +18,17 @@ stops at the next block and waits for a slot again.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
 import re
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from .errors import AgentError
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.lock import try_flock
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -39,7 +39,7 @@ _SLOT_FILE = re.compile(r"slot-(\d+)")
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def incluster_coordination_api():
@@ -198,14 +198,9 @@ class DirSlots:
 
     def try_take(self) -> bool:
         for slot in self._slots():
-            fd = os.open(slot, os.O_RDWR)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as err:
-                os.close(fd)
-                if err.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                    continue
-                raise
+            fd = try_flock(slot)
+            if fd is None:
+                continue
             os.ftruncate(fd, 0)
             os.pwrite(fd, self.holder.encode(), 0)
             self._fd, self.name = fd, slot.name

@@ -23,20 +23,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import threading
 from pathlib import Path
 from typing import Protocol
 
-from .errors import AgentError
-from .hub import HubClient
-from .plan import Listing, check_path, select
-from fleetcache.manifest import Entry, SHA256, manifest_digest
-from .s3 import S3Client, S3Listed
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.hub import HubClient
+from fleetcache.agent.plan import MAX_FILE_SIZE, Listing, check_path, directory_clash, select
+from fleetcache.agent.s3 import S3Client, S3Listed
+from fleetcache.manifest import SHA256, Entry, manifest_digest
+from fleetcache.shapes import SHA256_HEX
 
 log = logging.getLogger("fleetcache.agent")
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 MANIFEST_KEYS = frozenset({"path", "size", "sha256", "versionId", "etag"})
 
 
@@ -144,9 +143,9 @@ def parse_manifest(data: object) -> list[dict]:
             raise _refuse(f"entry {item!r:.80} is not {{path, size, sha256, versionId?, etag?}}")
         path = check_path(item["path"])
         size = item["size"]
-        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= 1 << 44:
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_SIZE:
             raise _refuse(f"{path!r} has a bad size {size!r}")
-        if not isinstance(item["sha256"], str) or not _HEX64.fullmatch(item["sha256"]):
+        if not isinstance(item["sha256"], str) or not SHA256_HEX.fullmatch(item["sha256"]):
             raise _refuse(f"{path!r} has a malformed sha256")
         if any(not isinstance(item.get(k, ""), str) for k in ("versionId", "etag")):
             raise _refuse(f"{path!r} has a non-string versionId or etag")
@@ -154,11 +153,9 @@ def parse_manifest(data: object) -> list[dict]:
             raise _refuse(f"{path!r} is listed twice")
         seen.add(path)
         items.append(dict(item))
-    for path in seen:  # a file cannot also be a directory of another file
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            if "/".join(parts[:depth]) in seen:
-                raise _refuse(f"{'/'.join(parts[:depth])!r} is both a file and a directory")
+    clash = directory_clash(seen, seen)
+    if clash is not None:
+        raise _refuse(f"{clash!r} is both a file and a directory")
     return sorted(items, key=lambda i: i["path"])
 
 
@@ -175,10 +172,11 @@ def manifest_entries(manifest: list[dict]) -> tuple[Entry, ...]:
     return tuple(Entry(i["path"], i["size"], i["sha256"], SHA256) for i in manifest)
 
 
-def manifest_commit(manifest: list[dict]) -> str:
-    """`s3-` + the first 40 hex of the sha256 of the canonical listing: the pins change it too."""
+def manifest_commit(manifest: list[dict], kind: str = "s3") -> str:
+    """`s3-` (or `vol-`, an existing volume's) + the first 40 hex of the sha256 of the canonical
+    listing: the pins change it too."""
     canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
-    return "s3-" + hashlib.sha256(canonical.encode()).hexdigest()[:40]
+    return f"{kind}-" + hashlib.sha256(canonical.encode()).hexdigest()[:40]
 
 
 def pinned_listing(repo: str, manifest: list[dict], commit: str, digest: str) -> tuple[Listing, tuple[Entry, ...]]:
@@ -214,14 +212,15 @@ def resolve_s3(client: S3Client, allow: list[str] | None, ignore: list[str] | No
         return client.checksum_sha256(obj) if "SHA256" in obj.checksums or not obj.checksums else None
 
     known = parallel(checksum, objects, concurrency)
-    to_hash = [o for o, sha in zip(objects, known) if sha is None]
+    to_hash = [o for o, sha in zip(objects, known, strict=True) if sha is None]
     if to_hash and report:
         report(f"hashing {len(to_hash)} objects ({sum(o.size for o in to_hash)} bytes) that have no S3 "
                "SHA-256 checksum")
-    streamed = dict(zip((o.path for o in to_hash), parallel(client.stream_sha256, to_hash, concurrency)))
-    digests = [sha or streamed[o.path] for o, sha in zip(objects, known)]
+    streamed = dict(zip((o.path for o in to_hash), parallel(client.stream_sha256, to_hash, concurrency),
+                        strict=True))
+    digests = [sha or streamed[o.path] for o, sha in zip(objects, known, strict=True)]
     manifest = []
-    for obj, sha in zip(objects, digests):
+    for obj, sha in zip(objects, digests, strict=True):
         item = {"path": obj.path, "size": obj.size, "sha256": sha}
         if obj.version_id:
             item["versionId"] = obj.version_id

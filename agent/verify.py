@@ -8,17 +8,17 @@ re-hashes them and fetches them again even if the corruption left their `stat` u
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 
-from .errors import AgentError
-from .layout import Layout, file_problems, open_layout
-from .plan import Listing, resolved_record, select
+from fleetcache.agent.disk import resolves_within
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.layout import Layout, file_problems
+from fleetcache.agent.layouts import open_layout
+from fleetcache.agent.plan import Listing, resolved_record, select
+from fleetcache.agent.sources import manifest_commit, manifest_entries, parse_manifest
 from fleetcache.manifest import Entry, manifest_digest
-from .sources import manifest_entries, parse_manifest
 
 log = logging.getLogger("fleetcache.agent")
 
@@ -45,7 +45,7 @@ def verify(dest: Path, repo: str, revision: str | None) -> dict:
         for path, entry in layout.published_paths(manifest):
             items[(layout.name, entry.path)] = (layout, path, entry)
     checks = list(items.values())
-    results = zip(checks, file_problems([(path, entry) for _, path, entry in checks]))
+    results = zip(checks, file_problems([(path, entry) for _, path, entry in checks]), strict=True)
     bad = [(layout, entry, problem) for (layout, _, entry), problem in results if problem]
     if bad:
         for layout in {layout for layout, _, _ in bad}:
@@ -93,8 +93,7 @@ def resolve_volume_manifest(path: Path, allow: list[str] | None, ignore: list[st
     manifest = [row for row in manifest if row["path"] in chosen]
     if not manifest:
         raise AgentError("InvalidSource", f"the patterns select none of the files of {path}")
-    canonical = json.dumps(manifest, sort_keys=True, separators=(",", ":"))
-    commit = "vol-" + hashlib.sha256(canonical.encode()).hexdigest()[:40]
+    commit = manifest_commit(manifest, "vol")
     entries = manifest_entries(manifest)
     return {**resolved_record(Listing("", None, commit, entries), entries), "manifest": manifest}
 
@@ -107,7 +106,7 @@ def verify_in_place(dest: Path, entries: tuple[Entry, ...], digest: str | None =
         raise AgentError("InvalidConfiguration", f"--manifest-digest {digest} is not the manifest's digest "
                                                  f"{manifest_digest(entries)}")
     checks = [(dest / entry.path, entry) for entry in entries]
-    outside = [entry.path for path, entry in checks if not _resolves_inside(dest, path)]
+    outside = [entry.path for path, entry in checks if not resolves_within(dest, path, below=True)]
     results = file_problems([(path, entry) for path, entry in checks if entry.path not in outside])
     problems = sorted([f"{p} (outside the volume)" for p in outside] + [p for p in results if p])
     if problems:
@@ -118,9 +117,3 @@ def verify_in_place(dest: Path, entries: tuple[Entry, ...], digest: str | None =
                                                  + (f" and {more} more" if more > 0 else ""))
     return {"files": len(entries), "bytes": sum(e.size for e in entries),
             "manifestDigest": manifest_digest(entries)}
-
-
-def _resolves_inside(root: Path, path: Path) -> bool:
-    """The file, symlinks resolved, is under root: a link out of the volume is no copy."""
-    root_real = os.path.realpath(root)
-    return os.path.realpath(path).startswith(root_real + os.sep)

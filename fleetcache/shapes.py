@@ -17,7 +17,9 @@ GIT_COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hub commit, and a git blob's sha1
 # What status.resolved.commit may be: a Hub commit, or an S3 or volume pin (design/sources.md);
 # safe as a path component.
 RESOLVED_COMMIT = re.compile(r"((s3|vol)-)?[0-9a-f]{40}")
+S3_COMMIT = re.compile(r"s3-[0-9a-f]{40}")  # an S3 source's pin alone
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # an S3 bucket name; ".." in it is refused separately
 
 
 def is_dns_label(value: Any) -> bool:

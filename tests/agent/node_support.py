@@ -8,11 +8,10 @@ import json
 import os
 from pathlib import Path
 
-from fleetcache.agent.layout import HfCacheLayout
+from fleetcache.agent.hf_cache_layout import HfCacheLayout
 from fleetcache.agent.plan import Listing
-from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
-
-from .conftest import run_agent
+from fleetcache.manifest import GIT_SHA1, SHA256, Entry, manifest_digest
+from tests.agent.conftest import run_agent
 
 REPO = "acme/tiny"
 COMMIT = "c0ffee" + "0" * 34

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from fleetcache.agent.cli import parse_quantity
+from fleetcache.agent.cli_options import parse_quantity
 from fleetcache.agent.errors import AgentError
-
-from .conftest import REPO, run_agent
+from tests.agent.conftest import REPO, run_agent
 
 
 @pytest.mark.parametrize("value,expected", [

@@ -22,8 +22,7 @@ from safetensors.numpy import save
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from fleetcache.devtools.testhub import TestHub
-
-from .conftest import fetch_args, run_agent, snapshot_dir
+from tests.agent.conftest import fetch_args, run_agent, snapshot_dir
 
 LLAMA = "acme/tiny-llama"
 HIDDEN, LAYERS, HEADS, INTERMEDIATE = 16, 2, 2, 32

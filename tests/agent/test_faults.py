@@ -8,8 +8,7 @@ import time
 import pytest
 
 from fleetcache.devtools.testhub import Fault, PatternContent
-
-from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
+from tests.agent.conftest import REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
 
 SHARD = "model-00001-of-00002.safetensors"
 
@@ -126,8 +125,8 @@ def test_a_hung_endpoint_is_reported_in_the_progress_record_while_the_agent_retr
     hub.inject(Fault("hang", path="/api/*", seconds=5, times=2))
     assert cli.main(fetch_args(hub, tmp_path / "d", "--progress-file", str(tmp_path / "p.json"))) == 0
     notes = [r["message"] for r in records if r["phase"] == "Resolving" and r["message"]]
-    assert len(notes) == 2 and all(n.startswith("retrying listing acme/tiny@main") and "no answer within the timeout" in n
-                                 for n in notes)
+    assert len(notes) == 2 and all(n.startswith("retrying listing acme/tiny@main")
+                                   and "no answer within the timeout" in n for n in notes)
     assert records[-1]["phase"] == "Ready" and records[-1]["message"] is None
 
 

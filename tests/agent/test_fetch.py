@@ -11,8 +11,15 @@ from huggingface_hub import snapshot_download
 
 from fleetcache.agent.layout import SWEEP_AGE_SECONDS
 from fleetcache.devtools.testhub import Fault, PatternContent
-
-from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, repo_dir, run_agent, snapshot_dir
+from tests.agent.conftest import (
+    REPO,
+    expected_bytes,
+    fetch_args,
+    published_files_verify,
+    repo_dir,
+    run_agent,
+    snapshot_dir,
+)
 
 
 def test_fetch_lays_out_the_hf_cache_that_huggingface_hub_reads_offline(hub, tiny, tmp_path):

@@ -8,8 +8,7 @@ import fcntl
 import os
 
 from fleetcache.devtools.testhub import PatternContent
-
-from .conftest import REPO, expected_bytes, fetch_args, published_files_verify, repo_dir
+from tests.agent.conftest import REPO, expected_bytes, fetch_args, published_files_verify, repo_dir
 
 ODD_SIZE = (3 << 20) + 12345  # ends mid-block
 

@@ -16,10 +16,9 @@ import time
 import pytest
 
 from fleetcache.agent.layout import Layout, stat_mark
+from tests.agent.conftest import AGENT, run_agent
+from tests.agent.test_s3_source import BUCKET, ENV, FILES, PREFIX, SHARD, fetch, resolve, s3_flags
 from tests.support.s3 import S3Fault, S3Server
-
-from .conftest import AGENT, run_agent
-from .test_s3_source import BUCKET, ENV, FILES, PREFIX, SHARD, fetch, resolve, s3_flags
 
 # Commit B changes config.json and the first shard, drops sub/extra.bin and adds a file.
 CHANGES = {"config.json": b'{"model_type": "llama", "hidden_size": 128}', SHARD: b"B" * 1_500_000,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import fetch_args
+from tests.agent.conftest import fetch_args
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "package" / "agent" / "Dockerfile"
 

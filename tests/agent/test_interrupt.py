@@ -13,8 +13,7 @@ import pytest
 
 from fleetcache.agent.fetch import STAGE_BLOCK
 from fleetcache.devtools.testhub import Fault, make_model
-
-from .conftest import AGENT, REPO, expected_bytes, fetch_args, published_files_verify, run_agent
+from tests.agent.conftest import AGENT, REPO, expected_bytes, fetch_args, published_files_verify, run_agent
 
 REPO_BYTES = 32 << 20
 

@@ -6,7 +6,7 @@ import hashlib
 import os
 import time
 
-from fleetcache.agent.layout import open_layout
+from fleetcache.agent.layouts import open_layout
 from fleetcache.manifest import Entry
 
 DATA = b"weights" * 1000

@@ -14,11 +14,20 @@ import pytest
 
 from fleetcache.agent.mirror import checked_manifest
 from fleetcache.manifest import Entry, manifest_digest
+from tests.agent.conftest import (
+    AGENT,
+    REPO,
+    TOKEN,
+    expected_bytes,
+    fetch_args,
+    published_files_verify,
+    run_agent,
+    snapshot_dir,
+)
+from tests.agent.test_s3_source import BUCKET, ENV, FILES, SIZE, stock
+from tests.agent.test_s3_source import fetch as s3_fetch
+from tests.agent.test_s3_source import resolve as s3_resolve
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Fault, S3Server
-
-from .conftest import (AGENT, REPO, TOKEN, expected_bytes, fetch_args, published_files_verify, run_agent,
-                       snapshot_dir)
-from .test_s3_source import BUCKET, ENV, FILES, SIZE, fetch as s3_fetch, resolve as s3_resolve, stock
 
 MIRROR = "fleet-mirror"
 SHARD = "model-00001-of-00002.safetensors"

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
 from fleetcache.agent import node_agent
 from fleetcache.agent.node_plan import LABEL_PREFIX, label_key
+from tests.agent.conftest import run_agent
+from tests.agent.node_support import COMMIT, make_volume, model_files, node_warm
 
-from .conftest import run_agent
-from .node_support import COMMIT, make_volume, model_files, node_warm
-
-NOW = datetime(2026, 12, 3, 10, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 
 
 def keep(tmp_path, rows) -> Path:

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from fleetcache.agent.errors import AgentError
-from fleetcache.agent.node_plan import LABEL_PREFIX, Kept, VolumeNotReady, capacity_problem, clip, label_key, label_patch, parse_duration, parse_keep, plan_node_copy, plan_prepare, valid_commit, volume_entries
+from fleetcache.agent.node_plan import (
+    LABEL_PREFIX,
+    Kept,
+    VolumeNotReady,
+    capacity_problem,
+    clip,
+    label_key,
+    label_patch,
+    parse_duration,
+    parse_keep,
+    plan_node_copy,
+    plan_prepare,
+    volume_entries,
+)
 from fleetcache.agent.plan import DiskState
-from fleetcache.manifest import Entry, SHA256, manifest_digest
+from fleetcache.manifest import SHA256, Entry, manifest_digest
+from fleetcache.shapes import is_resolved_commit as valid_commit
 
-NOW = datetime(2026, 12, 3, 10, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 C = "c" * 40
 A = Entry("a.safetensors", 100, "a" * 64, SHA256)
 B = Entry("b.safetensors", 50, "b" * 64, SHA256)
@@ -92,7 +106,7 @@ def test_the_keep_list_parses_placed_and_removed_rows():
     kept = parse_keep({"ns/a": {"since": None, "afterRemoval": "1h"},
                        "ns/b": {"since": "2026-12-03T09:00:00Z", "afterRemoval": "2h"}})
     assert kept == {("ns", "a"): Kept(None, timedelta(hours=1)),
-                    ("ns", "b"): Kept(datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc), timedelta(hours=2))}
+                    ("ns", "b"): Kept(datetime(2026, 12, 3, 9, 0, tzinfo=UTC), timedelta(hours=2))}
 
 
 @pytest.mark.parametrize("data", [

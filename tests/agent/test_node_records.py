@@ -12,8 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from fleetcache.agent.node_plan import stale_records
 from fleetcache.agent.node_warm import RecordPruner
 from fleetcache.agent.slots import NamedLease
-
-from .test_slots import T0, Clock, FakeCoordination
+from tests.agent.test_slots import T0, Clock, FakeCoordination
 
 NS = "team-a"
 STATUS = "llama-node-status"
@@ -122,8 +121,8 @@ def test_stale_records_are_the_keys_without_a_warmer():
 
 
 def test_pruning_flags_come_together_with_the_status_configmap(tmp_path):
-    from .conftest import run_agent
-    from .node_support import COMMIT, REPO
+    from tests.agent.conftest import run_agent
+    from tests.agent.node_support import COMMIT, REPO
 
     result = run_agent("node-warm", "--source", str(tmp_path), "--dest", str(tmp_path / "node"), "--repo", REPO,
                        "--commit", COMMIT, "--manifest-digest", "a" * 64, "--node", "gpu-1",

@@ -13,13 +13,24 @@ from pathlib import Path
 
 from fleetcache.agent import node_warm
 from fleetcache.agent.node_warm import KeyedSink, NodeRecorder, Warm
-from fleetcache.manifest import Entry, SHA256, manifest_digest
+from fleetcache.manifest import SHA256, Entry, manifest_digest
+from tests.agent.conftest import AGENT, run_agent
+from tests.agent.node_support import (
+    COMMIT,
+    REPO,
+    flip_byte,
+    make_manifest_only,
+    make_volume,
+    model_files,
+    node_snapshot,
+    published_blobs,
+    status,
+    visible_bytes,
+    volume_blob,
+)
+from tests.agent.node_support import node_warm as warm_cmd
+from tests.agent.test_resolve import RecordingCoreApi
 from tests.support.sinks import ListSink
-
-from .conftest import AGENT, run_agent
-from .node_support import (COMMIT, REPO, flip_byte, make_manifest_only, make_volume, model_files, node_snapshot,
-                           node_warm as warm_cmd, published_blobs, status, visible_bytes, volume_blob)
-from .test_resolve import RecordingCoreApi
 
 MARKER = Path(".fleetcache/node-ready.json")
 
@@ -124,7 +135,7 @@ def test_a_volume_file_of_the_wrong_size_is_refused_before_copying(tmp_path):
 
 
 def test_a_manifest_digest_other_than_the_volumes_is_refused(tmp_path):
-    digest = make_volume(tmp_path / "vol", model_files())
+    make_volume(tmp_path / "vol", model_files())
     other = hashlib.sha256(b"another selection").hexdigest()
     result = warm_cmd(tmp_path / "vol", tmp_path / "node", other, "--once")
     assert result.code == 12 and f"not --manifest-digest {other[:12]}" in result.stderr
@@ -420,8 +431,8 @@ def test_warmers_of_several_nodes_share_the_status_file_each_under_its_own_key(t
 def test_a_volume_written_by_fetch_warms_a_node_the_hub_never_hears_from(hub, tiny, tmp_path):
     from huggingface_hub import snapshot_download
 
-    from .conftest import REPO as HUB_REPO
-    from .conftest import expected_bytes, fetch_args
+    from tests.agent.conftest import REPO as HUB_REPO
+    from tests.agent.conftest import expected_bytes, fetch_args
 
     fetched = run_agent(*fetch_args(hub, tmp_path / "vol"))
     assert fetched.code == 0, fetched.stderr
@@ -558,10 +569,9 @@ def test_a_restarted_warmer_waits_out_its_killed_predecessors_lease_instead_of_f
 
 
 def test_a_flat_volume_is_copied_into_the_hf_cache_layout_on_the_node(tmp_path):
-    from fleetcache.agent.layout import FlatLayout
+    from fleetcache.agent.flat_layouts import FlatLayout
     from fleetcache.agent.plan import Listing
-
-    from .node_support import entry_for
+    from tests.agent.node_support import entry_for
 
     files = model_files()
     flat = FlatLayout(tmp_path / "vol", REPO)

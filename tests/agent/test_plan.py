@@ -9,7 +9,7 @@ from huggingface_hub.utils import filter_repo_objects
 
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.plan import DiskState, parse_listing, plan_fetch, select
-from fleetcache.manifest import Entry, GIT_SHA1, SHA256, manifest_digest
+from fleetcache.manifest import GIT_SHA1, SHA256, Entry, manifest_digest
 
 COMMIT = "a" * 40
 SHA = "b" * 64

@@ -7,10 +7,9 @@ import json
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.progress import FETCH_FIELDS, ConfigMapSink, Progress, configmap_data, write_termination
 from fleetcache.exitcodes import BY_REASON
+from tests.agent.conftest import fetch_args, run_agent
+from tests.agent.test_resolve import RecordingCoreApi
 from tests.support.sinks import ListSink
-
-from .conftest import fetch_args, run_agent
-from .test_resolve import RecordingCoreApi
 
 
 class Clock:

@@ -17,10 +17,9 @@ from fleetcache.agent.progress import PRUNE_FIELDS, Progress
 from fleetcache.agent.prune import KILL_AFTER_ENV
 from fleetcache.agent.prune import prune as run_prune
 from fleetcache.devtools.testhub import PatternContent
+from tests.agent.conftest import AGENT, REPO, fetch_args, published_files_verify, repo_dir, run_agent, snapshot_dir
+from tests.agent.test_resolve import RecordingCoreApi
 from tests.support.sinks import ListSink
-
-from .conftest import AGENT, REPO, fetch_args, published_files_verify, repo_dir, run_agent, snapshot_dir
-from .test_resolve import RecordingCoreApi
 
 SHARED = PatternContent(3000, 9)
 OLD_FILES = {"w.safetensors": PatternContent(5000, 1), "s.safetensors": SHARED, "config.json": b'{"v": 1}'}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetcache.agent.plan import VolumeState, compared_record, plan_prune
-from fleetcache.manifest import Entry, GIT_SHA1, SHA256
+from fleetcache.manifest import GIT_SHA1, SHA256, Entry
 
 OLD, NEW, OTHER = "a" * 40, "b" * 40, "c" * 40
 SHARD_OLD = ("hf-cache", "1" * 64)

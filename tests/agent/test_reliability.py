@@ -10,8 +10,15 @@ import subprocess
 import pytest
 
 from fleetcache.devtools.testhub import Fault, make_model
-
-from .conftest import AGENT, REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
+from tests.agent.conftest import (
+    AGENT,
+    REPO,
+    expected_bytes,
+    fetch_args,
+    published_files_verify,
+    run_agent,
+    snapshot_dir,
+)
 
 REPO_BYTES = 64 << 20
 STREAM_RATE = 6_000_000  # per connection: slow enough that kills land mid-transfer

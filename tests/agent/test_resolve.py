@@ -7,10 +7,9 @@ import json
 
 import pytest
 
-from fleetcache.exitcodes import BY_CODE
 from fleetcache.devtools.testhub import Fault
-
-from .conftest import REPO, TOKEN, run_agent
+from fleetcache.exitcodes import BY_CODE
+from tests.agent.conftest import REPO, TOKEN, run_agent
 
 
 def resolve(hub, *extra, repo=REPO):

@@ -9,11 +9,10 @@ import stat
 
 import pytest
 
+from tests.agent.conftest import run_agent
+from tests.agent.test_engines import HIDDEN, LAYERS, llama_repo, load, make_read_only
+from tests.agent.test_s3_source import ENV, s3_flags
 from tests.support.s3 import S3Server
-
-from .conftest import run_agent
-from .test_engines import HIDDEN, LAYERS, llama_repo, load, make_read_only
-from .test_s3_source import ENV, s3_flags
 
 BUCKET = "models"
 PREFIX = "llama/tiny-instruct"

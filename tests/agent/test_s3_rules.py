@@ -12,9 +12,9 @@ import pytest
 
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.hub import Retryable
-from fleetcache.volume import repo_folder
-from fleetcache.agent.s3 import S3Location, sha256_from_checksum, classify
+from fleetcache.agent.s3 import S3Location, classify, sha256_from_checksum
 from fleetcache.agent.sources import manifest_commit, parse_manifest
+from fleetcache.volume import repo_folder
 
 ANSWERS = {
     # status, S3 code: the row, and whether the agent retries before giving it

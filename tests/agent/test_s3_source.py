@@ -11,12 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from fleetcache.agent.hub import RetryPolicy
-from fleetcache.manifest import manifest_digest
 from fleetcache.agent.s3 import S3Client, S3Location
 from fleetcache.agent.sources import manifest_entries
+from fleetcache.manifest import manifest_digest
+from tests.agent.conftest import run_agent
 from tests.support.s3 import ACCESS_KEY, SECRET_KEY, S3Fault, S3Server
-
-from .conftest import run_agent
 
 BUCKET = "models"
 PREFIX = "tiny"

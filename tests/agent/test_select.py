@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from .conftest import run_agent
-from .node_support import COMMIT, REPO, make_volume, model_files, node_snapshot, node_warm
+from tests.agent.conftest import run_agent
+from tests.agent.node_support import COMMIT, REPO, make_volume, model_files, node_snapshot, node_warm
 
 OTHER = "f" * 40
 

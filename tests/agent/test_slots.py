@@ -7,7 +7,7 @@ import fcntl
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from kubernetes.client import V1Lease, V1LeaseList, V1LeaseSpec, V1ObjectMeta
@@ -17,7 +17,7 @@ from fleetcache.agent.errors import AgentError
 from fleetcache.agent.slots import SLOT_LABEL, DirSlots, Holding, LeaseSlots
 
 NS = "fleetcache-system"
-T0 = datetime(2026, 12, 3, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 
 
 class Clock:
@@ -260,8 +260,8 @@ def test_a_slots_dir_without_slot_files_is_a_configuration_error(tmp_path):
 # -- node-warm with a slot -----------------------------------------------------------------------------
 
 def test_a_warmer_waits_for_a_free_slot_says_who_holds_it_then_warms(tmp_path):
-    from .node_support import make_volume, model_files, status, visible_bytes
-    from .test_node_warm import start, wait_for
+    from tests.agent.node_support import make_volume, model_files, status, visible_bytes
+    from tests.agent.test_node_warm import start, wait_for
 
     files = model_files()
     digest = make_volume(tmp_path / "vol", files)
@@ -287,8 +287,7 @@ def test_a_warmer_waits_for_a_free_slot_says_who_holds_it_then_warms(tmp_path):
 
 def test_node_warm_takes_a_lease_slot_and_releases_it(tmp_path):
     from fleetcache.agent import cli
-
-    from .node_support import COMMIT, REPO, make_volume, model_files
+    from tests.agent.node_support import COMMIT, REPO, make_volume, model_files
 
     digest = make_volume(tmp_path / "vol", model_files())
     api = FakeCoordination(1)

@@ -11,8 +11,7 @@ from huggingface_hub import HfApi, snapshot_download
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
 from fleetcache.devtools.testhub import Fault, PatternContent, TestHub, make_model
-
-from .conftest import REPO, TOKEN, expected_bytes
+from tests.agent.conftest import REPO, TOKEN, expected_bytes
 
 http = urllib3.PoolManager(retries=False)
 

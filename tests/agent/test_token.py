@@ -7,8 +7,7 @@ import json
 import pytest
 
 from fleetcache.devtools.testhub import Fault
-
-from .conftest import TOKEN, fetch_args, make_model, run_agent
+from tests.agent.conftest import TOKEN, fetch_args, make_model, run_agent
 
 PRIVATE = "acme/private"
 
@@ -31,8 +30,7 @@ def test_the_token_reaches_the_hub_but_never_the_cdn(hub, tmp_path):
 
 def test_the_token_appears_in_no_output_of_a_run_with_faults_and_a_failure(hub, tmp_path):
     from fleetcache.agent import cli
-
-    from .test_resolve import RecordingCoreApi
+    from tests.agent.test_resolve import RecordingCoreApi
 
     token = private_repo(hub, tmp_path)
     hub.inject(Fault("reset", host="cdn", after_bytes=1000, times=2))

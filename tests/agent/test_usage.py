@@ -11,9 +11,8 @@ import pytest
 
 from fleetcache.agent import cli, usage
 from fleetcache.agent.usage import volume_usage
-
-from .conftest import REPO, fetch_args, run_agent
-from .test_resolve import RecordingCoreApi
+from tests.agent.conftest import REPO, fetch_args, run_agent
+from tests.agent.test_resolve import RecordingCoreApi
 
 GIB_SLACK = 1 << 30  # other processes write to the same filesystem while a test runs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from .conftest import REPO, expected_bytes, fetch_args, run_agent, snapshot_dir
+from tests.agent.conftest import REPO, expected_bytes, fetch_args, run_agent, snapshot_dir
 
 SHARD = "model-00002-of-00002.safetensors"
 
@@ -60,7 +60,7 @@ def test_verify_names_a_missing_file(hub, tiny, tmp_path):
 
 
 def test_a_fetch_after_verify_repairs_corruption_that_left_the_files_stat_unchanged(hub, tiny, tmp_path):
-    from fleetcache.agent.layout import open_layout
+    from fleetcache.agent.layouts import open_layout
     from fleetcache.manifest import Entry
 
     fetched(hub, tmp_path)

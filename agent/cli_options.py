@@ -1,0 +1,151 @@
+"""The agent's flags: the check each value must pass, and the option sets several commands share.
+
+A value that fails its check is InvalidConfiguration (15) naming the flag (`bad`), raised
+before anything is fetched or written. The shapes themselves (commits, digests, bucket
+names, quantities) are the contract's (fleetcache.shapes, fleetcache.quantity).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+
+from fleetcache import quantity
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.mirror import ORIGIN
+from fleetcache.shapes import S3_BUCKET, SHA256_HEX, is_resolved_commit
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+_S3_REPO = re.compile(rf"s3/{S3_BUCKET.pattern}(?:/[\w.=+-]+)*")
+_REPO = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
+
+
+def bad(flag: str, why: str) -> AgentError:
+    return AgentError("InvalidConfiguration", f"{flag}: {why}")
+
+
+def parse_quantity(value: str) -> float:
+    """A Kubernetes quantity (`200Mi`, `1G`, `500k`) as bytes per second."""
+    try:
+        rate = quantity.parse(value)
+    except quantity.QuantityError:
+        rate = 0
+    if rate < 1:
+        raise bad("--bandwidth", f"{value!r} is not a positive Kubernetes quantity like 200Mi or 1G")
+    return float(rate)
+
+
+def check_repo(repo: str) -> str:
+    """ORG/NAME on the Hub, or `s3/<bucket>/<prefix>`, the name an S3 source's files are kept under."""
+    if not (_REPO.fullmatch(repo) or _S3_REPO.fullmatch(repo)) or ".." in repo:
+        raise bad("--repo", f"{repo!r} is not ORG/NAME")
+    return repo
+
+
+def check_revision(revision: str, flag: str = "--revision") -> str:
+    parts = revision.split("/")
+    if not revision or any(p in ("", ".", "..") for p in parts) or "\\" in revision or "\0" in revision \
+            or any(c.isspace() for c in revision):
+        raise bad(flag, f"{revision!r} is not a branch, tag or commit")
+    return revision
+
+
+def check_dest(dest: str) -> Path:
+    """The volume root must be a directory, or not exist yet below one (the agent creates it)."""
+    path = Path(dest)
+    for existing in (path, *path.parents):
+        if existing.exists() or existing.is_symlink():
+            if not existing.is_dir():
+                raise bad("--dest", f"{str(existing)!r} is not a directory: pass the cache volume's mount path")
+            return path
+    return path
+
+
+def check_endpoint(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.query:
+        raise bad("--endpoint", "must be an http(s) URL without credentials or query")
+    return endpoint
+
+
+def need_repo(repo: str | None) -> str:
+    if repo is None:
+        raise bad("--repo", "missing: give ORG/NAME (or --s3-bucket for an S3 source)")
+    return repo
+
+
+def no_hub_repo(repo: str | None) -> None:
+    if repo is not None:
+        raise bad("--repo", "not with --s3-bucket: an S3 source is named by its bucket and prefix")
+
+
+def check_commit(commit: str, flag: str = "--commit") -> str:
+    """A resolved commit: a Hub commit, or an S3 or volume pin."""
+    if not is_resolved_commit(commit):
+        raise bad(flag, f"{commit!r} is not a 40-hex commit (or s3- or vol- and 40 hex)")
+    return commit
+
+
+def check_digest(digest: str | None, required: bool = True) -> str | None:
+    """--manifest-digest: the sha256 resolve pinned, as 64 hex."""
+    if (digest is not None or required) and not SHA256_HEX.fullmatch(digest or ""):
+        raise bad("--manifest-digest", f"{digest!r} is not a 64-hex sha256")
+    return digest
+
+
+def check_seconds(flag: str, value: str | None) -> float | None:
+    try:
+        seconds = None if value is None else float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds is not None and seconds <= 0:
+        raise bad(flag, f"{value!r} is not a positive number of seconds")
+    return seconds
+
+
+def globs(patterns) -> list[str] | None:
+    """--allow or --ignore as the selection takes it: None when the flag was not given."""
+    return list(patterns) if patterns else None
+
+
+# -- option sets ------------------------------------------------------------------------------
+
+COMMON = [
+    click.option("--endpoint", default=DEFAULT_ENDPOINT, show_default=True),
+    click.option("--repo", help="ORG/NAME on the Hub (not with --s3-bucket)"),
+    click.option("--revision", default="main", show_default=True),
+    click.option("--token-file"),
+    click.option("--allow", multiple=True, help="glob, repeatable (huggingface_hub allow_patterns)"),
+    click.option("--ignore", multiple=True, help="glob, repeatable (huggingface_hub ignore_patterns)"),
+    click.option("--progress-file"),
+    click.option("--progress-configmap", help="NAMESPACE/NAME"),
+    click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True),
+]
+S3 = [
+    click.option("--s3-bucket", help="the source is this S3 bucket instead of the Hub"),
+    click.option("--s3-prefix", default="", help="the folder in the bucket (no leading /)"),
+    click.option("--s3-region", default="us-east-1", show_default=True),
+    click.option("--s3-endpoint", help="an S3-compatible endpoint URL"),
+    click.option("--credentials-dir", help="a mounted Secret with files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+]
+MIRROR = [
+    click.option("--mirror-bucket", help="the fleet mirror's S3 bucket"),
+    click.option("--mirror-prefix", default="fleetcache", show_default=True),
+    click.option("--mirror-region", default="us-east-1", show_default=True),
+    click.option("--mirror-endpoint"),
+    click.option("--mirror-credentials-dir"),
+    click.option("--mirror-role", help="publisher | reader"),
+    click.option("--mirror-on-missing", default=ORIGIN, show_default=True, help="origin | fail"),
+]
+
+
+def with_options(options):
+    def apply(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return apply
