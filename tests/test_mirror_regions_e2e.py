@@ -18,7 +18,7 @@ import pytest
 
 from fleetcache.functions import naming
 from fleetcache.devtools.demo import sources as act
-from fleetcache.devtools.demo.day_two import Stage
+from fleetcache.devtools.demo.stage import Stage
 
 from tests.support import xrd
 from tests.support.mirror_fleet import DEADLINE, add_repo, mirror_fleet

@@ -17,7 +17,7 @@ import pytest
 
 from fleetcache.functions import naming
 from fleetcache.devtools.demo import sources as act
-from fleetcache.devtools.demo.day_two import Stage
+from fleetcache.devtools.demo.stage import Stage
 
 from fleetcache.devtools.testhub.server import TestHub
 from tests.support import xrd

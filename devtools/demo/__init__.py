@@ -1,7 +1,7 @@
 """`fleetcache demo`: a fleet of five clusters, end to end, on one machine.
 
 The real function server composes; the real agent fetches and verifies from a local
-Hugging Face–compatible hub; fleetcache.simulation stands in for Crossplane,
+Hugging Face–compatible hub; fleetcache.devtools.simulation stands in for Crossplane,
 provider-kubernetes and the clusters. The story:
 
 1. five FleetClusters in two regions, a ModelCacheGrant giving the namespace a budget over
@@ -13,17 +13,17 @@ provider-kubernetes and the clusters. The story:
    DigestMismatch and the remedy, the ModelCache turns Degraded, and the replica there
    stays on Source while the others switch to the cache;
 4. every Ready cluster's cache is re-verified and must hold the same bytes;
-5. day two (fleetcache.demo_day_two): a model update in which every shard changes, then
+5. day two (fleetcache.devtools.demo.day_two): a model update in which every shard changes, then
    pruned; one cluster over its high watermark evicts a stale cache and keeps a pinned
    one; a TTL lapse (the clock skips a day) unpins a cache that is then evicted; with
    nothing left to evict, CapacityLow holds a new copy until capacity grows;
-6. a second tenant (fleetcache.demo_tenants): its grant refuses a cache past its budget
+6. a second tenant (fleetcache.devtools.demo.tenants): its grant refuses a cache past its budget
    with the numbers, then admits it once the budget grows;
-7. sources beyond the Hub (fleetcache.demo_sources): a ModelCache from S3 (an S3 server on
+7. sources beyond the Hub (fleetcache.devtools.demo.sources): a ModelCache from S3 (an S3 server on
    loopback), one from a volume filled by hand (one cluster's copy changed: it fails with
    SourceVolumeMismatch naming the file), and a Hub ModelCache through a fleet mirror that
    reads the Hub once for all five clusters;
-8. the node tier (fleetcache.demo_node_tier): two more clusters with nodes warm every
+8. the node tier (fleetcache.devtools.demo.node_tier): two more clusters with nodes warm every
    opted-in GPU node from their volume (one Hub download per cluster), a joining node
    without the Hub, a removed node drops out of the counts, and replicas read the node copy.
 
@@ -40,21 +40,28 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache.functions import naming
-from fleetcache.functions import quantities
-from fleetcache.functions import read
 from fleetcache.devtools import render as rendering
-
 from fleetcache.devtools.demo import day_two, node_tier, sources, tenants
-from fleetcache.devtools.simulation import Clock, Cluster, ControlPlane, Provider, all_text, function_server, kubectl_table, step
+from fleetcache.devtools.demo.stage import Echo, Stage
+from fleetcache.devtools.simulation import (
+    Clock,
+    Cluster,
+    ControlPlane,
+    Provider,
+    all_text,
+    function_server,
+    kubectl_table,
+    step,
+)
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import Fault, TestHub
+from fleetcache.functions import naming, quantities, read
 
 NAMESPACE = "demo"
 GRANT = "demo"
@@ -66,8 +73,6 @@ CLUSTERS = (("gpu-east-1", "us-east"), ("gpu-east-2", "us-east"), ("gpu-east-3",
             ("gpu-west-1", "us-west"), ("gpu-west-2", "us-west"))
 BROKEN_MIRROR_CLUSTER = "gpu-west-2"
 REPLICAS = 6
-
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -358,7 +363,7 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             out("\nEvery Ready cluster re-verifies its cache (fleetcache-agent verify):")
             problems = expected_problems(control, token) + verify_caches(clusters, commit, out)
             if converged and not problems:
-                stage = day_two.Stage(
+                stage = Stage(
                     control, clusters, (hub, broken_mirror), clock, NAMESPACE, "tiny-chat", REPO,
                     pace.model_bytes, tuple(n for n, _ in CLUSTERS if n != BROKEN_MIRROR_CLUSTER),
                     pace.pause, started + pace.deadline, out)

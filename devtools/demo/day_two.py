@@ -20,20 +20,12 @@ Each act returns what differs from its ending; [] when the fleet converged as it
 from __future__ import annotations
 
 import datetime
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
-
-from fleetcache.functions import naming
-from fleetcache.functions import quantities
-from fleetcache.functions import read
-from fleetcache.devtools.simulation import Clock, Cluster, ControlPlane, files_bytes, kubectl_table, step
+from fleetcache.devtools.demo.stage import Stage, phase_of
+from fleetcache.devtools.simulation import files_bytes, kubectl_table
 from fleetcache.devtools.testhub.content import make_model
-from fleetcache.devtools.testhub.server import TestHub
-
-Echo = Callable[[str], None]
+from fleetcache.functions import naming, quantities, read
 
 CROWDED_CLUSTER = "gpu-east-1"
 HIGH, LOW = 80, 70  # the FleetCluster defaults the act relies on
@@ -43,57 +35,6 @@ CROWD = (("stale-chat", 0.5, {}),
          ("pinned-chat", 0.2, {"pinned": True}),
          ("weekly-chat", 0.3, {"pinned": True, "ttlAfterLastUse": TTL}))
 STEADY_ROUNDS = 6  # rounds a settled decision must survive unchanged
-
-
-@dataclass
-class Stage:
-    """The demo's fleet, as act one leaves it."""
-
-    control: ControlPlane
-    clusters: dict[str, Cluster]
-    hubs: tuple[TestHub, ...]  # the origin first, then the mirrors in front of it
-    clock: Clock
-    namespace: str
-    cache: str  # act one's ModelCache
-    repo: str
-    model_bytes: int
-    healthy: tuple[str, ...]  # clusters whose hydration can succeed
-    pause: float
-    deadline: float  # time.monotonic() by which the whole demo must be done
-    out: Echo
-    rounds: int = 0
-
-    def round(self) -> None:
-        step(self.control, self.clusters.values())
-        self.rounds += 1
-        time.sleep(self.pause)
-
-    def until(self, done: Callable[[], bool], what: str) -> str:
-        """Rounds until `done`; "" or the problem of running out of time."""
-        while not done():
-            if time.monotonic() > self.deadline:
-                return f"timed out waiting for {what}"
-            self.round()
-        return ""
-
-    def hydrations(self, cache: str | None = None) -> list[dict]:
-        return [h for h in self.control.of_kind("ModelCacheHydration")
-                if cache is None or h["spec"]["modelCacheName"] == cache]
-
-    def hydration(self, cache: str, cluster: str) -> dict:
-        return next((h for h in self.hydrations(cache) if h["spec"]["clusterName"] == cluster),
-                    {})
-
-    def volume(self, cluster: str, cache: str) -> Path:
-        return self.clusters[cluster].volume_dir(self.namespace, naming.cache_volume_name(cache))
-
-    def fleet_cluster(self, name: str) -> dict:
-        return next(c for c in self.control.of_kind("FleetCluster")
-                    if c["metadata"]["name"] == name)
-
-
-def phase_of(hydration: dict) -> str:
-    return read.get_path(hydration, "status.phase", "") or ""
 
 
 # --- 1. a model update in which every shard changes -----------------------------------------
@@ -149,7 +90,7 @@ def update(stage: Stage, cache_manifest: Callable[[str], dict]) -> list[str]:
 
 
 def crowd_manifest(stage: Stage, name: str, retention: dict, endpoint: str) -> dict:
-    spec: dict = {"grantRef": {"name": "demo"},  # fleetcache.demo's grant
+    spec: dict = {"grantRef": {"name": "demo"},  # the main demo's grant (fleetcache.devtools.demo.GRANT)
                   "source": {"huggingFace": {"repo": f"fleetcache-demo/{name}",
                                              "endpoint": endpoint}},
                   "placement": {"clusterNames": [CROWDED_CLUSTER]}}

@@ -32,14 +32,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleetcache.functions import naming
-from fleetcache.functions import quantities
-from fleetcache.functions.read import get_path
-from fleetcache.devtools.demo.day_two import Stage
-
+from fleetcache.devtools.demo.stage import Stage
 from fleetcache.devtools.simulation import CONTROL_PLANE_ROLE, Cluster, NodePod, kubectl_table
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import TestHub
+from fleetcache.functions import naming, quantities
+from fleetcache.functions.read import get_path
 
 NAMESPACE = "inference"
 GRANT = "inference"

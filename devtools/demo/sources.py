@@ -22,17 +22,14 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
-from fleetcache.functions import naming
-from fleetcache.functions import quantities
-from fleetcache.functions import read
 from fleetcache.agent.verify import verify as verify_volume
-
 from fleetcache.devtools.simulation import Cluster, ControlPlane
 from fleetcache.devtools.testhub.content import iter_content, make_model
 from fleetcache.devtools.testhub.server import TestHub
+from fleetcache.functions import naming, quantities, read
 
 NAMESPACE = "sources"
 GRANT = "sources"
@@ -49,7 +46,7 @@ ACT_SECONDS = 90.0
 class S3Store:
     """An S3 API server on loopback (moto's server mode): a bucket per origin and mirror."""
 
-    def __enter__(self) -> "S3Store":
+    def __enter__(self) -> S3Store:
         import boto3
         from moto.server import ThreadedMotoServer
 

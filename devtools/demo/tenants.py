@@ -9,12 +9,9 @@ cache is admitted, hydrates on both clusters, and the grant's figures equal a ha
 
 from __future__ import annotations
 
-from fleetcache.functions import naming
-from fleetcache.functions import quantities
-from fleetcache.functions import read
-from fleetcache.devtools.demo.day_two import Stage, phase_of
-
+from fleetcache.devtools.demo.stage import Stage, phase_of
 from fleetcache.devtools.testhub.content import make_model
+from fleetcache.functions import naming, quantities, read
 
 TENANT = "team-b"
 CLUSTERS = ("gpu-east-2", "gpu-east-3")

@@ -10,7 +10,7 @@ from typing import Iterator
 
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools import render as rendering
-from fleetcache.devtools.demo.day_two import Stage
+from fleetcache.devtools.demo.stage import Stage
 from fleetcache.devtools.simulation import Cluster
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import Fault, TestHub

@@ -1,0 +1,30 @@
+"""A simulated cluster's API objects: plain dicts keyed by (kind, namespace, name).
+
+`Objects` is a cluster's store, what its API server holds; the controllers read it and
+write the status of what they run. The control plane keys its composites the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+
+Key = tuple[str, str, str]  # kind, namespace, name
+
+
+def key_of(resource: dict) -> Key:
+    meta = resource.get("metadata", {})
+    return resource.get("kind", ""), meta.get("namespace", ""), meta.get("name", "")
+
+
+class Objects(dict[Key, dict]):
+    """A cluster's API objects by key."""
+
+    def apply(self, manifest: dict) -> None:
+        """provider-kubernetes' apply: the manifest replaces the stored object, whose status
+        (the controllers' to write) is kept."""
+        key = key_of(manifest)
+        current = self.get(key)
+        applied = copy.deepcopy(manifest)
+        if current is not None and "status" in current:
+            applied["status"] = current["status"]
+        self[key] = applied
