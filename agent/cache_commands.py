@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from fleetcache import reasons
 from fleetcache.agent.cli_context import context, hide, open_progress, read_token
 from fleetcache.agent.cli_options import (
     COMMON,
@@ -90,7 +91,7 @@ def _listing(client: HubClient, repo: str, revision: str, allow, ignore):
     listing = parse_listing(repo, revision, client.listing(repo, revision))
     entries = select(listing.entries, globs(allow), globs(ignore))
     if not entries:
-        raise AgentError("InvalidSource", f"{_patterns(allow, ignore)} select none of the "
+        raise AgentError(reasons.InvalidSource, f"{_patterns(allow, ignore)} select none of the "
                                           f"{len(listing.entries)} files of {repo}@{listing.commit}")
     return listing, entries
 
@@ -100,7 +101,7 @@ def _compared(client: HubClient, repo: str, commit: str, allow, ignore, entries)
     try:
         listing = parse_listing(repo, commit, client.listing(repo, commit))
     except AgentError as err:
-        if err.reason != "SourceNotFound":
+        if err.reason != reasons.SourceNotFound:
             raise
         return compared_record(commit, entries, None)
     other = select(listing.entries, globs(allow), globs(ignore))
@@ -124,7 +125,7 @@ def _resolve_s3(progress: Progress, location: S3Location, allow, ignore, compare
     client = _s3_client(location, progress)
     manifest = resolve_s3(client, globs(allow), globs(ignore), 8, progress.note)
     if not manifest:
-        raise AgentError("InvalidSource", f"{_patterns(allow, ignore)} select none of the objects under "
+        raise AgentError(reasons.InvalidSource, f"{_patterns(allow, ignore)} select none of the objects under "
                                           f"{location.describe()}")
     entries = manifest_entries(manifest)
     listing = Listing(location.repo, None, manifest_commit(manifest), entries)
@@ -287,7 +288,7 @@ def _pinned_manifest(commit, digest, manifest_file, manifest_configmap, policy: 
         except Exception as err:  # noqa: BLE001 - the API server's failures are retried, a 404 is a wrong flag
             if getattr(err, "status", None) == 404:
                 raise bad("--manifest-configmap", f"{manifest_configmap} does not exist") from None
-            raise Retryable(AgentError("SourceUnreachable", f"reading ConfigMap {manifest_configmap}: "
+            raise Retryable(AgentError(reasons.SourceUnreachable, f"reading ConfigMap {manifest_configmap}: "
                                                             f"{type(err).__name__}")) from None
         if "manifest.json" not in data:
             raise bad("--manifest-configmap", f"{manifest_configmap} has no key manifest.json")

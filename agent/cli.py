@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from fleetcache import reasons
 from fleetcache.agent.cache_commands import fetch, prune, resolve, verify
 from fleetcache.agent.cli_context import context, open_progress, setup_logging
 from fleetcache.agent.cli_options import DEFAULT_TERMINATION_LOG
@@ -65,7 +66,7 @@ def _usage_error(argv: list[str], err: click.UsageError) -> AgentError:
     if progress_file and context["progress"] is None:
         open_progress({"resolve": RESOLVE_FIELDS, "prune": PRUNE_FIELDS}.get(argv[0] if argv else "", FETCH_FIELDS),
                       progress_file, None)
-    return AgentError("InvalidConfiguration", err.format_message())
+    return AgentError(reasons.InvalidConfiguration, err.format_message())
 
 
 def _report(reason: str, message: str, code: int) -> int:

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from fleetcache import quantity
+from fleetcache import quantity, reasons
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.mirror import ORIGIN
 from fleetcache.shapes import S3_BUCKET, SHA256_HEX, is_resolved_commit
@@ -25,7 +25,7 @@ _REPO = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
 
 
 def bad(flag: str, why: str) -> AgentError:
-    return AgentError("InvalidConfiguration", f"{flag}: {why}")
+    return AgentError(reasons.InvalidConfiguration, f"{flag}: {why}")
 
 
 def parse_quantity(value: str) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 
+from fleetcache import reasons
 from fleetcache.exitcodes import BY_REASON, ExitCode
 
 MAX_WHAT = 1000  # with the remedy, a record stays well inside a 4096-byte termination message
@@ -44,7 +45,7 @@ class Interrupted(BaseException):
 
     A BaseException, so no `except Exception` on the way up mistakes it for a failure."""
 
-    REASON = "Interrupted"
+    REASON = reasons.Interrupted
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -58,8 +59,8 @@ class Interrupted(BaseException):
 def from_os_error(err: OSError, where: str) -> AgentError | None:
     """Disk errors the table names: a full volume (13) or one the agent may not write (15)."""
     if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return AgentError("InsufficientCapacity", f"the volume ran out of space writing {where}")
+        return AgentError(reasons.InsufficientCapacity, f"the volume ran out of space writing {where}")
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return AgentError("InvalidConfiguration", f"cannot write {where} ({errno.errorcode[err.errno]}): "
+        return AgentError(reasons.InvalidConfiguration, f"cannot write {where} ({errno.errorcode[err.errno]}): "
                                                   "check the volume mount and the pod's fsGroup")
     return None

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import urllib3
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError, from_os_error
 from fleetcache.agent.hub import Bandwidth, Retryable, RetryPolicy, describe, redact_url
 from fleetcache.agent.layout import Layout
@@ -424,7 +425,7 @@ class Fetcher:
 
     @staticmethod
     def _stream_error(asm: Assembly, what: str, err: BaseException) -> Retryable:
-        failure = AgentError("SourceUnreachable", f"{what} from {redact_url(asm.url)}: interrupted, "
+        failure = AgentError(reasons.SourceUnreachable, f"{what} from {redact_url(asm.url)}: interrupted, "
                                                   f"{describe(err)}")
         asm.url = asm.start_url
         return Retryable(failure)
@@ -453,7 +454,7 @@ class Fetcher:
         self.progress.update(bytes_delta=-entry.size * len(task.entries))
         self.source.mismatch(entry)  # a mirror's corrupt blob: the retry comes from the origin
         if asm.attempt > MISMATCH_RETRIES:
-            raise AgentError("DigestMismatch", f"{entry.path} did not match its {entry.algo} digest after "
+            raise AgentError(reasons.DigestMismatch, f"{entry.path} did not match its {entry.algo} digest after "
                                                f"{asm.attempt} attempts")
         fresh = FileTask(task.key, task.entries, tuple(split_spans([(0, entry.size)], PART_SIZE)), ())
         self._start((fresh,), asm.attempt + 1)
@@ -462,7 +463,7 @@ class Fetcher:
 def check_space(dest: Path, needed: int) -> None:
     free = shutil.disk_usage(dest).free
     if needed > free:
-        raise AgentError("InsufficientCapacity", f"{needed} more bytes are needed under --dest but only "
+        raise AgentError(reasons.InsufficientCapacity, f"{needed} more bytes are needed under --dest but only "
                                                  f"{free} are free")
 
 

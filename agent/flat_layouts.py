@@ -23,6 +23,7 @@ import os
 import stat
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import TMP_MARK, fsync_dir, is_inside, tmp_name
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.layout import Layout, stat_mark
@@ -73,7 +74,7 @@ class FlatCommitsLayout(Layout):
 
     def __init__(self, dest: Path, repo: str, commit: str = ""):
         if not commit:
-            raise AgentError("InvalidConfiguration", "the flat layout keeps a directory per commit: "
+            raise AgentError(reasons.InvalidConfiguration, "the flat layout keeps a directory per commit: "
                                                      "open it for one commit")
         super().__init__(dest, repo, commit)
         self.published = Path(flat_commit_path(str(dest), commit))
@@ -99,7 +100,7 @@ class FlatCommitsLayout(Layout):
     def ensure_dirs(self) -> None:
         super().ensure_dirs()
         if self.published.is_symlink():
-            raise AgentError("InvalidSource", f"{COMMITS_DIR}/{self.commit} is a symlink (symlink escape)")
+            raise AgentError(reasons.InvalidSource, f"{COMMITS_DIR}/{self.commit} is a symlink (symlink escape)")
 
     def scan(self, entries: tuple[Entry, ...], commit: str, report=None) -> DiskState:
         """What is on disk, and the files another published commit holds with the same sha256

@@ -22,6 +22,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import urllib3
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
 
 log = logging.getLogger("fleetcache.agent")
@@ -107,17 +108,17 @@ def classify(status: int, headers, what: str, has_token: bool) -> Exception | No
     message = headers.get("X-Error-Message", "")
     detail = f"{what}: HTTP {status}" + (f" {code}" if code else "") + (f" ({message})" if message else "")
     if status == 401 and "Invalid credentials" in message:
-        return AgentError("AuthFailed", f"{detail}; the token was rejected")
+        return AgentError(reasons.AuthFailed, f"{detail}; the token was rejected")
     if code == "GatedRepo" or status == 403:
-        return AgentError("AuthFailed", f"{detail}; the token's account has no access (gated model terms?)")
+        return AgentError(reasons.AuthFailed, f"{detail}; the token's account has no access (gated model terms?)")
     if status == 401 and has_token and code not in ("RepoNotFound", "RevisionNotFound", "EntryNotFound"):
-        return AgentError("AuthFailed", f"{detail}; the token was rejected")
+        return AgentError(reasons.AuthFailed, f"{detail}; the token was rejected")
     if status in (401, 404, 410):
         hint = "" if has_token else " (no token was given)"
-        return AgentError("SourceNotFound", f"{detail}{hint}")
+        return AgentError(reasons.SourceNotFound, f"{detail}{hint}")
     if status == 429:
-        return Retryable(AgentError("RateLimited", detail), _retry_after(headers.get("Retry-After")))
-    return Retryable(AgentError("SourceUnreachable", detail))
+        return Retryable(AgentError(reasons.RateLimited, detail), _retry_after(headers.get("Retry-After")))
+    return Retryable(AgentError(reasons.SourceUnreachable, detail))
 
 
 def describe(err: BaseException) -> str:
@@ -128,7 +129,7 @@ def describe(err: BaseException) -> str:
 
 
 def unreachable(what: str, err: BaseException) -> Retryable:
-    return Retryable(AgentError("SourceUnreachable", f"{what}: {describe(err)}"))
+    return Retryable(AgentError(reasons.SourceUnreachable, f"{what}: {describe(err)}"))
 
 
 def connection_pool(num_pools: int, pool_size: int, timeout: float) -> urllib3.PoolManager:
@@ -190,7 +191,7 @@ class HubClient:
                 raise failure
             resp.final_url = url
             return resp
-        raise Retryable(AgentError("SourceUnreachable", f"{what}: more than {MAX_REDIRECTS} redirects"))
+        raise Retryable(AgentError(reasons.SourceUnreachable, f"{what}: more than {MAX_REDIRECTS} redirects"))
 
     def listing(self, repo: str, revision: str) -> dict:
         url = f"{self.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
@@ -200,7 +201,7 @@ class HubClient:
             try:
                 return json.loads(resp.data)
             except ValueError:
-                raise AgentError("InvalidSource", f"the listing of {repo}@{revision} is not JSON") from None
+                raise AgentError(reasons.InvalidSource, f"the listing of {repo}@{revision} is not JSON") from None
 
         return self.policy.run(get, f"listing {repo}@{revision}")
 
@@ -217,7 +218,8 @@ class HubClient:
             return resp
         got = resp.headers.get("Content-Range") or f"HTTP {resp.status}"
         resp.release_conn()
-        raise Retryable(AgentError("SourceUnreachable", f"GET {redact_url(url)}: asked for {expected}, got {got}"))
+        raise Retryable(AgentError(reasons.SourceUnreachable,
+                                   f"GET {redact_url(url)}: asked for {expected}, got {got}"))
 
 
 class Bandwidth:

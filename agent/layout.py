@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import TMP_MARK, fsync_dir, is_inside, write_atomic
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.plan import DiskState, Listing, Span, merge_spans, new_hasher
@@ -242,7 +243,7 @@ class Layout:
         for root in self.scan_roots():
             root.mkdir(parents=True, exist_ok=True)
             if not is_inside(self.dest, root / "x"):
-                raise AgentError("InvalidSource", f"{root} resolves outside --dest (symlink escape)")
+                raise AgentError(reasons.InvalidSource, f"{root} resolves outside --dest (symlink escape)")
 
     def publish_blob(self, entry: Entry, fd: int) -> None:
         """fsync the verified partial file and rename it to its final name."""
@@ -304,7 +305,7 @@ class Layout:
         root = self.snapshot_root_for(final)
         final.parent.mkdir(parents=True, exist_ok=True)
         if not is_inside(root, final):
-            raise AgentError("InvalidSource", f"{final.relative_to(self.dest)} resolves outside {root.name} "
+            raise AgentError(reasons.InvalidSource, f"{final.relative_to(self.dest)} resolves outside {root.name} "
                                               "(symlink escape)")
 
     def snapshot_root_for(self, final: Path) -> Path:

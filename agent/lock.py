@@ -19,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import write_atomic
 from fleetcache.agent.errors import AgentError
 
@@ -102,7 +103,7 @@ class DestinationLock:
             if not wait:
                 lease = self._lease() or {}
                 holder = lease.get("holder", "a process on this node")
-                raise AgentError("StagerBusy", f"another writer ({holder}) holds {self.dir.parent}")
+                raise AgentError(reasons.StagerBusy, f"another writer ({holder}) holds {self.dir.parent}")
             time.sleep(WAIT_POLL)
 
     def _heartbeat(self) -> None:

@@ -39,6 +39,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.fetch import body_reader
 from fleetcache.agent.plan import Listing, written_entry
@@ -104,7 +105,7 @@ def published_entries(config: MirrorConfig, digest: str, otherwise: str) -> tupl
     if entries:
         log.info("mirror %s is complete; reading from it", where)
     elif config.on_missing == FAIL:
-        raise AgentError("MirrorIncomplete", f"{where}: {why}")
+        raise AgentError(reasons.MirrorIncomplete, f"{where}: {why}")
     else:
         log.warning("%s: %s; %s", where, why, otherwise)
     return entries
@@ -185,7 +186,7 @@ class MirrorSource:
     def _fall_back(self, entry: Entry, why: str) -> None:
         where = f"{self.config.client.location.describe()}{blob_key(self.config.prefix, entry)}"
         if self.config.on_missing == FAIL:
-            raise AgentError("MirrorIncomplete", f"{entry.path}: {why} ({where})")
+            raise AgentError(reasons.MirrorIncomplete, f"{entry.path}: {why} ({where})")
         with self.fallen_lock:
             if entry.path in self.fallen:
                 return
@@ -208,9 +209,9 @@ class MirrorSource:
                 resp.final_url = url
                 return _Counted(resp, self.mirror_bytes)
             except AgentError as err:
-                if err.reason not in ("SourceNotFound", "DigestMismatch"):
+                if err.reason not in (reasons.SourceNotFound, reasons.DigestMismatch):
                     raise
-                self._fall_back(entry, "missing in the mirror" if err.reason == "SourceNotFound"
+                self._fall_back(entry, "missing in the mirror" if err.reason == reasons.SourceNotFound
                                 else "a different size in the mirror")
         return _Counted(self.origin.open_range(self.origin.url(entry), start, end, size), self.origin_bytes)
 

@@ -23,6 +23,7 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import fsync_dir, write_atomic
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.node_plan import (
@@ -135,7 +136,7 @@ def write_check(directory: Path, root: Path, chown: Chowner) -> None:
 def prepare(root: Path, keep_file: Path, now: datetime | None = None) -> dict:
     """One pass: create placed caches' directories, delete expired ones; returns what it did."""
     if not _is_plain_dir(root):
-        raise AgentError("InvalidConfiguration", f"--root {root} is not a directory (or is a symlink): pass "
+        raise AgentError(reasons.InvalidConfiguration, f"--root {root} is not a directory (or is a symlink): pass "
                                                  "the node cache path as mounted")
     kept = read_keep(keep_file)
     if kept is None:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError, ellipsized
 from fleetcache.agent.plan import DiskState, FetchPlan, plan_fetch, written_entry
 from fleetcache.manifest import Entry, manifest_digest
@@ -45,13 +46,13 @@ def volume_entries(manifests: list[dict], repo: str, commit: str, digest: str) -
     for manifest in manifests:
         files = manifest.get("files") if isinstance(manifest, dict) else None
         if not isinstance(files, list) or manifest.get("commit") != commit:
-            raise AgentError("InvalidSource", f"the volume's manifest of {repo}@{commit} is malformed")
+            raise AgentError(reasons.InvalidSource, f"the volume's manifest of {repo}@{commit} is malformed")
         entries = tuple(sorted((written_entry(f) for f in files), key=lambda e: e.path))
         recomputed = manifest_digest(entries)
         if recomputed == digest:
             return manifest.get("layout", "hf-cache"), entries
         found.append(recomputed[:12])
-    raise AgentError("DigestMismatch", f"the cluster volume's manifest of {commit[:12]} recomputes to "
+    raise AgentError(reasons.DigestMismatch, f"the cluster volume's manifest of {commit[:12]} recomputes to "
                                        f"{', '.join(found)}…, not --manifest-digest {digest[:12]}…")
 
 

@@ -37,6 +37,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import is_inside, write_atomic
 from fleetcache.agent.errors import AgentError, from_os_error
 from fleetcache.agent.flat_layouts import FlatLayout
@@ -73,7 +74,7 @@ RECHECK_ENV = "FLEETCACHE_NODE_RECHECK_SECONDS"  # seconds between re-checks whi
 SLOT_POLL_ENV = "FLEETCACHE_NODE_SLOT_POLL_SECONDS"  # seconds between tries for a slot (2)
 PRUNE_ENV = "FLEETCACHE_NODE_PRUNE_SECONDS"  # seconds between record prunings (300)
 KILL_AFTER_ENV = "FLEETCACHE_NODE_WARM_KILL_AFTER"  # test hook: SIGKILL itself after N blocks written
-RECHECKED = ("InsufficientCapacity", "NodeCacheNotDedicated")  # node conditions that change by themselves
+RECHECKED = (reasons.InsufficientCapacity, reasons.NodeCacheNotDedicated)  # node conditions that change by themselves
 
 
 def env_seconds(env: str, default: float) -> float:
@@ -180,7 +181,7 @@ class NodeRecorder:
 
     def fail(self, reason: str, message: str) -> dict:
         """The CLI's final record. A warmer stopped while Ready still leaves a Ready copy behind."""
-        if not (reason == "Interrupted" and self.record["phase"] == "Ready"):
+        if not (reason == reasons.Interrupted and self.record["phase"] == "Ready"):
             self.phase("Failed", reason, message)
         return dict(self.record)
 
@@ -260,14 +261,15 @@ class Warm:
             entries = tuple(sorted(manifest_entries(read_manifest_file(str(self.manifest_file))),
                                    key=lambda e: e.path))
             if manifest_digest(entries) != self.digest:
-                raise AgentError("DigestMismatch", f"--manifest-file recomputes to {manifest_digest(entries)[:12]}…, "
+                raise AgentError(reasons.DigestMismatch,
+                                 f"--manifest-file recomputes to {manifest_digest(entries)[:12]}…, "
                                                    f"not --manifest-digest {self.digest[:12]}…")
             return FlatLayout(self.source, self.repo), entries
         state = Layout(self.source, self.repo)  # manifests are layout-independent
         name, entries = volume_entries(state.read_manifests(self.commit) if self.source.is_dir() else [],
                                        self.repo, self.commit, self.digest)
         if name not in LAYOUTS:
-            raise AgentError("InvalidSource", f"the volume's manifest names an unknown layout {name!r}")
+            raise AgentError(reasons.InvalidSource, f"the volume's manifest names an unknown layout {name!r}")
         return open_layout(name, self.source, self.repo), entries
 
     def volume_refs(self) -> tuple[str, ...]:
@@ -290,7 +292,7 @@ class Warm:
             log.warning("no %s under --dest (node-prepare has not run here): not checking the filesystem",
                         CHECK_FILE)
         elif isinstance(check, dict) and check.get("dedicated") is False:
-            raise AgentError("NodeCacheNotDedicated", f"{self.dest} shares the node's root filesystem "
+            raise AgentError(reasons.NodeCacheNotDedicated, f"{self.dest} shares the node's root filesystem "
                                                       f"({check.get('sizeBytes')} bytes)")
 
     # -- the attempt ------------------------------------------------------------------------------
@@ -320,7 +322,7 @@ class Warm:
             problem = capacity_problem(free, plan.bytes_missing)
             if problem:
                 self.recorder.record["freeBytes"] = free
-                raise AgentError("InsufficientCapacity", problem)
+                raise AgentError(reasons.InsufficientCapacity, problem)
             self.recorder.phase("Waiting", bytesDone=plan.bytes_present, bytesTotal=plan.bytes_total,
                                 freeBytes=free, message="waiting for a warm slot" if self.slots else None)
             holding = take(self.slots, self._waiting, env_seconds(SLOT_POLL_ENV, 2.0)) \
@@ -373,20 +375,20 @@ class _Copier:
     def _open_source(self, entry: Entry) -> int:
         path = self.source.blob_path(entry)
         if not is_inside(self.source.dest, path):
-            raise AgentError("InvalidSource", f"the volume's {entry.path} resolves outside --source (symlink)")
+            raise AgentError(reasons.InvalidSource, f"the volume's {entry.path} resolves outside --source (symlink)")
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
-            raise AgentError("DigestMismatch", f"the cluster volume lacks {entry.path}, which its manifest "
+            raise AgentError(reasons.DigestMismatch, f"the cluster volume lacks {entry.path}, which its manifest "
                                                "lists") from None
         except OSError as err:
             if err.errno == 40:  # ELOOP: the blob itself is a symlink
-                raise AgentError("InvalidSource", f"the volume's {entry.path} is a symlink") from None
+                raise AgentError(reasons.InvalidSource, f"the volume's {entry.path} is a symlink") from None
             raise
         size = os.fstat(fd).st_size
         if size != entry.size:
             os.close(fd)
-            raise AgentError("DigestMismatch", f"the cluster volume's {entry.path} has {size} bytes, its "
+            raise AgentError(reasons.DigestMismatch, f"the cluster volume's {entry.path} has {size} bytes, its "
                                                f"manifest says {entry.size}")
         return fd
 
@@ -396,7 +398,7 @@ class _Copier:
         if self.lost.is_set():
             raise SlotLost()
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise AgentError("SourceUnreachable", "the copy did not finish within --attempt-timeout")
+            raise AgentError(reasons.SourceUnreachable, "the copy did not finish within --attempt-timeout")
         if self.kill_after is not None:
             with self.count_lock:
                 self.blocks += 1
@@ -407,7 +409,7 @@ class _Copier:
         entry = task.entry
         resume = task.done[0][1] if len(task.done) == 1 and task.done[0][0] == 0 else 0
         if not self._copy_once(entry, resume) and (not resume or not self._copy_once(entry, 0)):
-            raise AgentError("DigestMismatch", f"the cluster volume's {entry.path} does not match its "
+            raise AgentError(reasons.DigestMismatch, f"the cluster volume's {entry.path} does not match its "
                                                f"{entry.algo} digest; nothing was published on the node")
         for linked in task.entries:
             self.node.link(linked, commit)
@@ -478,7 +480,8 @@ def _attempt(warm: Warm) -> None:
         warm.attempt()
     except OSError as err:
         raise from_os_error(err, f"the node copy under {warm.dest}") or AgentError(
-            "SourceUnreachable", f"copying from the cluster volume: {type(err).__name__} {err.strerror}") from None
+            reasons.SourceUnreachable,
+            f"copying from the cluster volume: {type(err).__name__} {err.strerror}") from None
 
 
 def run(warm: Warm, once: bool, retries: int, sleep=time.sleep) -> dict:
@@ -501,7 +504,7 @@ def run(warm: Warm, once: bool, retries: int, sleep=time.sleep) -> dict:
                     return dict(warm.recorder.record)
         except VolumeNotReady as err:
             if once:
-                raise AgentError("SourceNotFound", str(err)) from None
+                raise AgentError(reasons.SourceNotFound, str(err)) from None
             warm.recorder.phase("Waiting", message=str(err))
         except SlotLost:
             log.warning("lost the warm slot; waiting for one again")

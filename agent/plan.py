@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
 from fleetcache.manifest import GIT_SHA1, SHA256, Entry, manifest_digest
 from fleetcache.shapes import GIT_COMMIT, SHA256_HEX
@@ -29,7 +30,7 @@ class Listing:
 
 
 def _refuse(what: str) -> AgentError:
-    return AgentError("InvalidSource", what)
+    return AgentError(reasons.InvalidSource, what)
 
 
 def check_path(path: object) -> str:
@@ -86,13 +87,13 @@ def written_entry(item: object) -> Entry:
     """One file of a manifest the agent wrote (`{path, size, digest, algo}`: the volume's, or the
     fleet mirror's), refused (not sanitized) when malformed: read back, it is input."""
     if not isinstance(item, dict):
-        raise AgentError("InvalidSource", "the volume's manifest has a file that is not an object")
+        raise AgentError(reasons.InvalidSource, "the volume's manifest has a file that is not an object")
     path = check_path(item.get("path"))
     size, digest, algo = item.get("size"), item.get("digest"), item.get("algo")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise AgentError("InvalidSource", f"the volume's manifest gives {path!r} a bad size {size!r}")
+        raise AgentError(reasons.InvalidSource, f"the volume's manifest gives {path!r} a bad size {size!r}")
     if algo not in DIGEST_SHAPES or not isinstance(digest, str) or not DIGEST_SHAPES[algo].fullmatch(digest):
-        raise AgentError("InvalidSource", f"the volume's manifest gives {path!r} a malformed digest")
+        raise AgentError(reasons.InvalidSource, f"the volume's manifest gives {path!r} a malformed digest")
     return Entry(path, size, digest, algo)
 
 

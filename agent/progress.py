@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import write_atomic
 from fleetcache.agent.errors import AgentError
 
@@ -61,7 +62,7 @@ class FileSink:
 def parse_configmap_ref(value: str) -> tuple[str, str]:
     namespace, _, name = value.partition("/")
     if not namespace or not name or "/" in name:
-        raise AgentError("InvalidConfiguration", f"--progress-configmap {value!r} is not NAMESPACE/NAME")
+        raise AgentError(reasons.InvalidConfiguration, f"--progress-configmap {value!r} is not NAMESPACE/NAME")
     return namespace, name
 
 

@@ -26,6 +26,7 @@ import signal
 import time
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import fsync_dir, is_inside
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.flat_layouts import STAGING_DIR, FlatCommitsLayout
@@ -64,7 +65,8 @@ class Removals:
 def check_inside(dest: Path, directory: Path) -> Path:
     """A directory prune deletes in must resolve inside --dest: a symlink must not aim it elsewhere."""
     if directory.exists() and not is_inside(dest, directory / "x"):
-        raise AgentError("InvalidSource", f"{directory.relative_to(dest)} resolves outside --dest (symlink escape)")
+        raise AgentError(reasons.InvalidSource,
+                         f"{directory.relative_to(dest)} resolves outside --dest (symlink escape)")
     return directory
 
 

@@ -45,6 +45,7 @@ from pathlib import Path
 import botocore.exceptions
 import urllib3
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.hub import (
     CONNECT_TIMEOUT,
@@ -119,11 +120,11 @@ def read_credentials(directory: str) -> tuple[str, str]:
         try:
             value = (Path(directory) / name).read_text().strip()
         except OSError as err:
-            raise AgentError("InvalidConfiguration", f"credentials directory {directory}: cannot read {name} "
+            raise AgentError(reasons.InvalidConfiguration, f"credentials directory {directory}: cannot read {name} "
                                                      f"({type(err).__name__}): mount the Secret with keys "
                                                      f"{ACCESS_KEY_FILE} and {SECRET_KEY_FILE}") from None
         if not value or any(c.isspace() for c in value):
-            raise AgentError("InvalidConfiguration", f"credentials directory {directory}: {name} is empty or "
+            raise AgentError(reasons.InvalidConfiguration, f"credentials directory {directory}: {name} is empty or "
                                                      "not a single value")
         values.append(value)
     return values[0], values[1]
@@ -133,22 +134,22 @@ def classify(status: int, code: str, what: str) -> Exception:
     """An S3 error answer as the table's row: a permanent AgentError or a Retryable."""
     detail = f"{what}: HTTP {status}" + (f" {code}" if code and code != str(status) else "")
     if status == 412 or code == "PreconditionFailed":
-        return AgentError("DigestMismatch", f"{detail}: the object changed since resolve (its pinned ETag "
+        return AgentError(reasons.DigestMismatch, f"{detail}: the object changed since resolve (its pinned ETag "
                                             "no longer matches); resolve again to pin the new content")
     if status == 416 or code == "InvalidRange":  # only ranges inside the pinned size are asked for
-        return AgentError("DigestMismatch", f"{detail}: the object is shorter than when it was resolved")
+        return AgentError(reasons.DigestMismatch, f"{detail}: the object is shorter than when it was resolved")
     if code in REGION_CODES or status == 301:
-        return AgentError("InvalidConfiguration", f"{detail}: the bucket is in another region; "
+        return AgentError(reasons.InvalidConfiguration, f"{detail}: the bucket is in another region; "
                                                   "check spec.source.s3.region (or the mirror's region)")
     if code in AUTH_CODES or status in (401, 403):
-        return AgentError("AuthFailed", f"{detail}: check the S3 credentials (credentialsSecretRef) and "
+        return AgentError(reasons.AuthFailed, f"{detail}: check the S3 credentials (credentialsSecretRef) and "
                                         "that they may read the bucket")
     if code in NOT_FOUND_CODES or status == 404:
-        return AgentError("SourceNotFound", f"{detail}: check the bucket, prefix and endpoint; a pinned version "
+        return AgentError(reasons.SourceNotFound, f"{detail}: check the bucket, prefix and endpoint; a pinned version "
                                             "deleted since resolve needs a new resolve")
     if code in RATE_CODES or status == 429:
-        return Retryable(AgentError("RateLimited", f"{detail}: S3 asked the agent to slow down"))
-    return Retryable(AgentError("SourceUnreachable", detail))
+        return Retryable(AgentError(reasons.RateLimited, f"{detail}: S3 asked the agent to slow down"))
+    return Retryable(AgentError(reasons.SourceUnreachable, detail))
 
 
 def classify_boto(err: Exception, what: str) -> Exception:
@@ -158,9 +159,9 @@ def classify_boto(err: Exception, what: str) -> Exception:
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return classify(int(status or 0), str(error.get("Code", "")), what)
     if isinstance(err, botocore.exceptions.NoCredentialsError):
-        return AgentError("AuthFailed", f"{what}: no S3 credentials; set credentialsSecretRef")
+        return AgentError(reasons.AuthFailed, f"{what}: no S3 credentials; set credentialsSecretRef")
     if isinstance(err, botocore.exceptions.ParamValidationError):
-        return AgentError("InvalidConfiguration", f"{what}: {err}")
+        return AgentError(reasons.InvalidConfiguration, f"{what}: {err}")
     return unreachable(what, err)
 
 
@@ -179,9 +180,9 @@ class S3Client:
     def __init__(self, location: S3Location, policy: RetryPolicy, pool_size: int = 8,
                  timeout: float = READ_TIMEOUT):
         if not S3_BUCKET.fullmatch(location.bucket) or ".." in location.bucket:
-            raise AgentError("InvalidConfiguration", f"bucket {location.bucket!r} is not an S3 bucket name")
+            raise AgentError(reasons.InvalidConfiguration, f"bucket {location.bucket!r} is not an S3 bucket name")
         if location.prefix.startswith("/") or ".." in location.prefix.split("/"):
-            raise AgentError("InvalidConfiguration", f"prefix {location.prefix!r} starts with '/' or has '..'")
+            raise AgentError(reasons.InvalidConfiguration, f"prefix {location.prefix!r} starts with '/' or has '..'")
         self.location = location
         self.policy = policy
         self.secrets: tuple[str, ...] = ()
@@ -228,7 +229,7 @@ class S3Client:
             answer = self._call(f"GetBucketVersioning {self.location.describe()}", self.s3.get_bucket_versioning,
                                 Bucket=self.location.bucket)
         except AgentError as err:
-            if err.reason != "AuthFailed":
+            if err.reason != reasons.AuthFailed:
                 raise
             log.warning("may not read the versioning of %s (%s); pinning objects by ETag",
                         self.location.describe(), err.what)
@@ -298,7 +299,8 @@ class S3Client:
                     hasher.update(chunk)
             except (urllib3.exceptions.HTTPError, OSError) as err:
                 resp.close()
-                raise Retryable(AgentError("SourceUnreachable", f"{what}: interrupted, {describe(err)}")) from None
+                raise Retryable(AgentError(reasons.SourceUnreachable,
+                                           f"{what}: interrupted, {describe(err)}")) from None
             resp.release_conn()
             return hasher.hexdigest()
 
@@ -344,10 +346,10 @@ class S3Client:
             return resp
         resp.close()  # unread object bytes: the connection cannot go back to the pool
         if total not in (None, str(size)):
-            raise AgentError("DigestMismatch", f"{self.location.describe()}{key}: the object is {total} bytes, "
+            raise AgentError(reasons.DigestMismatch, f"{self.location.describe()}{key}: the object is {total} bytes, "
                                                f"pinned {size}: it changed since resolve")
         got = content_range or f"HTTP {resp.status}"
-        raise Retryable(AgentError("SourceUnreachable", f"GET {key}: asked for {expected}, got {got}"))
+        raise Retryable(AgentError(reasons.SourceUnreachable, f"GET {key}: asked for {expected}, got {got}"))
 
     # -- mirror writes and small reads --------------------------------------------------------
     def _unless_missing(self, method: str, key: str):
@@ -355,7 +357,7 @@ class S3Client:
         try:
             return self.policy.run(lambda: self.request(method, key), f"{method} {key}")
         except AgentError as err:
-            if err.reason == "SourceNotFound":
+            if err.reason == reasons.SourceNotFound:
                 return None
             raise
 
@@ -383,7 +385,8 @@ class S3Client:
                 try:
                     self.s3.upload_file(Filename=str(path), Bucket=self.location.bucket, Key=key)
                 except S3UploadFailedError:  # a part failed (boto3 wraps S3's answer): upload again
-                    raise Retryable(AgentError("SourceUnreachable", f"{what}: the multipart upload failed")) from None
+                    raise Retryable(AgentError(reasons.SourceUnreachable,
+                                               f"{what}: the multipart upload failed")) from None
             self._call(what, upload)
             return
 

@@ -27,6 +27,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.lock import try_flock
 
@@ -193,7 +194,7 @@ class DirSlots:
         slots = [p for p in self.directory.iterdir() if _SLOT_FILE.fullmatch(p.name)] \
             if self.directory.is_dir() else []
         if not slots:
-            raise AgentError("InvalidConfiguration", f"--slots-dir {self.directory} holds no slot-<i> files")
+            raise AgentError(reasons.InvalidConfiguration, f"--slots-dir {self.directory} holds no slot-<i> files")
         return sorted(slots, key=lambda p: int(p.name[5:]))
 
     def try_take(self) -> bool:

@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.hub import HubClient
 from fleetcache.agent.plan import MAX_FILE_SIZE, Listing, check_path, directory_clash, select
@@ -129,7 +130,7 @@ def parallel(fn, items: list, workers: int) -> list:
 # -- the pinned manifest of non-Hub sources ---------------------------------------------------
 
 def _refuse(what: str) -> AgentError:
-    return AgentError("InvalidSource", f"manifest: {what}")
+    return AgentError(reasons.InvalidSource, f"manifest: {what}")
 
 
 def parse_manifest(data: object) -> list[dict]:
@@ -163,9 +164,10 @@ def read_manifest_file(path: str) -> list[dict]:
     try:
         return parse_manifest(json.loads(Path(path).read_text()))
     except OSError as err:
-        raise AgentError("InvalidConfiguration", f"--manifest-file: cannot read it ({type(err).__name__})") from None
+        raise AgentError(reasons.InvalidConfiguration,
+                         f"--manifest-file: cannot read it ({type(err).__name__})") from None
     except ValueError:
-        raise AgentError("InvalidConfiguration", "--manifest-file: not JSON") from None
+        raise AgentError(reasons.InvalidConfiguration, "--manifest-file: not JSON") from None
 
 
 def manifest_entries(manifest: list[dict]) -> tuple[Entry, ...]:
@@ -183,10 +185,10 @@ def pinned_listing(repo: str, manifest: list[dict], commit: str, digest: str) ->
     """The listing the engine fetches, after checking the flags name exactly this manifest."""
     entries = manifest_entries(manifest)
     if manifest_digest(entries) != digest:
-        raise AgentError("InvalidConfiguration", f"--manifest-digest {digest} is not the manifest's digest "
+        raise AgentError(reasons.InvalidConfiguration, f"--manifest-digest {digest} is not the manifest's digest "
                                                  f"{manifest_digest(entries)}")
     if manifest_commit(manifest) != commit:
-        raise AgentError("InvalidConfiguration", f"--commit {commit} is not the manifest's commit "
+        raise AgentError(reasons.InvalidConfiguration, f"--commit {commit} is not the manifest's commit "
                                                  f"{manifest_commit(manifest)}")
     return Listing(repo, commit, commit, entries), entries
 

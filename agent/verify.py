@@ -12,6 +12,7 @@ import json
 import logging
 from pathlib import Path
 
+from fleetcache import reasons
 from fleetcache.agent.disk import resolves_within
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.layout import Layout, file_problems
@@ -33,7 +34,7 @@ def find_manifests(dest: Path, repo: str, revision: str | None) -> list[dict]:
     commit = revision if revision in commits else state.resolve_ref(revision)
     manifests = state.read_manifests(commit) if commit else []
     if not manifests:
-        raise AgentError("InvalidConfiguration", f"no completed fetch of {repo}@{revision} under --dest")
+        raise AgentError(reasons.InvalidConfiguration, f"no completed fetch of {repo}@{revision} under --dest")
     return manifests
 
 
@@ -55,7 +56,7 @@ def verify(dest: Path, repo: str, revision: str | None) -> dict:
                 log.warning("could not withdraw the verification record (%s)", type(err).__name__)
         problems = sorted(problem for _, _, problem in bad)
         shown = ", ".join(problems[:10]) + (f" and {len(problems) - 10} more" if len(problems) > 10 else "")
-        raise AgentError("CacheCorrupted", f"{len(problems)} of {len(checks)} files failed verification: {shown}")
+        raise AgentError(reasons.CacheCorrupted, f"{len(problems)} of {len(checks)} files failed verification: {shown}")
     entries = tuple(entry for _, _, entry in checks)
     digest = manifests[0]["manifestDigest"] if len(manifests) == 1 else manifest_digest(entries)
     return {"repo": repo, "revision": manifests[0]["revision"], "commit": manifests[0]["commit"],
@@ -73,14 +74,15 @@ def read_volume_manifest(path: Path) -> list[dict]:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise AgentError("SourceNotFound", f"the volume has no manifest file at {path} "
+        raise AgentError(reasons.SourceNotFound, f"the volume has no manifest file at {path} "
                                            "(spec.source.volume.manifest.file)") from None
     except OSError as err:
-        raise AgentError("SourceNotFound", f"cannot read the manifest file {path} ({type(err).__name__})") from None
+        raise AgentError(reasons.SourceNotFound,
+                         f"cannot read the manifest file {path} ({type(err).__name__})") from None
     try:
         data = json.loads(text)
     except ValueError:
-        raise AgentError("InvalidSource", f"the manifest file {path} is not JSON") from None
+        raise AgentError(reasons.InvalidSource, f"the manifest file {path} is not JSON") from None
     return parse_manifest(data)
 
 
@@ -92,7 +94,7 @@ def resolve_volume_manifest(path: Path, allow: list[str] | None, ignore: list[st
     chosen = {e.path for e in select(manifest_entries(manifest), allow, ignore)}
     manifest = [row for row in manifest if row["path"] in chosen]
     if not manifest:
-        raise AgentError("InvalidSource", f"the patterns select none of the files of {path}")
+        raise AgentError(reasons.InvalidSource, f"the patterns select none of the files of {path}")
     commit = manifest_commit(manifest, "vol")
     entries = manifest_entries(manifest)
     return {**resolved_record(Listing("", None, commit, entries), entries), "manifest": manifest}
@@ -103,7 +105,7 @@ def verify_in_place(dest: Path, entries: tuple[Entry, ...], digest: str | None =
     written: a volume someone else filled is Ready only if all of it matches. A mismatch is
     SourceVolumeMismatch (21) naming up to 5 files."""
     if digest is not None and manifest_digest(entries) != digest:
-        raise AgentError("InvalidConfiguration", f"--manifest-digest {digest} is not the manifest's digest "
+        raise AgentError(reasons.InvalidConfiguration, f"--manifest-digest {digest} is not the manifest's digest "
                                                  f"{manifest_digest(entries)}")
     checks = [(dest / entry.path, entry) for entry in entries]
     outside = [entry.path for path, entry in checks if not resolves_within(dest, path, below=True)]
@@ -112,7 +114,7 @@ def verify_in_place(dest: Path, entries: tuple[Entry, ...], digest: str | None =
     if problems:
         shown = ", ".join(problems[:MISMATCH_NAMED])
         more = len(problems) - MISMATCH_NAMED
-        raise AgentError("SourceVolumeMismatch", f"{len(problems)} of {len(entries)} files in {dest} do not "
+        raise AgentError(reasons.SourceVolumeMismatch, f"{len(problems)} of {len(entries)} files in {dest} do not "
                                                  f"match the manifest: {shown}"
                                                  + (f" and {more} more" if more > 0 else ""))
     return {"files": len(entries), "bytes": sum(e.size for e in entries),

@@ -21,7 +21,7 @@ README = ROOT / "README.md"
 # Names that are also a phase or a condition type: a literal of these is a reason only where
 # the code gives a reason (see reason_literals).
 ALSO_PHASES_OR_CONDITIONS = {"Admitted", "Available", "CapacityLow", "Degraded", "Evicted", "Hydrated",
-                             "Hydrating", "Lapsed", "NodeCapacityLow", "OverQuota", "Resolved"}
+                             "Hydrating", "Lapsed", "NodeCapacityLow", "OverQuota", "Resolved", "Resolving"}
 
 
 def table_rows() -> dict[str, list[str]]:
