@@ -263,10 +263,11 @@ def test_a_model_cache_whose_volumes_are_ready_and_nodes_warming_is_progressing(
     warming = [c for c in node_caches(demo_rounds)
                if read.condition_of(c, "Available").get("status") == "True"
                and c["status"]["nodeTier"]["readyNodes"] < c["status"]["nodeTier"]["desiredNodes"]]
-    seen = {health(c) for c in warming}
-    assert seen == {("Progressing", "2/2 clusters ready, nodes 0/4 warm"),
-                    ("Progressing", "2/2 clusters ready, nodes 4/5 warm"),
-                    ("Progressing", "2/2 clusters ready, nodes 3/4 warm")}
+    assert warming, "the demo's node tier warms after its volumes are Ready"
+    for cache in warming:  # which counts a run passes through depends on the agents' timing
+        tier = cache["status"]["nodeTier"]
+        assert health(cache) == ("Progressing", f"2/2 clusters ready, nodes {tier['readyNodes']}/"
+                                                f"{tier['desiredNodes']} warm")
 
 
 def test_a_model_cache_whose_nodes_failed_is_degraded_naming_the_first_failure(health,
@@ -295,9 +296,9 @@ def test_a_hydration_whose_volume_is_ready_and_nodes_warming_is_progressing(heal
     warming = [c for c in node_hydrations(demo_rounds)
                if c["status"]["nodeTier"]["phase"] == "Warming"]
     assert {c["status"]["phase"] for c in warming} == {"Ready"}
-    assert {health(c) for c in warming} == {("Progressing", "nodes 0/2 warm"),
-                                            ("Progressing", "nodes 2/3 warm"),
-                                            ("Progressing", "nodes 1/2 warm")}
+    for hydration in warming:  # which counts a run passes through depends on the agents' timing
+        tier = hydration["status"]["nodeTier"]
+        assert health(hydration) == ("Progressing", f"nodes {tier['readyNodes']}/{tier['desiredNodes']} warm")
 
 
 def test_a_hydration_waiting_for_its_warmers_to_report_is_progressing(health, demo_rounds):
