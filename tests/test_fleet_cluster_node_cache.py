@@ -10,14 +10,11 @@ import json
 import celpy
 import pytest
 
-
-from fleetcache.apis import cel
-from fleetcache.apis import xrds
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions.node_tier import node_agent
+from fleetcache.apis import cel, xrds
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
-from fleetcache.functions.node_tier.warmers import NodeCache, pool_affinity
+from fleetcache.functions.node_tier import node_agent
+from fleetcache.functions.node_tier.warmer_inputs import NodeCache, pool_affinity
 from tests.support.builders import fleet_cluster_xr
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.xrd import assert_valid

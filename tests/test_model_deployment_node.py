@@ -16,15 +16,13 @@ import json
 
 import pytest
 
-from fleetcache.apis import specs
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
 from fleetcache import messages
-from fleetcache.functions.node_tier.warmers import VOLUME_MOUNT
+from fleetcache.apis import specs
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_deployment as composer
+from fleetcache.functions.node_tier.warmer_names import VOLUME_MOUNT
 from tests.support import xrd
-from tests.support.deployments import (CACHE, NAMESPACE, cache_required, cache_row,
-                                       deployment)
+from tests.support.deployments import CACHE, NAMESPACE, cache_required, cache_row, deployment
 from tests.support.fleet import COMMIT, DIGEST, fleet_cluster
 
 OLD_COMMIT = "0" * 40

@@ -15,20 +15,25 @@ import pytest
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
+from fleetcache import messages, reasons
 from fleetcache.apis import specs
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions.k8s import objects
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions.views.fleet_cluster import fleet_cluster_requirement
-from fleetcache import messages
-from fleetcache import reasons
+from fleetcache.functions import naming, protocol, server
 from fleetcache.functions.composers import model_deployment
-from fleetcache.functions import server
 from fleetcache.functions.composers import model_replica as composer
+from fleetcache.functions.k8s import agent_job, objects
+from fleetcache.functions.k8s.engine import ENGINE_HOME
+from fleetcache.functions.views.fleet_cluster import fleet_cluster_requirement
 from tests.support import xrd
-from tests.support.deployments import (CACHE, CLUSTER, NAMESPACE, REPLICA_ENGINE, SNAPSHOT,
-                                       deployment, engine_digest, replica_xr)
+from tests.support.deployments import (
+    CACHE,
+    CLUSTER,
+    NAMESPACE,
+    REPLICA_ENGINE,
+    SNAPSHOT,
+    deployment,
+    engine_digest,
+    replica_xr,
+)
 from tests.support.fleet import COMMIT, fleet_cluster, observed_object
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 
@@ -138,7 +143,7 @@ def test_writable_tmp_home_and_memory_backed_shm_under_a_read_only_root():
     mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
     assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
     assert "emptyDir" in volumes[mounts["/tmp"]]
-    assert "emptyDir" in volumes[mounts[composer.ENGINE_HOME]]
+    assert "emptyDir" in volumes[mounts[ENGINE_HOME]]
     assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
 

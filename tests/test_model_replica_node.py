@@ -19,26 +19,33 @@ import pytest
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache.apis import specs
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import times
 from fleetcache.devtools import render
-from fleetcache.functions.node_tier import delivery, warmers
+from fleetcache.functions import naming, protocol, times
 from fleetcache.functions.composers import model_deployment
 from fleetcache.functions.composers import model_replica as composer
-from tests.test_model_replica import env_of, pod_spec, remote
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions.k8s.engine import LABEL_DELIVERY
+from fleetcache.functions.node_tier import delivery, warmer_names
 from tests.support import xrd
-from tests.support.deployments import (CACHE, CLUSTER, NAMESPACE, REPLICA_ENGINE,
-                                       cache_required, cache_row, deployment, replica_xr)
+from tests.support.deployments import (
+    CACHE,
+    CLUSTER,
+    NAMESPACE,
+    REPLICA_ENGINE,
+    cache_required,
+    cache_row,
+    deployment,
+    replica_xr,
+)
 from tests.support.fleet import COMMIT, DIGEST, fleet_cluster, observed_object
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
+from tests.test_model_replica import env_of, pod_spec, remote
 
 LABEL_KEY = "node-cache.fleetcache.dev/" + hashlib.sha256(
     f"{NAMESPACE}/{CACHE}".encode()).hexdigest()[:16]
 CLAIM = f"{CACHE}-node-1a2b3c4d"
 AGENT_IMAGE = "registry.example.com/fleetcache/fleetcache-agent:v9"
-NOW = datetime.datetime(2026, 12, 3, 10, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 12, 3, 10, 0, tzinfo=datetime.UTC)
 LINKED = f"{delivery.LINK_PATH}/models--Qwen--Qwen3-0.6B/snapshots/{COMMIT}"
 
 
@@ -47,7 +54,7 @@ def node_xr(**node: Any) -> dict:
     spec_node = {"claimName": CLAIM, "labelKey": LABEL_KEY, "commit": COMMIT,
                  "manifestDigest": DIGEST, "policy": "Prefer", "requireTimeout": "15m"}
     spec_node.update(node)
-    mount = warmers.VOLUME_MOUNT
+    mount = warmer_names.VOLUME_MOUNT
     xr = replica_xr("Cache", nodeCache={k: v for k, v in spec_node.items() if v is not None},
                     deliveryReason=f"NodeReady: 3/3 nodes warm on {COMMIT[:12]}",
                     cache={"modelCacheName": CACHE, "volumeName": naming.cache_volume_name(CACHE),
@@ -162,7 +169,7 @@ def test_volume_to_node_changes_the_pod_template_and_not_the_selector():
     node = remote(compose(node_xr()), "deployment")
     assert volume["spec"]["template"] != node["spec"]["template"]
     assert volume["spec"]["selector"] == node["spec"]["selector"]
-    assert node["spec"]["template"]["metadata"]["labels"][composer.LABEL_DELIVERY] == "node"
+    assert node["spec"]["template"]["metadata"]["labels"][LABEL_DELIVERY] == "node"
 
 
 # --- placement on warm nodes --------------------------------------------------------------

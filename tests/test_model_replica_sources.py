@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-
 from fleetcache.apis import specs
-from fleetcache.functions.k8s import agent_job
 from fleetcache.functions import protocol
 from fleetcache.functions.composers import model_replica as composer
-from fleetcache.functions.node_tier import warmers
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions.node_tier import warmer_names
 from tests.support import xrd
 from tests.support.deployments import CACHE, CLUSTER, REPLICA_ENGINE, deployment, replica_xr
 from tests.support.fleet import fleet_cluster
@@ -91,7 +90,7 @@ def test_a_model_directory_outside_the_mount_is_refused_naming_the_field(layout,
 
 
 def test_a_node_replica_of_flat_files_is_refused():
-    volume = warmers.VOLUME_MOUNT
+    volume = warmer_names.VOLUME_MOUNT
     xr = flat_xr(f"{volume}/chat", mountPath=volume)
     xr["spec"]["delivery"] = "Node"
     xr["spec"]["nodeCache"] = {"claimName": "qwen-node", "labelKey": "", "commit": VOL_COMMIT,

@@ -12,20 +12,36 @@ import json
 
 import pytest
 
-from fleetcache.apis import specs
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions.views.fleet_cluster import FleetClusterView
 from fleetcache import reasons
+from fleetcache.apis import specs
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_cache
-from fleetcache.functions.node_tier import rollup, warmers
 from fleetcache.functions.composers.model_cache_hydration import compose
+from fleetcache.functions.node_tier import rollup, warmer_inputs, warmer_names, warmers
+from fleetcache.functions.views.fleet_cluster import FleetClusterView
 from tests.support.builders import (
-    CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, cache_replica, fleet_cluster, hydration_request,
-    hydration_xr, observe, pvc, with_status,
+    CACHE,
+    CLUSTER,
+    COMMIT,
+    DIGEST,
+    GIB,
+    NAMESPACE,
+    cache_replica,
+    fleet_cluster,
+    hydration_request,
+    hydration_xr,
+    observe,
+    pvc,
+    with_status,
 )
-from tests.support.fleet import (condition, grant_admitting, hydrations, model_cache_xr,
-                                 observed_hydration, with_resolved)
+from tests.support.fleet import (
+    condition,
+    grant_admitting,
+    hydrations,
+    model_cache_xr,
+    observed_hydration,
+    with_resolved,
+)
 from tests.support.k8s import assert_valid_k8s, restricted_violations
 from tests.support.xrd import assert_valid
 
@@ -87,7 +103,7 @@ def manifest(outcome: protocol.Outcome, key: str) -> dict:
 
 
 def warmer_pod(outcome: protocol.Outcome) -> dict:
-    return manifest(outcome, warmers.WARMER_KEY)["spec"]["template"]["spec"]
+    return manifest(outcome, warmer_names.WARMER_KEY)["spec"]["template"]["spec"]
 
 
 def daemonset(desired: int, ready: int) -> dict:
@@ -105,9 +121,9 @@ def tier_of(ds: dict | None, records: dict | None = None, xr: dict | None = None
             cluster: object = None) -> dict:
     """status.nodeTier once the node objects exist and report `ds` and `records`."""
     first = run(xr, cluster=cluster)
-    states = {warmers.WARMER_KEY: ds} if ds is not None else {}
+    states = {warmer_names.WARMER_KEY: ds} if ds is not None else {}
     observed = observe(first, states={**states, "volume": pvc("Bound")},
-                       data={warmers.STATUS_KEY: records or {}})
+                       data={warmer_names.STATUS_KEY: records or {}})
     return run(xr, cluster=cluster, observed=observed).status["nodeTier"]
 
 
@@ -420,8 +436,8 @@ def test_a_new_commit_keeps_the_warmers_on_the_old_one_until_the_volume_holds_it
 
 
 def test_while_the_volume_updates_the_status_counts_the_commit_the_nodes_keep():
-    observed = observe(run(), states={warmers.WARMER_KEY: daemonset(2, 2)},
-                       data={warmers.STATUS_KEY: {"a": record("Ready"), "b": record("Ready")}})
+    observed = observe(run(), states={warmer_names.WARMER_KEY: daemonset(2, 2)},
+                       data={warmer_names.STATUS_KEY: {"a": record("Ready"), "b": record("Ready")}})
     xr = with_status(hydration_xr(tier="Node", commit=NEW_COMMIT), **READY_VOLUME)
     tier = run(xr, observed=observed).status["nodeTier"]
     assert (tier["phase"], tier["commit"], tier["summary"]) == ("Ready", COMMIT, "2/2")
@@ -430,8 +446,8 @@ def test_while_the_volume_updates_the_status_counts_the_commit_the_nodes_keep():
 
 
 def test_a_held_hydration_reports_the_nodes_it_keeps():
-    observed = observe(run(), states={warmers.WARMER_KEY: daemonset(1, 1)},
-                       data={warmers.STATUS_KEY: {"a": record("Ready")}})
+    observed = observe(run(), states={warmer_names.WARMER_KEY: daemonset(1, 1)},
+                       data={warmer_names.STATUS_KEY: {"a": record("Ready")}})
     xr = with_status(hydration_xr(tier="Node", removal={"since": "2026-01-10T12:00:00Z",
                                                         "until": "2026-01-10T13:00:00Z"},
                                   commit=NEW_COMMIT), **READY_VOLUME)
@@ -549,8 +565,8 @@ def test_an_s3_source_is_warmed_from_the_repository_folder_fetch_named_after_it(
 
 
 def test_an_existing_volume_source_has_no_node_tier_and_says_which_field():
-    h = warmers.Hydration(NAMESPACE, "qwen-x", CACHE, CLUSTER, "", COMMIT, DIGEST, {})
-    volume = warmers.VolumeTier("Ready", "Hydrated", composing=True)
+    h = warmer_inputs.Hydration(NAMESPACE, "qwen-x", CACHE, CLUSTER, "", COMMIT, DIGEST, {})
+    volume = warmer_inputs.VolumeTier("Ready", "Hydrated", composing=True)
     outcome = protocol.Outcome()
     tier = warmers.run(hydration_request(node_xr()), h, node_cluster(),
                          FleetClusterView.of(node_cluster()), "qwen-cache", volume, [],
@@ -604,7 +620,7 @@ def node_replica(commit: str, index: int = 0) -> dict:
 
 def keep_args(outcome: protocol.Outcome) -> list[str]:
     args = warmer_pod(outcome)["containers"][0]["args"]
-    return [b for a, b in zip(args, args[1:]) if a == "--keep"]
+    return [b for a, b in zip(args, args[1:], strict=False) if a == "--keep"]
 
 
 def test_the_warmers_prune_every_other_commit_of_the_repo_once_this_one_is_ready():
@@ -619,9 +635,9 @@ def test_a_commit_node_replicas_still_read_is_kept_on_the_nodes():
 
 def test_while_the_replicas_are_not_known_the_warmers_stay_as_they_are():
     observed = observe(run())
-    assert warmers.WARMER_KEY not in run(replicas=None).desired
-    kept = run(replicas=None, observed=observed).desired[warmers.WARMER_KEY][0]
-    assert kept["spec"]["forProvider"]["manifest"] == manifest(run(), warmers.WARMER_KEY)
+    assert warmer_names.WARMER_KEY not in run(replicas=None).desired
+    kept = run(replicas=None, observed=observed).desired[warmer_names.WARMER_KEY][0]
+    assert kept["spec"]["forProvider"]["manifest"] == manifest(run(), warmer_names.WARMER_KEY)
 
 
 def test_node_replicas_count_as_mounting_the_volume_they_fall_back_to():

@@ -10,9 +10,10 @@ Lifecycle, top to bottom:
    and remedy);
 3. Node, Cache and Source compose, through provider-kubernetes Objects on that cluster, the
    namespace (create only, never deleted), a one-pod Deployment of the engine carrying
-   the environment contract of DESIGN.md §3, and a Service; a Node pod mounts the node copy
-   and the cluster volume, links one of them in an init container and is placed on warm
-   nodes (functions/node_delivery.py), Require reverting to Prefer once after its timeout;
+   the environment contract of DESIGN.md §3, and a Service (k8s/engine.py); a Node pod
+   mounts the node copy and the cluster volume, links one of them in an init container and
+   is placed on warm nodes (node_tier/delivery.py), Require reverting to Prefer once after
+   its timeout;
 4. report: the replica is ready when its Deployment is available (a CEL readiness query
    on the Object).
 
@@ -23,56 +24,37 @@ need to run under Pod Security `restricted` is written down in design/engines.md
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
+from fleetcache import messages, reasons
 from fleetcache.apis import specs
-from fleetcache.functions.k8s import agent_job
+from fleetcache.apis.models import model_replica as api
+from fleetcache.functions import naming, protocol, quantities, read
 from fleetcache.functions.k8s import objects
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import quantities
-from fleetcache.functions import read
+from fleetcache.functions.k8s.engine import (
+    AVAILABLE_QUERY,
+    LABEL_REPLICA,
+    Pod,
+    deployment_manifest,
+    labels_of,
+    remote_name,
+    service_manifest,
+)
+from fleetcache.functions.node_tier import delivery as node_delivery
+from fleetcache.functions.node_tier.warmer_names import VOLUME_MOUNT
 from fleetcache.functions.views.fleet_cluster import FleetClusterView, fleet_cluster_requirement
 from fleetcache.functions.views.model_replica import HF_CACHE, CacheMount, Engine
-from fleetcache import messages
-from fleetcache import reasons
 from fleetcache.volume import hf_hub_cache
-from fleetcache.functions.node_tier import delivery as node_delivery, warmers
-from fleetcache.apis.models import model_replica as api
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
 CACHE_USAGE_KEY = "cache-usage"
 USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
 DEPLOYMENT_KEY = "model-deployment"
 REMOTE_KEYS = ("namespace", "deployment", "service")
-
-ENGINE_UID = agent_job.AGENT_UID  # the agent's uid: the engine reads its files without a chown
-ENGINE_HOME = "/home/fleetcache"
-# Written only where the user has not set them: they point every cache an engine keeps
-# (Hugging Face, torch, triton, vLLM) at writable emptyDirs under a read-only root.
-# USER/LOGNAME: the uid has no passwd entry, and getpass.getuser() (torch inductor's cache
-# path) reads these before it would fail on the lookup.
-WRITABLE_ENV = (
-    ("HOME", ENGINE_HOME),
-    ("USER", "fleetcache"),
-    ("LOGNAME", "fleetcache"),
-    ("TMPDIR", "/tmp"),
-    ("XDG_CACHE_HOME", f"{ENGINE_HOME}/.cache"),
-    ("XDG_CONFIG_HOME", f"{ENGINE_HOME}/.config"),
-    ("HF_HOME", f"{ENGINE_HOME}/.cache/huggingface"),
-)
-AVAILABLE_QUERY = ("has(object.status) && has(object.status.conditions) && "
-                   "object.status.conditions.exists(c, c.type == 'Available' && "
-                   "c.status == 'True')")
-DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-LABEL_DEPLOYMENT = f"{naming.GROUP}/model-deployment"
-LABEL_REPLICA = f"{naming.GROUP}/model-replica"
-LABEL_DELIVERY = f"{naming.GROUP}/delivery"
 # What a Deployment's Progressing=False may say that a replica passes on; any other reads as NotProgressing.
 STALLED = (reasons.ProgressDeadlineExceeded,)
-
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -123,13 +105,18 @@ class ReplicaSpec:
             return self.cache.commit
         return self.commit or self.revision
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels of what is composed for this replica."""
+        return labels_of(self.name, self.deployment, self.cluster)
+
 
 def read_spec(request: protocol.Request) -> ReplicaSpec:
     """The spec read through the ModelReplica model; the ModelDeployment writes it."""
     spec = specs.read_spec(api.ModelReplica, request.composite.get("spec"))
     delivery = spec["delivery"]
-    if delivery == "Node" and spec["cache"]["mountPath"] != warmers.VOLUME_MOUNT:
-        raise specs.InputError(f"spec.cache.mountPath must be {warmers.VOLUME_MOUNT} "
+    if delivery == "Node" and spec["cache"]["mountPath"] != VOLUME_MOUNT:
+        raise specs.InputError(f"spec.cache.mountPath must be {VOLUME_MOUNT} "
                              "on Node (the select step links the volume there)")
     if delivery == "Node" and spec["cache"].get("layout", HF_CACHE) != HF_CACHE:
         raise specs.InputError("spec.cache.layout must be HfCache on Node (the select step "
@@ -183,16 +170,9 @@ def hydration_failure(hydration: Mapping, cluster: str) -> tuple[str, str]:
 # --- 3. the engine on its cluster ---------------------------------------------------------
 
 
-def labels_of(spec: ReplicaSpec) -> dict[str, str]:
-    return {naming.LABEL_MANAGED_BY: "fleetcache", naming.LABEL_COMPONENT: "engine",
-            LABEL_REPLICA: naming.label_value(spec.name),
-            LABEL_DEPLOYMENT: naming.label_value(spec.deployment),
-            naming.LABEL_CLUSTER: naming.label_value(spec.cluster)}
-
-
-def engine_env(spec: ReplicaSpec, engine: Engine) -> list[dict]:
-    """The environment contract of DESIGN.md §3, then writable-path defaults, then the
-    user's env (last, so its $(VAR) references can use the contract's variables)."""
+def environment(spec: ReplicaSpec) -> list[dict]:
+    """The environment contract of DESIGN.md §3: where the model is, which revision, which
+    delivery, and on Cache and Node the Hugging Face cache to read offline."""
     env = [{"name": "FLEETCACHE_MODEL", "value": spec.model},
            {"name": "FLEETCACHE_MODEL_REVISION", "value": spec.model_revision},
            {"name": "FLEETCACHE_DELIVERY", "value": spec.delivery.lower()}]
@@ -200,31 +180,7 @@ def engine_env(spec: ReplicaSpec, engine: Engine) -> list[dict]:
         env.append({"name": "HF_HUB_CACHE", "value": spec.hub_cache})
     if spec.cache:
         env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
-    user_names = {e["name"] for e in engine.env}
-    env += [{"name": n, "value": v} for n, v in WRITABLE_ENV if n not in user_names]
-    return env + [dict(e) for e in engine.env]
-
-
-def pod_volumes(spec: ReplicaSpec, engine: Engine) -> tuple[list[dict], list[dict]]:
-    """(volumes, mounts): writable emptyDirs for /tmp and $HOME, memory-backed /dev/shm,
-    and on Cache the model cache PVC, read-only at both the pod and the container (on Node
-    the node PVC and the cluster PVC, both read-only, and the link's emptyDir)."""
-    shm: dict[str, Any] = {"medium": "Memory"}
-    if engine.shared_memory_size:
-        shm["sizeLimit"] = engine.shared_memory_size
-    volumes = [{"name": "tmp", "emptyDir": {}}, {"name": "home", "emptyDir": {}},
-               {"name": "dshm", "emptyDir": shm}]
-    mounts = [{"name": "tmp", "mountPath": "/tmp"}, {"name": "home", "mountPath": ENGINE_HOME},
-              {"name": "dshm", "mountPath": "/dev/shm"}]
-    if spec.node and spec.cache:
-        node_volumes, node_mounts = node_delivery.pod_volumes(spec.node, spec.cache.volume)
-        return volumes + node_volumes, mounts + node_mounts
-    if spec.cache:
-        volumes.append({"name": "model-cache", "persistentVolumeClaim": {
-            "claimName": spec.cache.volume, "readOnly": True}})
-        mounts.append({"name": "model-cache", "mountPath": spec.cache.mount_path,
-                       "readOnly": True})
-    return volumes, mounts
+    return env
 
 
 @dataclass(frozen=True)
@@ -236,83 +192,25 @@ class NodePod:
     placement: node_delivery.Placement
 
 
-def deployment_manifest(spec: ReplicaSpec, engine: Engine, name: str,
-                        node_pod: NodePod | None = None) -> dict:
-    """A one-pod Deployment of the engine under Pod Security `restricted`."""
-    labels = labels_of(spec)
-    volumes, mounts = pod_volumes(spec, engine)
-    container: dict[str, Any] = {
-        "name": "engine",
-        "image": engine.image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": list(engine.args),
-        "env": engine_env(spec, engine),
-        "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
-        "readinessProbe": {"httpGet": {"path": engine.readiness_path, "port": "http"},
-                           "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
-        "securityContext": dict(agent_job.RESTRICTED_CONTAINER_SECURITY),
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": mounts,
-    }
-    if engine.command:
-        container["command"] = list(engine.command)
-    if engine.resources:
-        container["resources"] = dict(engine.resources)
-    pod_labels = {**labels, LABEL_DELIVERY: spec.delivery.lower()}
-    pod_spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": ENGINE_UID,
-            "runAsGroup": ENGINE_UID,
-            "fsGroup": ENGINE_UID,
-            "fsGroupChangePolicy": "OnRootMismatch",
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": [container],
-        "volumes": volumes,
-    }
+def engine_pod(spec: ReplicaSpec, node_pod: NodePod | None = None) -> Pod:
+    """What this replica puts into its engine's pod: the environment contract, and on Cache
+    the model cache PVC, read-only at both the pod and the container (on Node the node PVC
+    and the cluster PVC, both read-only, and the link's emptyDir, the select init container
+    and the affinity on warm nodes)."""
+    volumes: list[dict] = []
+    mounts: list[dict] = []
+    if spec.node and spec.cache:
+        volumes, mounts = node_delivery.pod_volumes(spec.node, spec.cache.volume)
+    elif spec.cache:
+        volumes.append({"name": "model-cache", "persistentVolumeClaim": {
+            "claimName": spec.cache.volume, "readOnly": True}})
+        mounts.append({"name": "model-cache", "mountPath": spec.cache.mount_path,
+                       "readOnly": True})
     if spec.node and node_pod:
-        pod_spec["initContainers"] = [node_delivery.select_container(
-            spec.node, spec.repo, node_pod.agent_image)]
+        select = node_delivery.select_container(spec.node, spec.repo, node_pod.agent_image)
         placed = node_delivery.affinity(spec.node, node_pod.placement.placement)
-        if placed:
-            pod_spec["affinity"] = placed
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {LABEL_REPLICA: labels[LABEL_REPLICA]}},
-            "strategy": {"type": "RollingUpdate",
-                         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "progressDeadlineSeconds": 3600,
-            "revisionHistoryLimit": 2,
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
-        },
-    }
-
-
-def service_manifest(spec: ReplicaSpec, engine: Engine, name: str) -> dict:
-    labels = labels_of(spec)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
-        "spec": {"type": "ClusterIP",
-                 "selector": {LABEL_REPLICA: labels[LABEL_REPLICA]},
-                 "ports": [{"name": "http", "port": engine.port, "targetPort": "http",
-                            "protocol": "TCP"}]},
-    }
-
-
-def remote_name(replica: str) -> str:
-    """The Deployment's and Service's name on the cluster: a DNS-1035 label (a Service
-    name must start with a letter)."""
-    return replica if DNS_1035.match(replica) and len(replica) <= 63 \
-        else naming.child_name("replica", replica)
+        return Pod(spec.delivery, environment(spec), volumes, mounts, [select], placed)
+    return Pod(spec.delivery, environment(spec), volumes, mounts)
 
 
 def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: FleetClusterView,
@@ -326,9 +224,10 @@ def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: FleetClusterView,
 
     remote("namespace", objects.namespace_manifest(spec.namespace),
            management_policies=objects.CREATE_ONLY)
-    remote("deployment", deployment_manifest(spec, engine, name, node_pod),
+    remote("deployment", deployment_manifest(name, spec.namespace, spec.labels, engine,
+                                             engine_pod(spec, node_pod)),
            readiness_query=AVAILABLE_QUERY)
-    remote("service", service_manifest(spec, engine, name))
+    remote("service", service_manifest(name, spec.namespace, spec.labels, engine))
 
 
 def shared_engine(request: protocol.Request, spec: ReplicaSpec) -> tuple[Engine | None, str, str]:
@@ -446,7 +345,7 @@ def cache_usage(spec: ReplicaSpec) -> dict:
         "apiVersion": USAGE_API_VERSION,
         "kind": "Usage",
         "metadata": {"name": naming.child_name(spec.name, "uses-cache"),
-                     "labels": labels_of(spec)},
+                     "labels": spec.labels},
         "spec": {
             "of": {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
                    "resourceRef": {"name": spec.cache.model_cache}},

@@ -2,7 +2,7 @@
 warm, which node copies are evicted, and which cache directories the nodes keep.
 
 One writer (DESIGN §7): compose-fleet-cluster decides from the ModelCacheHydrations of its
-cluster and publishes status.nodeCache; compose-model-cache-hydration (functions/node_tier.py)
+cluster and publishes status.nodeCache; compose-model-cache-hydration (node_tier/warmers.py)
 obeys it. The rules are the volume tier's, through the same `capacity.decide`: every pool node
 holds the same caches, so one node's disk stands for all, and each tier-Node cache is one
 `capacity.Copy` whose node-tier phase is mapped onto the volume tier's phases.
@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
-from fleetcache.apis import specs
-from fleetcache.functions import protocol
-from fleetcache.functions import quantities
-from fleetcache.functions import read
-from fleetcache.functions import times
 from fleetcache import reasons
+from fleetcache.apis import specs
+from fleetcache.functions import protocol, quantities, read, times
 from fleetcache.functions.decisions import capacity
 
 NODE_TIER = "Node"

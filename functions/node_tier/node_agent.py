@@ -16,11 +16,10 @@ fleetcache that is not Pod Security `restricted`, and everything it and the warm
 
 from __future__ import annotations
 
-
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions.k8s import objects
 from fleetcache.functions import naming
-from fleetcache.functions.node_tier.warmers import NODE_LABEL_PREFIX, SLOTS_ROLE, SYSTEM_NAMESPACE, NodeCache
+from fleetcache.functions.k8s import agent_job, objects
+from fleetcache.functions.node_tier.warmer_inputs import NodeCache
+from fleetcache.functions.node_tier.warmer_names import NODE_LABEL_PREFIX, SLOTS_ROLE, SYSTEM_NAMESPACE
 
 NAME = "fleetcache-node-agent"  # ServiceAccount, ClusterRole, its binding and the DaemonSet
 DIRS = "fleetcache-node-dirs"

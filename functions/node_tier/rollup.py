@@ -8,15 +8,13 @@ cache less Available, since replicas fall back to the cluster volume.
 """
 
 from __future__ import annotations
-from fleetcache.functions import protocol
-from fleetcache.functions import read
-from fleetcache import messages
-from fleetcache import reasons
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
-
+from fleetcache import messages, reasons
+from fleetcache.functions import protocol, read
 
 NAMED = 5
 COUNTS = ("desiredNodes", "readyNodes", "downloadingNodes", "failedNodes")
@@ -32,7 +30,7 @@ class ClusterNodes:
     first_reason: str
 
     @classmethod
-    def of(cls, cluster: str, hydration: Any) -> "ClusterNodes":
+    def of(cls, cluster: str, hydration: Any) -> ClusterNodes:
         tier = read.mapping_at(hydration, "status.nodeTier")
         return cls(cluster, reasons.reason_or_empty(tier.get("phase")),
                    {k: max(0, read.as_int(tier.get(k))) for k in COUNTS},

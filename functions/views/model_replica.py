@@ -1,31 +1,27 @@
 """What compose-model-deployment writes into a ModelReplica's spec and compose-model-replica
 reads back: the engine (spec.engine, with the digest that says which engine a replica was
-composed with) and the warm cache it mounts (spec.cache)."""
+composed with) and the warm cache it mounts (spec.cache); and what the deployment reads back
+of its replicas at its next compose (where each ran, how, and whether it was Ready)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_deployment as deployment_api
-from fleetcache.functions import naming, quantities
+from fleetcache.functions import naming, quantities, times
+from fleetcache.functions.k8s.engine import Container
 
 ENGINE_DIGEST_LENGTH = 16
 
 
 @dataclass(frozen=True)
-class Engine:
-    """The serving engine's container template, normalized with its defaults."""
-
-    image: str
-    command: tuple[str, ...]
-    args: tuple[str, ...]
-    env: tuple[dict, ...]
-    resources: dict
-    port: int
-    readiness_path: str
-    shared_memory_size: str | None
+class Engine(Container):
+    """The serving engine's container template, normalized with its defaults: a
+    ModelDeployment's spec.engine, which every one of its replicas reads (the fields are
+    those of k8s/engine.py Container, which the replica's pod runs)."""
 
     @property
     def digest(self) -> str:
@@ -34,7 +30,7 @@ class Engine:
         return naming.digest_of(self.as_spec())[:ENGINE_DIGEST_LENGTH]
 
     @classmethod
-    def of(cls, value: Any, where: str = "spec.engine") -> "Engine":
+    def of(cls, value: Any, where: str = "spec.engine") -> Engine:
         """A ModelDeployment's spec.engine read through its model (defaults filled in). The
         variables fleetcache sets may not appear in env: the XRD's CEL rule says so, and
         compose-model-deployment holds its spec to it."""
@@ -83,7 +79,7 @@ class CacheMount:
     layout: str = HF_CACHE
 
     @classmethod
-    def of(cls, value: Mapping, where: str = "spec.cache") -> "CacheMount":
+    def of(cls, value: Mapping, where: str = "spec.cache") -> CacheMount:
         """The cache of a spec read through the ModelReplica model (required on Cache by
         the XRD's CEL rule). A snapshot lies below the mount; flat files may sit at it."""
         mount, path = value["mountPath"].rstrip("/"), value["snapshotPath"]
@@ -97,3 +93,20 @@ class CacheMount:
         return {"modelCacheName": self.model_cache, "volumeName": self.volume,
                 "mountPath": self.mount_path, "snapshotPath": self.snapshot_path,
                 "commit": self.commit, **({"layout": FLAT} if self.layout == FLAT else {})}
+
+
+@dataclass(frozen=True)
+class Previous:
+    """Where a replica ran at the last compose, from its observed ModelReplica."""
+
+    cluster: str
+    delivery: str
+    ready: bool
+    node: Mapping = field(default_factory=dict)  # spec.nodeCache of a Node replica
+
+    @property
+    def reverted_at(self) -> str:
+        """When a Require placement reverted to Prefer: the replica latches it in its status,
+        this deployment carries it in the replica's spec from then on."""
+        moment = times.parse_time(self.node.get("revertedAt"))
+        return times.format_time(moment) if moment else ""

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from fleetcache.functions.k8s import selectors
 from fleetcache.functions.views.fleet_cluster import FleetClusterView

@@ -1,0 +1,135 @@
+"""Delivery per replica (compose-model-deployment, step 3): Node, Cache, Source, Wait or
+Fail, by the table of DESIGN.md §3 and spec.delivery, with the additions of
+design/deployments.md: a cluster whose cache is not Ready on the resolved commit but still
+holds a verified earlier one (its servingCommit) keeps serving that one from the cache; on a
+cluster holding the cache on tier Node, Node delivery (the node's own copy) is weighed before
+the volume (decisions/node_delivery.py); and a model no engine loads from its source (an S3
+prefix, a volume's own files) waits where the table says Source."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fleetcache import messages, reasons
+from fleetcache.functions.decisions import node_delivery
+from fleetcache.functions.decisions.node_delivery import NodePolicy
+from fleetcache.functions.views.hydration import ClusterReport
+from fleetcache.functions.views.model_replica import Previous
+from fleetcache.functions.views.node_tier import DIGEST_SHAPE, NodeTier
+from fleetcache.functions.views.served_model import Model
+
+
+@dataclass(frozen=True)
+class Policy:
+    """spec.delivery: what a replica does while its cluster's cache is not Ready."""
+
+    while_hydrating: str
+    on_hydration_failure: str
+    switch_to_cache: str
+    node: NodePolicy
+
+
+@dataclass(frozen=True)
+class Delivery:
+    delivery: str  # Node | Cache | Source | Wait | Fail
+    reason: str
+    commit: str  # the commit the replica loads ("" for Wait/Fail, or before a resolve)
+    detail: str = ""  # what the reason means here (ModelReplica spec.deliveryReason)
+    node: Mapping = field(default_factory=dict)  # a Node replica's spec.nodeCache
+
+    @property
+    def delivery_reason(self) -> str:
+        """The replica's spec.deliveryReason: said where the node tier was weighed (the
+        volume tier's replicas keep the spec they had; placements[].reason says why)."""
+        return messages.clipped(f"{self.reason}: {self.detail}", messages.MESSAGE_LIMIT) \
+            if self.detail else ""
+
+
+def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
+    """One replica's delivery by the table; where it says Source for a model no engine
+    loads from its source (an S3 prefix, a volume's own files), the replica waits instead,
+    keeping the table's reason."""
+    chosen = by_table(model, cluster, policy, before)
+    if chosen.delivery == "Source" and not model.from_source:
+        return Delivery("Wait", chosen.reason, "")
+    return chosen
+
+
+def by_table(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
+    """One replica's delivery by DESIGN.md §3's table and spec.delivery, with one addition:
+    a cluster not Ready on the resolved commit that still holds a verified earlier commit
+    (servingCommit) keeps serving that one from the cache, hydrating or failed alike."""
+    if model.cache_name is None:
+        return Delivery("Source", reasons.NoModelCache, model.commit)
+    if not model.cache_found:
+        # The model served last, from the source; never served one: nothing to load.
+        if model.repo:
+            return Delivery("Source", reasons.ModelCacheNotFound, model.commit)
+        return Delivery("Wait", reasons.ModelCacheNotFound, "")
+    row = model.targets.get(cluster)
+    if row is None:
+        return Delivery("Source", reasons.NotACacheTarget, model.commit)
+    # Already loading the resolved commit from the source on this cluster: never sent back
+    # to an older snapshot (a downgrade and a second roll); it follows the table.
+    running_source = before is not None and before.cluster == cluster \
+        and before.delivery == "Source"
+    tier = model.node_tiers.get(cluster)
+    if row.phase == "Ready" and model.commit:
+        if policy.switch_to_cache == "Never" and running_source:
+            return Delivery("Source", reasons.SwitchToCacheNever, model.commit)
+        if tier is not None and model.manifest_digest:
+            return node_or_volume(model, tier, policy, cluster, before)
+        return Delivery("Cache", reasons.CacheReady, model.commit)
+    kept = kept_on_node(row, tier, policy, before, cluster)
+    if kept is not None:
+        return kept
+    if row.serving_commit and not running_source:
+        reason = reasons.PreviousCommitHydrationFailed if row.phase == "Failed" \
+            else reasons.PreviousCommitWhileHydrating
+        return Delivery("Cache", reason, row.serving_commit)
+    if row.phase == "Failed":
+        if policy.on_hydration_failure == "Fail":
+            return Delivery("Fail", reasons.HydrationFailed, "")
+        return Delivery("Source", reasons.HydrationFailed, model.commit)
+    if policy.while_hydrating == "Wait":
+        return Delivery("Wait", reasons.Hydrating, "")
+    return Delivery("Source", reasons.Hydrating, model.commit)
+
+
+def node_or_volume(model: Model, tier: NodeTier, policy: Policy, cluster: str,
+                   before: Previous | None) -> Delivery:
+    """On a cluster holding the cache on tier Node with its volume Ready: the node copy when
+    a node holds the commit (spec.delivery.node), else the volume, saying why."""
+    here = before.delivery if before is not None and before.cluster == cluster else ""
+    choice = node_delivery.choose(tier, model.commit, policy.node, policy.switch_to_cache, here)
+    if choice.delivery == "Cache":
+        return Delivery("Cache", choice.reason, model.commit, choice.detail)
+    reverted = before.reverted_at if here == "Node" else ""
+    return Delivery("Node", choice.reason, model.commit, choice.detail,
+                    node_delivery.node_cache_spec(tier, model.commit, model.manifest_digest,
+                                                  policy.node, reverted))
+
+
+def kept_on_node(row: ClusterReport, tier: NodeTier | None, policy: Policy,
+                 before: Previous | None, cluster: str) -> Delivery | None:
+    """A Node replica whose cluster hydrates a new commit on its volume (or failed to) keeps
+    its node copy of the commit it serves, unchanged (no roll), while the node PVC is still
+    there and Node delivery is not turned off; its pod falls back to the volume, which keeps
+    that commit, on a node without it."""
+    if tier is None or not tier.mountable or policy.node.policy == "Never" \
+            or before is None or before.cluster != cluster \
+            or before.delivery != "Node" or not row.serving_commit \
+            or before.node.get("commit") != row.serving_commit \
+            or before.node.get("claimName") != tier.claim_name:
+        return None
+    digest = before.node.get("manifestDigest")
+    if not isinstance(digest, str) or not DIGEST_SHAPE.match(digest):
+        return None
+    kept = node_delivery.node_cache_spec(tier, row.serving_commit, digest, policy.node,
+                                         before.reverted_at)
+    reason = reasons.PreviousCommitHydrationFailed if row.phase == "Failed" \
+        else reasons.PreviousCommitWhileHydrating
+    return Delivery("Node", reason, row.serving_commit,
+                    f"the node copy (else the cluster volume) serves {row.serving_commit[:12]} "
+                    "until the new commit is Ready on the cluster", kept)
