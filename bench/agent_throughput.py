@@ -28,6 +28,15 @@ The marginal cost per GiB, for models of 100s of GB where start-up and first tou
 buffers vanish: the agent, the transfer and sha256 of two sizes in every round, and the
 slope between them, (CPU at the larger - CPU at the smaller) / (GiB between them), for the
 agent and for the floor.
+
+    .venv/bin/python bench/agent_throughput.py --smoke [--json out.json]
+
+Every mode above once, at a few MiB and one round (single size uncapped, the same capped at
+--stream-rate or 25 MB/s, and the marginal cost between two sizes), in seconds: it checks
+that the bench runs and prints its ratio lines; its figures mean nothing.
+
+Each mode ends with its ratio lines ("ratio agent/floor, ...", "ratio hf/agent, ..."): the
+medians over the rounds of figures measured side by side in the same round.
 """
 
 from __future__ import annotations
@@ -47,6 +56,11 @@ from fleetcache.devtools.testhub import Fault, TestHub, make_model
 
 REPO = "bench/model"
 BIN = Path(sys.executable).parent
+MiB = 1 << 20
+GiB = 1 << 30
+SMOKE_SIZE = 8 * MiB
+SMOKE_SIZES = (8 * MiB, 24 * MiB)
+SMOKE_STREAM_RATE = 25e6
 
 SNAPSHOT_DOWNLOAD = """
 import sys
@@ -94,8 +108,7 @@ for sibling in info["siblings"]:
 # the hash calls are timed, so neither start-up nor generating the bytes counts.
 SHA256 = """
 import hashlib, sys, time
-from fleetcache.testhub import make_model
-from fleetcache.testhub.content import iter_content
+from fleetcache.devtools.testhub.content import iter_content, make_model
 spent = 0.0
 for content in make_model(int(sys.argv[1]), shards=4).values():
     digest = hashlib.sha256()
@@ -127,23 +140,50 @@ def run(argv: list[str], prime: tuple[Path, int] | None = None) -> dict:
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "out": last}
 
 
+def ratio(numerator: float, denominator: float, digits: int = 3) -> float | None:
+    """numerator / denominator, or None when the denominator is not positive (at smoke sizes
+    a slope between two sizes can be noise around zero)."""
+    return round(numerator / denominator, digits) if denominator > 0 else None
+
+
 def cpu_per_gib(row: dict, total: int) -> dict:
     """CPU-seconds per GiB of the agent's fetch and of its floor (transfer + sha256), and their ratio."""
-    gib = total / (1 << 30)
+    gib = total / GiB
     transfer = row["transfer"]["cpu_s"] / gib
     sha256 = float(row["sha256"]["out"]) / gib
     agent = row["agent"]["cpu_s"] / gib
     return {"agent": round(agent, 3), "transfer": round(transfer, 3), "sha256": round(sha256, 3),
-            "floor": round(transfer + sha256, 3), "agent_over_floor": round(agent / (transfer + sha256), 3)}
+            "floor": round(transfer + sha256, 3), "agent_over_floor": ratio(agent, transfer + sha256)}
+
+
+def median(values: list) -> float | None:
+    """The median of the values that exist (a ratio is None when its denominator was not positive)."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def shown(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def ratio_line(label: str, values: list, digits: int = 3) -> str:
+    """One ratio: its median over the rounds, then every round's figure."""
+    rounds = f"{len(values)} round{'s' if len(values) != 1 else ''}"
+    return (f"ratio {label}: {shown(median(values), digits)} median of {rounds} "
+            f"({', '.join(shown(v, digits) for v in values)})")
+
+
+def size_label(size: int) -> str:
+    return f"{size / GiB:g} GiB" if size >= GiB else f"{size / MiB:g} MiB"
 
 
 def summary(rounds: list[dict]) -> dict:
     """The median of each figure the issue's targets name, over the rounds."""
     return {
-        **{f"cpu_per_gib_{key}": statistics.median(r["cpu_per_gib"][key] for r in rounds)
+        **{f"cpu_per_gib_{key}": median([r["cpu_per_gib"][key] for r in rounds])
            for key in ("agent", "transfer", "sha256", "floor", "agent_over_floor")},
-        **{f"wall_s_{key}": statistics.median(r[key]["wall_s"] for r in rounds) for key in ("agent", "hf")},
-        "hf_over_agent": statistics.median(r["ratios"]["hf_over_agent"] for r in rounds),
+        **{f"wall_s_{key}": median([r[key]["wall_s"] for r in rounds]) for key in ("agent", "hf")},
+        "hf_over_agent": median([r["ratios"]["hf_over_agent"] for r in rounds]),
     }
 
 
@@ -175,48 +215,60 @@ def slope(small: dict, big: dict) -> dict:
     agent, floor = per_gib("agent"), per_gib("transfer") + per_gib("sha256")
     return {"agent": round(agent, 3), "transfer": round(per_gib("transfer"), 3),
             "sha256": round(per_gib("sha256"), 3), "floor": round(floor, 3),
-            "agent_over_floor": round(agent / floor, 3)}
+            "agent_over_floor": ratio(agent, floor)}
 
 
-def marginal(args: argparse.Namespace, sizes: list[float]) -> dict:
-    """Agent, transfer and sha256 of each size, every round, and the slope between the smallest
-    and the largest size: what one more GiB costs."""
+def hashed_up_front(files: dict) -> None:
+    """Compute every file's digests once, before any timing (the hub caches them)."""
+    for f in files.values():
+        _ = f.sha256
+
+
+def marginal(args: argparse.Namespace, sizes: list[int], rounds: int) -> dict:
+    """Agent, transfer and sha256 of each size (bytes), every round, and the slope between the
+    smallest and the largest size: what one more GiB costs."""
     work = Path(tempfile.mkdtemp(prefix="fleetcache-bench-", dir=args.workdir))
-    results: dict = {"sizes_gib": sizes, "rounds": []}
+    results: dict = {"sizes_gib": [size / GiB for size in sizes], "rounds": []}
     with TestHub() as hub:
         repos = {}
-        for gib in sizes:
-            repo = f"{REPO}-{gib:g}"
-            hub.add_repo(repo, make_model(int(gib * (1 << 30)), shards=4))
+        for size in sizes:
+            repo = f"{REPO}-{size / GiB:g}"
+            hub.add_repo(repo, make_model(size, shards=4))
             files = hub.repos[repo].commits[hub.repos[repo].refs["main"]]
-            for f in files.values():
-                f.sha256  # digests are computed once, before any timing
-            repos[gib] = (repo, sum(f.content.size for f in files.values()))
-        for _ in range(args.rounds):
+            hashed_up_front(files)
+            repos[size] = (repo, sum(f.content.size for f in files.values()))
+        for _ in range(rounds):
             row: dict = {"sizes": []}
-            for gib in sizes:
-                repo, total = repos[gib]
+            for size in sizes:
+                repo, total = repos[size]
                 dest = work / "agent"
                 agent = run([str(BIN / "fleetcache-agent"), "fetch", "--endpoint", hub.endpoint, "--repo", repo,
                              "--concurrency", str(args.concurrency), "--dest", str(dest)], (work, total + total // 4))
                 drop_tree(dest)
                 transfer = run([sys.executable, "-c", TRANSFER, hub.endpoint, repo])
-                sha256 = run([sys.executable, "-c", SHA256, str(int(gib * (1 << 30)))])
+                sha256 = run([sys.executable, "-c", SHA256, str(size)])
                 cpu = {"agent": agent["cpu_s"], "transfer": transfer["cpu_s"], "sha256": float(sha256["out"])}
                 per = cpu_per_gib({"agent": agent, "transfer": transfer, "sha256": sha256}, total)
-                row["sizes"].append({"gib": gib, "bytes": total, "cpu_s": cpu, "cpu_per_gib": per,
+                row["sizes"].append({"gib": size / GiB, "bytes": total, "cpu_s": cpu, "cpu_per_gib": per,
                                      "agent_wall_s": agent["wall_s"], "agent_peak_rss_mb": agent["peak_rss_mb"]})
             row["slope"] = slope(row["sizes"][0], row["sizes"][-1])
             results["rounds"].append(row)
             print(json.dumps(row), flush=True)
     drop_tree(work)
     results["median"] = {
-        **{f"slope_{key}": statistics.median(r["slope"][key] for r in results["rounds"])
+        **{f"slope_{key}": median([r["slope"][key] for r in results["rounds"]])
            for key in ("agent", "transfer", "sha256", "floor", "agent_over_floor")},
-        **{f"cpu_per_gib_{gib:g}_{key}": statistics.median(r["sizes"][i]["cpu_per_gib"][key]
-                                                           for r in results["rounds"])
-           for i, gib in enumerate(sizes) for key in ("agent", "floor", "agent_over_floor")},
+        **{f"cpu_per_gib_{size / GiB:g}_{key}": median([r["sizes"][i]["cpu_per_gib"][key]
+                                                        for r in results["rounds"]])
+           for i, size in enumerate(sizes) for key in ("agent", "floor", "agent_over_floor")},
     }
+    print(json.dumps({"median": results["median"]}), flush=True)
+    small, big = (size_label(size) for size in (sizes[0], sizes[-1]))
+    print(ratio_line(f"agent/floor, marginal CPU per GiB from {small} to {big}",
+                     [r["slope"]["agent_over_floor"] for r in results["rounds"]]))
+    for i, size in enumerate(sizes):
+        print(ratio_line(f"agent/floor, CPU per verified GiB at {size_label(size)}",
+                         [r["sizes"][i]["cpu_per_gib"]["agent_over_floor"] for r in results["rounds"]]))
     return results
 
 
@@ -226,43 +278,23 @@ def write_json(path: str, results: dict) -> None:
     Path(path).write_text(json.dumps(results, indent=2))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--size-gib", type=float, default=2.0)
-    parser.add_argument("--sizes-gib", default=None,
-                        help="two or more sizes, e.g. 1,3: the marginal cost per GiB between the smallest and largest")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--workdir", default=None, help="on the disk to measure (default: a temp dir)")
-    parser.add_argument("--stream-rate", type=float, default=0,
-                        help="cap each connection at this many bytes/s, like a real CDN (default: none)")
-    parser.add_argument("--json", dest="json_out")
-    args = parser.parse_args()
-    if args.sizes_gib:
-        sizes = sorted(float(v) for v in args.sizes_gib.split(","))
-        if len(sizes) < 2 or sizes[0] == sizes[-1]:
-            parser.error("--sizes-gib needs two different sizes, e.g. 1,3")
-        results = marginal(args, sizes)
-        print(json.dumps({"median": results["median"]}), flush=True)
-        if args.json_out:
-            write_json(args.json_out, results)
-        return
-    size = int(args.size_gib * (1 << 30))
+def single(args: argparse.Namespace, size: int, rounds: int, stream_rate: float) -> dict:
+    """Every client on one model of `size` bytes, side by side in each round; connections
+    capped at `stream_rate` bytes/s when it is not 0."""
     work = Path(tempfile.mkdtemp(prefix="fleetcache-bench-", dir=args.workdir))
-    results: dict = {"bytes": 0, "rounds": []}
+    results: dict = {"bytes": 0, "stream_rate": stream_rate, "rounds": []}
     with TestHub() as hub:
         hub.add_repo(REPO, make_model(size, shards=4))
-        if args.stream_rate:
-            hub.inject(Fault("slow", rate=args.stream_rate, times=None))
+        if stream_rate:
+            hub.inject(Fault("slow", rate=stream_rate, times=None))
         files = hub.repos[REPO].commits[hub.repos[REPO].refs["main"]]
         results["bytes"] = total = sum(f.content.size for f in files.values())
-        for f in files.values():
-            f.sha256  # digests are computed once, before any timing
+        hashed_up_front(files)
         agent = [str(BIN / "fleetcache-agent"), "fetch", "--endpoint", hub.endpoint, "--repo", REPO,
                  "--concurrency", str(args.concurrency)]
         floor_dir, agent_dir, hf_dir = work / "floor", work / "agent", work / "hf"
         prime = (work, total + total // 4)
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             row = {}
             row["floor"] = run([sys.executable, "-c", SEQUENTIAL_READ, hub.endpoint, REPO, str(floor_dir)], prime)
             drop_tree(floor_dir)
@@ -290,6 +322,42 @@ def main() -> None:
     drop_tree(work)
     results["median"] = summary(results["rounds"])
     print(json.dumps({"median": results["median"]}), flush=True)
+    print(ratio_line("agent/floor, CPU per verified GiB", [r["cpu_per_gib"]["agent_over_floor"]
+                                                           for r in results["rounds"]]))
+    print(ratio_line("hf/agent, wall", [r["ratios"]["hf_over_agent"] for r in results["rounds"]], 2))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-gib", type=float, default=2.0)
+    parser.add_argument("--sizes-gib", default=None,
+                        help="two or more sizes, e.g. 1,3: the marginal cost per GiB between the smallest and largest")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--workdir", default=None, help="on the disk to measure (default: a temp dir)")
+    parser.add_argument("--stream-rate", type=float, default=0,
+                        help="cap each connection at this many bytes/s, like a real CDN (default: none)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every mode once at a few MiB, one round, in seconds: checks the bench runs "
+                             "(--size-gib, --sizes-gib and --rounds are ignored)")
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    if args.smoke:
+        print(f"== smoke: {size_label(SMOKE_SIZE)}, uncapped", flush=True)
+        results = {"single": single(args, SMOKE_SIZE, 1, 0)}
+        rate = args.stream_rate or SMOKE_STREAM_RATE
+        print(f"== smoke: {size_label(SMOKE_SIZE)}, each connection capped at {rate:g} B/s", flush=True)
+        results["capped"] = single(args, SMOKE_SIZE, 1, rate)
+        print(f"== smoke: marginal, {' and '.join(size_label(s) for s in SMOKE_SIZES)}", flush=True)
+        results["marginal"] = marginal(args, list(SMOKE_SIZES), 1)
+    elif args.sizes_gib:
+        sizes = sorted(int(float(v) * GiB) for v in args.sizes_gib.split(","))
+        if len(sizes) < 2 or sizes[0] == sizes[-1]:
+            parser.error("--sizes-gib needs two different sizes, e.g. 1,3")
+        results = marginal(args, sizes, args.rounds)
+    else:
+        results = single(args, int(args.size_gib * GiB), args.rounds, args.stream_rate)
     if args.json_out:
         write_json(args.json_out, results)
 
