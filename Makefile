@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-slow bench models lock clean
+.PHONY: demo test lint test-slow bench models lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleetcache needs Python 3.11 or newer")'
@@ -17,17 +17,41 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/fleetcache demo
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+# One style (ruff) over everything, and the types (mypy) over the package as it is imported:
+# mypy cannot follow the package-dir remap (`agent/` is fleetcache.agent), so the folders are
+# linked into build/typecheck/fleetcache/ first.
+TYPECHECK := build/typecheck
+lint: $(STAMP)
+	$(BIN)/ruff check --quiet .
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/fleetcache
+	ln -s $(CURDIR)/fleetcache/*.py $(TYPECHECK)/fleetcache/
+	for folder in apis functions agent devtools; do ln -s $(CURDIR)/$$folder $(TYPECHECK)/fleetcache/$$folder; done
+	cd $(TYPECHECK) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+		--python-executable $(CURDIR)/$(BIN)/python --no-error-summary -p fleetcache
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow && FLEETCACHE_HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest -q -m "not slow" tests/test_properties.py
 
+# The benches as design/performance.md runs them (the agent's take many minutes; record
+# figures from a quiet machine and compare ratios within a run). bench-smoke: the same code
+# paths at tiny sizes in seconds (tests/test_bench.py runs them under `make test`).
 bench: $(STAMP)
-	$(BIN)/python bench/compose_scale.py
-	$(BIN)/python bench/agent_throughput.py
+	$(BIN)/python bench/compose_scale.py --sizes 10,100,1000,3000 --repeats 5
+	$(BIN)/python bench/compose_deployment.py --replicas 1000 --clusters 500 --repeats 10
+	$(BIN)/python bench/agent_throughput.py --size-gib 2 --rounds 3 --json bench/out/agent.json
+	$(BIN)/python bench/agent_throughput.py --size-gib 0.5 --rounds 3 --stream-rate 25e6 --json bench/out/agent-capped.json
+	$(BIN)/python bench/agent_throughput.py --sizes-gib 1,3 --rounds 3 --json bench/out/agent-marginal.json
 
-# The typed API models in functions/models/, regenerated from the XRDs in apis/.
+.PHONY: bench-smoke
+bench-smoke: $(STAMP)
+	$(BIN)/python bench/compose_scale.py --smoke
+	$(BIN)/python bench/compose_deployment.py --smoke
+	$(BIN)/python bench/agent_throughput.py --smoke
+
+# The typed API models in apis/models/, regenerated from the XRDs in apis/.
 models: $(STAMP)
 	$(BIN)/python -m fleetcache.devtools.apigen
 

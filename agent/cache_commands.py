@@ -54,6 +54,7 @@ from fleetcache.agent.s3 import S3Client, S3Location
 from fleetcache.agent.sources import (
     HubSource,
     S3Source,
+    Source,
     manifest_commit,
     manifest_entries,
     parse_manifest,
@@ -232,6 +233,8 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
                             mirror_role, mirror_on_missing, progress, int(concurrency))
     progress.phase("Resolving")
     complete = None
+    client: HubClient | S3Client
+    source: Source
     if s3_bucket is None:
         client = _client(endpoint, token, progress, int(concurrency))
         listing, entries, complete = _hub_listing(client, mirror, Layout(dest_path, repo), repo, revision,

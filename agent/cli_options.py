@@ -8,7 +8,9 @@ names, quantities) are the contract's (fleetcache.shapes, fleetcache.quantity).
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
+from typing import Literal, overload
 from urllib.parse import urlsplit
 
 import click
@@ -33,7 +35,7 @@ def parse_quantity(value: str) -> float:
     try:
         rate = quantity.parse(value)
     except quantity.QuantityError:
-        rate = 0
+        rate = Decimal(0)
     if rate < 1:
         raise bad("--bandwidth", f"{value!r} is not a positive Kubernetes quantity like 200Mi or 1G")
     return float(rate)
@@ -88,6 +90,14 @@ def check_commit(commit: str, flag: str = "--commit") -> str:
     if not is_resolved_commit(commit):
         raise bad(flag, f"{commit!r} is not a 40-hex commit (or s3- or vol- and 40 hex)")
     return commit
+
+
+@overload
+def check_digest(digest: str | None, required: Literal[True] = ...) -> str: ...
+
+
+@overload
+def check_digest(digest: str | None, required: bool) -> str | None: ...
 
 
 def check_digest(digest: str | None, required: bool = True) -> str | None:

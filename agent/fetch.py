@@ -39,7 +39,16 @@ from fleetcache.agent.errors import AgentError, from_os_error
 from fleetcache.agent.hub import Bandwidth, Retryable, RetryPolicy, describe, redact_url
 from fleetcache.agent.layout import Layout
 from fleetcache.agent.lock import DestinationLock
-from fleetcache.agent.plan import FetchPlan, FileTask, Listing, merge_spans, new_hasher, plan_fetch, split_spans
+from fleetcache.agent.plan import (
+    FetchPlan,
+    FileTask,
+    Listing,
+    Span,
+    merge_spans,
+    new_hasher,
+    plan_fetch,
+    split_spans,
+)
 from fleetcache.agent.progress import Progress
 from fleetcache.agent.prune import empty_trash
 from fleetcache.agent.sources import Source
@@ -320,11 +329,12 @@ class Fetcher:
     def _start(self, tasks: tuple[FileTask, ...], attempt: int) -> None:
         """Queue parts round-robin across files: writers of one file contend for its inode lock,
         and several files hash in parallel on several cores."""
-        queues = []
+        queues: list[list[tuple[Assembly, Span | None]]] = []
         for task in tasks:
             url = self.source.url(task.entry)
             asm = Assembly(task, self.layout, url, attempt)
-            queues.append([(asm, span) for span in task.parts] or [(asm, None)])
+            parts: list[tuple[Assembly, Span | None]] = [(asm, span) for span in task.parts]
+            queues.append(parts or [(asm, None)])
         for round_ in itertools.zip_longest(*queues):
             for job in round_:
                 if job is not None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 import urllib3
@@ -172,6 +173,8 @@ class HubClient:
         """One logical request: redirects followed by hand, token only on the endpoint's origin."""
         what = f"{method} {redact_url(url)}"
         for _ in range(MAX_REDIRECTS + 1):
+            # Any: urllib3's response, given the `final_url` the Source protocol reads (agent/sources.py)
+            resp: Any
             try:
                 resp = self.http.request(method, url, headers=self._headers(url, headers), redirect=False,
                                          preload_content=not stream)

@@ -95,7 +95,7 @@ def stat_mark(st: os.stat_result) -> str:
 
 def ref_names(listing: Listing, refs: tuple[str, ...]) -> list[str]:
     """The names that should resolve to the fetched commit (a commit is never a ref of itself)."""
-    return sorted({name for name in (listing.revision, *refs) if name != listing.commit})
+    return sorted({name for name in (listing.revision, *refs) if name is not None and name != listing.commit})
 
 
 class Layout:

@@ -90,7 +90,7 @@ class DestinationLock:
             return False
         self._fd = fd
         self._write_lease()
-        if self._lease().get("holder") != self.holder:  # lost a cross-node race on the lease file
+        if (self._lease() or {}).get("holder") != self.holder:  # lost a cross-node race on the lease file
             self.release()
             return False
         self._stop = threading.Event()

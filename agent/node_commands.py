@@ -79,7 +79,7 @@ def node_warm(source, dest, repo, commit, manifest_digest, node, status_configma
               retries, once, termination_log) -> None:
     """Copy REPO@COMMIT from the cluster volume to this node, every byte hashed; node-ready.json last."""
     context["termination"] = Path(termination_log)
-    sinks = []
+    sinks: list[StatusFileSink | KeyedSink] = []
     if status_file and status_configmap:
         raise bad("--status-file", "give --status-configmap or --status-file, not both")
     if status_file:

@@ -353,8 +353,9 @@ class Warm:
             futures = [pool.submit(copier.copy, task, self.commit) for task in plan.tasks]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for future in done:
-                if future.exception() is not None:
-                    raise future.exception()
+                failure = future.exception()
+                if failure is not None:
+                    raise failure
         finally:
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)

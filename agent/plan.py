@@ -24,7 +24,7 @@ DIGEST_SHAPES = {SHA256: SHA256_HEX, GIT_SHA1: GIT_COMMIT}  # an entry's digest,
 @dataclass(frozen=True)
 class Listing:
     repo: str
-    revision: str
+    revision: str | None  # None for a pinned manifest (an S3 source, a volume): nothing was resolved by name
     commit: str
     entries: tuple[Entry, ...]
 

@@ -14,7 +14,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fleetcache import reasons
 from fleetcache.agent.disk import write_atomic
@@ -79,7 +81,7 @@ class ConfigMapSink:
     def __init__(self, namespace: str, name: str, api_factory=incluster_core_api):
         self.namespace, self.name = namespace, name
         self._api_factory = api_factory
-        self._api = None
+        self._api: Any = None  # a kubernetes CoreV1Api once made (the library is untyped)
         self._pending: dict | None = None
         self._closed = False
         self._cond = threading.Condition()
@@ -131,7 +133,8 @@ class Progress:
         self._last_emit = float("-inf")
         self._last_bytes = 0
         self._transferred = 0
-        self.measure = dict  # the volume's usage, merged into every phase change (set once --dest is known)
+        # the volume's usage, merged into every phase change (set once --dest is known)
+        self.measure: Callable[[], dict] = dict
 
     def _emit_locked(self) -> None:
         if "bytesPerSecond" in self.record:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -48,7 +49,7 @@ def cel_compare(left: CelQuantity, right: CelQuantity) -> celpy.celtypes.IntType
 
 # The part of Kubernetes' CEL quantity library (k8s.io/apiserver/pkg/cel/library/quantity.go)
 # fleetcache's XRDs use; methods are functions whose first argument is the receiver.
-QUANTITY_FUNCTIONS = {
+QUANTITY_FUNCTIONS: dict[str, Callable[..., Any]] = {  # CEL values, and the opaque CelQuantity
     "quantity": cel_quantity,
     "isQuantity": cel_is_quantity,
     "compareTo": cel_compare,
@@ -57,14 +58,14 @@ QUANTITY_FUNCTIONS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compile_rule(rule: str) -> celpy.Runner:
     """A runnable program for one CEL rule, compiled once per process (raises on a syntax
     error), with the quantity library."""
     return _CEL.program(_CEL.compile(rule), functions=QUANTITY_FUNCTIONS)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def is_transition_rule(rule: str) -> bool:
     return re.search(r"\boldSelf\b", rule) is not None
 

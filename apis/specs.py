@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from fleetcache.apis import xrds
 from fleetcache.apis.patterns import PATTERN_MEANINGS
@@ -85,12 +87,12 @@ def and_more(count: int) -> str:
     return f" (and {count} more problem{'s' if count > 1 else ''})" if count else ""
 
 
-def distinct_problems(errors: list[dict], path: str = "") -> list[tuple[str, dict]]:
+def distinct_problems(errors: list[ErrorDetails], path: str = "") -> list[tuple[str, ErrorDetails]]:
     """(API path, error) per field. An int-or-string value that fails both members of its
     union (pydantic tags each member's error: `int`, then the string type's name) is one
     problem, reported by its string member (the pattern) over the integer type error."""
     unions = {tuple(e["loc"][:-1]) for e in errors if e["loc"][-1:] == ("int",)}
-    by_path: dict[str, dict] = {}
+    by_path: dict[str, ErrorDetails] = {}
     for error in errors:
         loc = error["loc"]
         where = api_path(loc[:-1] if tuple(loc[:-1]) in unions else loc, path)
@@ -142,7 +144,7 @@ def model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def problem_text(error: dict) -> str:
+def problem_text(error: ErrorDetails) -> str:
     kind, ctx, value = error["type"], error.get("ctx") or {}, shown(error.get("input"))
     if kind == "literal_error":
         allowed = re.findall(r"'((?:[^'\\]|\\.)*)'", str(ctx.get("expected", "")))

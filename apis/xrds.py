@@ -26,9 +26,10 @@ import functools
 import importlib.resources
 import os
 import re
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import jsonschema
 
@@ -194,7 +195,7 @@ def xrds_in(docs: Iterable[Mapping], path: Path | None = None) -> dict[str, Xrd]
                                       if doc.get("kind") == "CompositeResourceDefinition")}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _repo_xrds() -> dict[str, Xrd]:
     """The repository's XRDs. None found is an error, not an empty set: checking against
     no XRD would pass everything silently (e.g. an install that left apis/ behind)."""
@@ -218,7 +219,7 @@ def load_xrds(paths: Iterable[str | os.PathLike] | None = None) -> dict[str, Xrd
     return xrds
 
 
-def xrd_for_kind(kind: str, xrds: Mapping[str, Xrd] | None = None) -> Xrd | None:
+def xrd_for_kind(kind: object, xrds: Mapping[str, Xrd] | None = None) -> Xrd | None:
     """The XRD defining `kind`, or None (also for a kind that is no string)."""
     if not isinstance(kind, str):
         return None
@@ -534,7 +535,8 @@ def cel_walk(schema: Mapping, value: Any, old: Any = None, path: str = "") -> li
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         old_items = correlated_items(schema, old)
         for index, item in enumerate(value):
-            old_item = old_items.get(map_list_key(schema, item)) if old_items else None
+            item_key = map_list_key(schema, item) if old_items else None
+            old_item = old_items.get(item_key) if item_key is not None else None
             found += cel_walk(schema["items"], item, old_item, joined(path, index))
     return found
 

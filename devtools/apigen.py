@@ -135,7 +135,8 @@ def header(path: Path) -> str:
 
 def generate(path: Path) -> tuple[str, str]:
     """(module name, source) of the models of one XRD."""
-    from datamodel_code_generator import InputFileType, generate as codegen
+    from datamodel_code_generator import InputFileType
+    from datamodel_code_generator import generate as codegen
 
     xrd = load_xrd(path)
     kind = xrd["spec"]["names"]["kind"]

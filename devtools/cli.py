@@ -7,12 +7,10 @@ from pathlib import Path
 
 import click
 
+from fleetcache import messages
 from fleetcache.apis import documents
 from fleetcache.apis.xrds import load_xrds, with_defaults
-from fleetcache import messages
 from fleetcache.devtools import render as rendering
-
-
 
 
 @click.group()
@@ -63,6 +61,7 @@ def render(xr: str, composition: str, observed: str | None, required: tuple[str,
         click.echo(str(refusal), err=True)
     if refused:
         sys.exit(EXIT_REFUSED)
+    assert result is not None  # nothing refused the inputs, so it rendered
     click.echo(rendering.dump(result.documents(include_context)), nl=False)
     if result.fatal:
         click.echo(f"fleetcache render: fatal result: {result.fatal[0]}", err=True)
@@ -111,7 +110,7 @@ def one_document(path: str) -> dict:
 
 
 def identity(obj: dict) -> tuple:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = metadata if isinstance(metadata := obj.get("metadata"), dict) else {}
     return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"), meta.get("name")
 
 

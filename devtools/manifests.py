@@ -8,8 +8,9 @@ import functools
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import jsonschema
 import kubernetes_validate.utils

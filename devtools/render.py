@@ -18,9 +18,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Protocol
 
 import grpc
 import yaml
@@ -28,14 +29,13 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache.apis.xrds import Violation, Xrd, xrd_for_kind
-from fleetcache.devtools import manifests
-from fleetcache.functions.k8s import objects
-from fleetcache.functions import read
 from fleetcache import messages
-from fleetcache.functions import server as function_server
-from fleetcache.apis.xrds import xrd_schemas
 from fleetcache.apis.documents import load_documents
+from fleetcache.apis.xrds import Violation, Xrd, xrd_for_kind, xrd_schemas
+from fleetcache.devtools import manifests
+from fleetcache.functions import read
+from fleetcache.functions import server as function_server
+from fleetcache.functions.k8s import objects
 
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
 MAX_REQUIREMENT_ROUNDS = 5
@@ -98,7 +98,7 @@ class InProcessServer:
         await self._server.start()
         return f"127.0.0.1:{port}"
 
-    def __enter__(self) -> "InProcessServer":
+    def __enter__(self) -> InProcessServer:
         self.address = asyncio.run_coroutine_threadsafe(self._start(),
                                                         self.shared_loop()).result(10)
         return self
@@ -231,7 +231,14 @@ def build_request(composite: dict, observed: dict[str, dict], desired: fnv1.Stat
     return req
 
 
-def run_pipeline(stub: grpcv1.FunctionRunnerServiceStub, composite: dict, composition: dict,
+class FunctionRunner(Protocol):
+    """What a pipeline calls: the generated gRPC stub, or a wrapper of it (the demo's Recorder)."""
+
+    def RunFunction(self, request: fnv1.RunFunctionRequest, timeout: float  # noqa: N802 - the gRPC stub's name
+                    ) -> fnv1.RunFunctionResponse: ...
+
+
+def run_pipeline(stub: FunctionRunner, composite: dict, composition: dict,
                  observed: list[dict] | None = None, required: list[dict] | None = None
                  ) -> Rendered:
     """Run every step, answering requirement rounds, and assemble the render output."""
@@ -387,7 +394,7 @@ def refusals(obj: Mapping, xrds: Mapping[str, Xrd], old: Mapping | None = None
     """What the API server would refuse in `obj`: its XRD when one defines its kind, else
     the Kubernetes schema (names and labels only, for kinds it does not define); the
     manifest a provider-kubernetes Object carries is checked as what it is."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta = metadata if isinstance(metadata := obj.get("metadata"), Mapping) else {}
     kind, name = str(obj.get("kind")), str(meta.get("name"))
     xrd = xrd_for_kind(obj.get("kind"), xrds)
     found = xrd.violations(obj, old) if xrd is not None else manifests.manifest_violations(obj)

@@ -24,7 +24,7 @@ MAX_TEXT = 64
 # fleetcache never accepts a negative size.
 PATTERN = r"^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,2}|[KMGTPE]i|[numkMGTPE])?$"
 _SHAPE = re.compile(PATTERN)
-_SUFFIX = {
+_SUFFIX: dict[str, Decimal | int] = {
     "": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
     "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,

@@ -4,7 +4,7 @@ function, the agent and the developer tools alike. Every pattern is used with `f
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123 label: a namespace, a Service
 DNS_LABEL_MAX = 63
@@ -36,7 +36,7 @@ def is_label_value(value: Any) -> bool:
     return isinstance(value, str) and len(value) <= LABEL_VALUE_MAX and LABEL_VALUE.fullmatch(value) is not None
 
 
-def is_resolved_commit(value: Any) -> bool:
+def is_resolved_commit(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and RESOLVED_COMMIT.fullmatch(value) is not None
 
 

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache.devtools import render as rendering
@@ -183,7 +184,8 @@ class Recorder:
     """The function stub, keeping what each call required."""
 
     def __init__(self, stub: grpcv1.FunctionRunnerServiceStub):
-        self.stub, self.requirements = stub, []
+        self.stub = stub
+        self.requirements: list[fnv1.Requirements] = []
 
     def RunFunction(self, request, timeout: float):  # noqa: N802 - the gRPC stub's name
         response = self.stub.RunFunction(request, timeout=timeout)
@@ -349,8 +351,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
         out(f"fleetcache demo: function server {address}, hub {hub.endpoint} "
             f"({REPO}, {quantities.human_bytes(sum(c.size for c in model.values()))}, private), "
             f"{BROKEN_MIRROR_CLUSTER} behind a broken mirror\n")
-        for cluster in fleet_clusters():
-            control.apply(cluster)
+        for fleet_cluster in fleet_clusters():
+            control.apply(fleet_cluster)
         control.apply(token_secret(token))
         control.apply(model_cache_grant())
         control.apply(model_cache(hub.endpoint))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from typing import Any
 
 from fleetcache.devtools.demo.stage import Stage, phase_of
 from fleetcache.devtools.simulation import files_bytes, kubectl_table
@@ -31,9 +32,11 @@ CROWDED_CLUSTER = "gpu-east-1"
 HIGH, LOW = 80, 70  # the FleetCluster defaults the act relies on
 TTL = "24h"
 # (cache, share of the demo model's size, retention): what lands on the crowded cluster.
-CROWD = (("stale-chat", 0.5, {}),
-         ("pinned-chat", 0.2, {"pinned": True}),
-         ("weekly-chat", 0.3, {"pinned": True, "ttlAfterLastUse": TTL}))
+CROWD: tuple[tuple[str, float, dict[str, Any]], ...] = (
+    ("stale-chat", 0.5, {}),
+    ("pinned-chat", 0.2, {"pinned": True}),
+    ("weekly-chat", 0.3, {"pinned": True, "ttlAfterLastUse": TTL}),
+)
 STEADY_ROUNDS = 6  # rounds a settled decision must survive unchanged
 
 

@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,7 +170,8 @@ class Printer:
     """Prints the node-count table whenever it changed."""
 
     def __init__(self, stage: Stage):
-        self.stage, self.last = stage, []
+        self.stage = stage
+        self.last: list[str] = []
 
     def __call__(self) -> None:
         view = kubectl_table(tier_rows(self.stage))
@@ -178,6 +180,13 @@ class Printer:
             for line in view:
                 self.stage.out(line)
             self.last = view
+
+    def then(self, done: Callable[[], bool]) -> Callable[[], bool]:
+        """`done` for Stage.until, each check after printing the table if it changed."""
+        def check() -> bool:
+            self()
+            return done()
+        return check
 
 
 def all_warm(stage: Stage, cluster: str, nodes: int) -> bool:
@@ -191,7 +200,7 @@ def converge(stage: Stage, fleet: Fleet, show: Printer) -> list[str]:
     stage.out(f"\nnode tier: ModelCache {NAMESPACE}/{CACHE} on storage tier Node, placed on "
               f"{' and '.join(CLUSTERS)}; each cluster has {len(NODES)} nodes: "
               f"{opted} GPU nodes opted in, 1 GPU node not opted in, 1 control-plane node")
-    problem = stage.until(lambda: show() or all(all_warm(stage, c, opted) for c in CLUSTERS),
+    problem = stage.until(show.then(lambda: all(all_warm(stage, c, opted) for c in CLUSTERS)),
                           "every opted-in node to hold the commit")
     if problem:
         return [problem]
@@ -211,14 +220,14 @@ def churn(stage: Stage, fleet: Fleet, show: Printer) -> list[str]:
     cluster.label_node(JOINING, dict(OPT_IN))
     stage.out(f"\n{CHURN_CLUSTER}: node {JOINING} opts in (kubectl label node {JOINING} "
               f"{OPT_IN_KEY}={OPT_IN_VALUE}); Hub counter {quantities.human_bytes(before[0])}")
-    problem = stage.until(lambda: show() or node_tier(stage, CHURN_CLUSTER).get(
-        "desiredNodes") == 3, f"{JOINING} to count")
+    problem = stage.until(show.then(lambda: node_tier(stage, CHURN_CLUSTER).get(
+        "desiredNodes") == 3), f"{JOINING} to count")
     if problem:
         return [problem]
     cluster.remove_node(LEAVING)
     stage.out(f"{CHURN_CLUSTER}: node {LEAVING} is removed (kubectl delete node {LEAVING}) "
               f"while {JOINING} warms")
-    problem = stage.until(lambda: show() or all_warm(stage, CHURN_CLUSTER, 2),
+    problem = stage.until(show.then(lambda: all_warm(stage, CHURN_CLUSTER, 2)),
                           f"{JOINING} to be warm and {LEAVING} to stop counting")
     if problem:
         return [problem]
@@ -336,8 +345,13 @@ def play(demo: Stage, root: Path) -> list[str]:
                                 healthy=CLUSTERS, rounds=0)
     with contextlib.ExitStack() as stack:
         hubs = {name: stack.enter_context(TestHub()) for name in CLUSTERS}
-        stack.callback(lambda: [stage.clusters[name].stop() for name in CLUSTERS
-                                if name in stage.clusters])
+
+        def stop_clusters() -> None:
+            for name in CLUSTERS:
+                if name in stage.clusters:
+                    stage.clusters[name].stop()
+
+        stack.callback(stop_clusters)
         fleet = add_clusters(stage, hubs, root)
         show = Printer(stage)
         for step in (lambda: converge(stage, fleet, show), lambda: churn(stage, fleet, show),

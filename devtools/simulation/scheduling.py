@@ -20,7 +20,7 @@ DAEMON_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreacha
 
 def expression_matches(expression: Mapping, labels: Mapping[str, str]) -> bool:
     """One NodeSelectorRequirement against a node's labels, as the scheduler reads it."""
-    key, operator = expression.get("key"), expression.get("operator")
+    key, operator = expression.get("key", ""), expression.get("operator")  # no label has the empty key
     values = expression.get("values") or []
     if operator == "In":
         return key in labels and labels[key] in values

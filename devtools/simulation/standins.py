@@ -59,8 +59,8 @@ class StandIns:
             for slot in directory.glob("slot-*"):
                 if slot.name not in leases:
                     slot.unlink()
-            for slot, lease in leases.items():
-                path = directory / slot
+            for slot_name, lease in leases.items():
+                path = directory / slot_name
                 path.touch()
                 holder = path.read_text().strip()
                 lease.setdefault("spec", {})["holderIdentity"] = holder or None
@@ -97,8 +97,8 @@ class StandIns:
         pruned when the warmer asked for pruning), node-cache labels into the Node."""
         writers: dict[Path, tuple[Key, bool, set[str]]] = {}
         for pod in pods:
-            for status_file, (configmap, prune) in pod.status_files.items():
-                writers.setdefault(status_file, (configmap, prune, set()))[2].add(pod.node)
+            for status_file, (configmap_key, prune) in pod.status_files.items():
+                writers.setdefault(status_file, (configmap_key, prune, set()))[2].add(pod.node)
             node = self.nodes.get(pod.node)
             if pod.labels_file is not None and node is not None:
                 labels = read_json_file(pod.labels_file)

@@ -10,8 +10,14 @@
 See design/agent.md, "Test hub".
 """
 
-from .content import BytesContent, ConcatContent, PatternContent, make_model, safetensors_content
-from .server import Fault, HubFile, RequestRecord, TestHub
+from fleetcache.devtools.testhub.content import (
+    BytesContent,
+    ConcatContent,
+    PatternContent,
+    make_model,
+    safetensors_content,
+)
+from fleetcache.devtools.testhub.server import Fault, HubFile, RequestRecord, TestHub
 
 __all__ = [
     "BytesContent", "ConcatContent", "Fault", "HubFile", "PatternContent", "RequestRecord",

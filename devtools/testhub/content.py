@@ -13,7 +13,7 @@ import json
 import random
 import struct
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 PATTERN_PERIOD = (1 << 20) + 7
 
@@ -134,7 +134,7 @@ def make_model(total_size: int, shards: int = 4, seed: int = 1) -> dict[str, Con
     }
     small = sum(c.size for c in files.values())
     per_shard = max((total_size - small) // shards, 64)
-    index = {"metadata": {"total_size": 0}, "weight_map": {}}
+    index: dict[str, Any] = {"metadata": {"total_size": 0}, "weight_map": {}}
     for i in range(shards):
         name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
         files[name] = safetensors_content(per_shard, seed=seed * 1000 + i, name=f"layers.{i}.weight")

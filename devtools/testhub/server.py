@@ -22,9 +22,10 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from .content import BytesContent, Content, git_blob_sha1_of, iter_content, sha256_of
+from fleetcache.devtools.testhub.content import BytesContent, Content, git_blob_sha1_of, iter_content, sha256_of
 
 SEND_BLOCK = 1 << 20
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".onnx")
@@ -109,7 +110,7 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, hub: "TestHub", role: str):
+    def __init__(self, hub: TestHub, role: str):
         self.hub = hub
         self.role = role
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -157,7 +158,7 @@ class TestHub:
         self._commit_counter = 0
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> "TestHub":
+    def start(self) -> TestHub:
         for role in ("hub", "cdn"):
             server = _Server(self, role)
             threading.Thread(target=server.serve_forever, args=(0.05,), name=f"testhub-{role}", daemon=True).start()
@@ -170,7 +171,7 @@ class TestHub:
             server.server_close()
         self._servers.clear()
 
-    def __enter__(self) -> "TestHub":
+    def __enter__(self) -> TestHub:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -344,7 +345,7 @@ class TestHub:
         else:
             siblings = []
             for path, file in sorted(repo.commits[commit].items()):
-                entry = {"rfilename": path}
+                entry: dict[str, Any] = {"rfilename": path}
                 if blobs:
                     entry.update({"blobId": file.blob_id, "size": file.content.size})
                     if file.lfs:
