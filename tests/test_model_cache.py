@@ -7,19 +7,27 @@ import json
 
 import pytest
 
+from fleetcache import exitcodes, messages, reasons
 from fleetcache.apis import specs
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
-from fleetcache import messages
-from fleetcache import reasons
-from fleetcache import exitcodes
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_cache
+from fleetcache.functions.decisions import cache_rollup
 from fleetcache.functions.views import model_cache as model_cache_view
+from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
+from tests.support.fleet import (
+    COMMIT,
+    GIB,
+    condition,
+    fleet_cluster,
+    grant_admitting,
+    hydrations,
+    model_cache_xr,
+    observed_hydration,
+    observed_object,
+    resolved_status,
+    with_resolved,
+)
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
-from tests.support.fleet import (COMMIT, GIB, condition, fleet_cluster, grant_admitting,
-                                 hydrations, model_cache_xr, observed_hydration, observed_object,
-                                 resolved_status, with_resolved)
 
 FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
 
@@ -681,7 +689,7 @@ def phased_fleet(n: int) -> tuple[dict, list[dict], dict]:
 def test_status_lists_at_most_100_clusters_failed_then_hydrating_pending_ready():
     xr, fleet, observed = phased_fleet(400)
     rows = compose(xr, fleet, observed).status["clusters"]
-    assert len(rows) == model_cache.LISTED_CLUSTERS == 100
+    assert len(rows) == cache_rollup.LISTED_CLUSTERS == 100
     assert {r["phase"] for r in rows} == {"Failed"}
     assert [r["name"] for r in rows] == sorted(r["name"] for r in rows)
     xr, fleet, observed = phased_fleet(12)
@@ -701,7 +709,7 @@ def test_status_counts_the_clusters_left_out_and_says_where_every_cluster_is():
 def test_degraded_names_at_most_ten_failed_clusters_and_counts_the_rest():
     xr, fleet, observed = phased_fleet(400)
     degraded = condition(compose(xr, fleet, observed), "Degraded")
-    assert degraded.message.count("(DigestMismatch)") == model_cache.NAMED_IN_MESSAGE
+    assert degraded.message.count("(DigestMismatch)") == model_cache_view.NAMED_IN_MESSAGE
     assert "and 90 more" in degraded.message
 
 

@@ -18,18 +18,29 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
 
-from fleetcache.apis import specs
-from fleetcache.functions.k8s import objects
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
 from fleetcache import reasons
+from fleetcache.apis import specs
 from fleetcache.devtools import render
+from fleetcache.functions import naming, protocol, server
 from fleetcache.functions.composers import model_cache, model_cache_grant
-from fleetcache.functions import server
+from fleetcache.functions.decisions import obey_grant
+from fleetcache.functions.k8s import objects
+from tests.support.fleet import (
+    DIGEST,
+    GIB,
+    GRANT,
+    admitted_digest,
+    condition,
+    fleet_cluster,
+    grant,
+    grant_admitting,
+    grant_row,
+    hydrations,
+    model_cache_xr,
+    observed_hydration,
+    with_resolved,
+)
 from tests.test_argocd import ARGOCD_CM, lua_value
-from tests.support.fleet import (DIGEST, GIB, GRANT, admitted_digest, condition, fleet_cluster,
-                                 grant, grant_admitting, grant_row, hydrations, model_cache_xr,
-                                 observed_hydration, with_resolved)
 
 FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
 EAST = {"clusterNames": ["gpu-east-1", "gpu-east-2"]}
@@ -328,7 +339,7 @@ def test_once_the_grant_admits_the_edit_it_rolls_out():
 
 def test_the_admission_digest_is_the_grants_own():
     xr = with_resolved(model_cache_xr())
-    assert model_cache.admission.admission_digest(model_cache.as_admitted(
+    assert obey_grant.admission.admission_digest(obey_grant.as_admitted(
         protocol.Request(composite=xr), None)) == admitted_digest(xr)
 
 

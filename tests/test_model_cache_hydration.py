@@ -8,20 +8,31 @@ import json
 
 import pytest
 
+from fleetcache import exitcodes, messages, reasons
 from fleetcache.apis import specs
+from fleetcache.functions import naming, protocol, quantities
+from fleetcache.functions.composers.model_cache_hydration import compose
 from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import quantities
+from fleetcache.functions.k8s.hydration_objects import content_id, job_key
 from fleetcache.functions.views.fleet_cluster import fleet_cluster_requirement
-from fleetcache import messages
-from fleetcache import reasons
-from fleetcache import exitcodes
-
-from fleetcache.functions.composers.model_cache_hydration import compose, content_id, job_key
 from tests.support.builders import (
-    CACHE, CLUSTER, COMMIT, DIGEST, GIB, NAMESPACE, cache_replica, fleet_cluster,
-    hydration_request, hydration_xr, job_complete, job_failed, job_failed_exit, job_running, observe, pvc, with_status,
+    CACHE,
+    CLUSTER,
+    COMMIT,
+    DIGEST,
+    GIB,
+    NAMESPACE,
+    cache_replica,
+    fleet_cluster,
+    hydration_request,
+    hydration_xr,
+    job_complete,
+    job_failed,
+    job_failed_exit,
+    job_running,
+    observe,
+    pvc,
+    with_status,
 )
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.xrd import assert_valid

@@ -9,10 +9,18 @@ import json
 from fleetcache.functions import protocol
 from fleetcache.functions.composers import model_cache, model_cache_hydration
 from fleetcache.functions.decisions import sources
-from tests.support.builders import (hydration_request, hydration_xr, job_running, observe,
-                                    with_status)
-from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, grant_admitting, hydrations,
-                                 model_cache_xr, with_resolved)
+from fleetcache.functions.k8s import hydration_objects
+from tests.support.builders import hydration_request, hydration_xr, job_running, observe, with_status
+from tests.support.fleet import (
+    COMMIT,
+    DIGEST,
+    GIB,
+    fleet_cluster,
+    grant_admitting,
+    hydrations,
+    model_cache_xr,
+    with_resolved,
+)
 
 NAMES = ["gpu-a", "gpu-b", "gpu-c"]
 FLEET = [fleet_cluster(n) for n in NAMES]
@@ -137,7 +145,7 @@ def mirrored(role: str) -> dict:
 
 
 def job_args(outcome: protocol.Outcome) -> list[str]:
-    key = next(k for k in outcome.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    key = next(k for k in outcome.desired if k.startswith(hydration_objects.JOB_PREFIX))
     return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]["spec"]["template"][
         "spec"]["containers"][0]["args"]
 
@@ -174,7 +182,7 @@ def test_mirror_credentials_are_copied_and_mounted_like_the_token():
     secret = outcome.desired["mirror-secret"][0]
     assert [r["patchesFrom"]["name"] for r in secret["spec"]["references"]] == \
         ["mirror-keys", "mirror-keys"]
-    key = next(k for k in outcome.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    key = next(k for k in outcome.desired if k.startswith(hydration_objects.JOB_PREFIX))
     pod = outcome.desired[key][0]["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"]
     assert sources.MIRROR_CREDENTIALS_MOUNT_PATH in {
         m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
@@ -185,7 +193,7 @@ def test_the_hydration_reports_the_agents_bytes_from_record():
               "originBytes": "0", "mirrorBytes": str(3 * GIB)}
     xr = mirrored("Reader")
     first = settled(xr)
-    key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    key = next(k for k in first.desired if k.startswith(hydration_objects.JOB_PREFIX))
     observed = observe(first, states={"volume": {"phase": "Bound"}, key: job_running()},
                        data={"progress": record})
     status = model_cache_hydration.compose(hydration_request(xr, observed=observed)).status

@@ -9,14 +9,12 @@ import datetime
 
 import pytest
 
-
-from fleetcache.apis import specs
-from fleetcache.apis import xrds
-from fleetcache.functions.k8s import objects
+from fleetcache.apis import specs, xrds
 from fleetcache.functions import protocol
 from fleetcache.functions.composers import model_cache
-from tests.support.fleet import GIB, fleet_cluster, grant_admitting, model_cache_xr, \
-    observed_hydration, with_resolved
+from fleetcache.functions.decisions import cache_rollup
+from fleetcache.functions.k8s import objects
+from tests.support.fleet import GIB, fleet_cluster, grant_admitting, model_cache_xr, observed_hydration, with_resolved
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -256,7 +254,7 @@ def test_retained_rows_are_bounded_and_the_count_covers_every_cluster():
         observed[key]["status"]["mountedBy"] = 1
     outcome = compose(xr, [], observed)
     assert outcome.status["retainedClusters"] == 130
-    assert len(outcome.status["retained"]) == model_cache.LISTED_CLUSTERS
+    assert len(outcome.status["retained"]) == cache_rollup.LISTED_CLUSTERS
     assert outcome.status["retained"][0]["cluster"] == "gpu-000"
     assert len(hydrations(outcome)) == 130
 

@@ -8,17 +8,31 @@ import json
 
 import pytest
 
-from fleetcache.apis import specs
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
 from fleetcache import exitcodes
+from fleetcache.apis import specs
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_cache, model_cache_hydration
 from fleetcache.functions.decisions import sources
-from tests.support.builders import (CLUSTER, hydration_request, hydration_xr, job_complete,
-                                    job_failed_exit, job_running, observe, with_status)
-from tests.support.fleet import (GIB, condition, fleet_cluster, grant_admitting, hydrations,
-                                 model_cache_xr, observed_object)
+from fleetcache.functions.k8s import agent_job, hydration_objects
+from tests.support.builders import (
+    CLUSTER,
+    hydration_request,
+    hydration_xr,
+    job_complete,
+    job_failed_exit,
+    job_running,
+    observe,
+    with_status,
+)
+from tests.support.fleet import (
+    GIB,
+    condition,
+    fleet_cluster,
+    grant_admitting,
+    hydrations,
+    model_cache_xr,
+    observed_object,
+)
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 
 FLEET = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-west-1")]
@@ -277,7 +291,7 @@ def settled(xr: dict, commit: str = S3_COMMIT, states: dict | None = None,
 
 
 def job_of(outcome: protocol.Outcome) -> dict:
-    key = next(k for k in outcome.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    key = next(k for k in outcome.desired if k.startswith(hydration_objects.JOB_PREFIX))
     return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
 
 
@@ -331,7 +345,7 @@ def test_a_hydration_without_the_matching_manifest_waits_and_fetches_nothing(cac
     outcome = model_cache_hydration.compose(request)
     assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "AwaitingManifest")
     assert said in outcome.status["message"]
-    assert not any(k.startswith(model_cache_hydration.JOB_PREFIX) for k in outcome.desired)
+    assert not any(k.startswith(hydration_objects.JOB_PREFIX) for k in outcome.desired)
 
 
 def test_an_existing_volume_is_verified_in_place_and_never_composed():
@@ -363,7 +377,7 @@ def test_an_existing_volume_checked_against_the_hub_verifies_the_pinned_commit()
 
 def test_a_verified_volume_is_ready_served_from_the_users_claim_and_never_pruned():
     first, _ = settled(volume_hydration(), commit=VOL_COMMIT)
-    job_key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    job_key = next(k for k in first.desired if k.startswith(hydration_objects.JOB_PREFIX))
     observed = observe(first, states={job_key: job_complete()})
     request = hydration_request(volume_hydration(), observed=observed,
                                 replicas=[])
@@ -372,8 +386,8 @@ def test_a_verified_volume_is_ready_served_from_the_users_claim_and_never_pruned
     status = outcome.status
     assert status["phase"] == "Ready"
     assert (status["volumeName"], status["bytesFrom"]) == ("weights", "Volume")
-    assert not any(k.startswith(model_cache_hydration.PRUNE_PREFIX) for k in outcome.desired)
-    assert not any(k.startswith(model_cache_hydration.JOB_PREFIX) for k in outcome.desired)
+    assert not any(k.startswith(hydration_objects.PRUNE_PREFIX) for k in outcome.desired)
+    assert not any(k.startswith(hydration_objects.JOB_PREFIX) for k in outcome.desired)
 
 
 def full_cluster(evicted: tuple[str, ...] = ()) -> dict:
@@ -395,12 +409,12 @@ def on_full_cluster(observed: dict, evicted: tuple[str, ...] = ()) -> protocol.O
 def test_an_existing_volume_is_verified_at_once_on_a_full_cluster_that_never_admitted_it():
     outcome = on_full_cluster(observe(on_full_cluster({})))
     assert outcome.status["reason"] != "CapacityLow"
-    assert any(k.startswith(model_cache_hydration.JOB_PREFIX) for k in outcome.desired)
+    assert any(k.startswith(hydration_objects.JOB_PREFIX) for k in outcome.desired)
 
 
 def test_an_existing_volume_listed_as_evicted_keeps_serving_the_users_claim():
     first, _ = settled(volume_hydration(), commit=VOL_COMMIT)
-    job_key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    job_key = next(k for k in first.desired if k.startswith(hydration_objects.JOB_PREFIX))
     xr = volume_hydration()
     status = on_full_cluster(observe(first, states={job_key: job_complete()}),
                              evicted=(f"{xr['metadata']['namespace']}/{xr['metadata']['name']}",)
@@ -410,7 +424,7 @@ def test_an_existing_volume_listed_as_evicted_keeps_serving_the_users_claim():
 
 def test_a_volume_that_does_not_match_fails_naming_the_files():
     first, _ = settled(volume_hydration(), commit=VOL_COMMIT)
-    job_key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    job_key = next(k for k in first.desired if k.startswith(hydration_objects.JOB_PREFIX))
     said = "2 of 2 files in /var/run/fleetcache/source/llama-8b do not match the manifest: " \
            "config.json (digest mismatch), model.safetensors (size 5, want 3221225472)"
     observed = observe(first, states={job_key: job_failed_exit(21)},
@@ -425,7 +439,7 @@ def test_a_volume_that_does_not_match_fails_naming_the_files():
 
 def test_a_hydration_reports_origin_bytes_without_a_mirror():
     outcome, observed = settled(s3_hydration())
-    job_key = next(k for k in outcome.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    job_key = next(k for k in outcome.desired if k.startswith(hydration_objects.JOB_PREFIX))
     observed = observe(outcome, states={"volume": {"phase": "Bound"}, job_key: job_running()})
     assert compose_hydration(s3_hydration(), observed).status["bytesFrom"] == "Origin"
 
@@ -464,7 +478,7 @@ def test_a_latched_s3_result_without_its_manifest_resolves_again():
 def test_once_ready_the_credentials_and_the_manifest_configmap_are_no_longer_composed():
     first, _ = settled(s3_hydration())
     assert {"token-secret", "manifest"} <= set(first.desired)
-    job_key = next(k for k in first.desired if k.startswith(model_cache_hydration.JOB_PREFIX))
+    job_key = next(k for k in first.desired if k.startswith(hydration_objects.JOB_PREFIX))
     observed = observe(first, states={"volume": {"phase": "Bound"}, job_key: job_complete()})
     request = hydration_request(s3_hydration(), observed=observed, replicas=[])
     request.required["model-cache"] = [model_cache_with(S3_COMMIT, MANIFEST)]

@@ -26,7 +26,8 @@ import os
 import re
 import signal
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from crossplane.function import resource
@@ -35,21 +36,17 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetcache import exitcodes, shapes
 from fleetcache.apis import xrds
-from fleetcache.functions.k8s import objects
-from fleetcache.functions import naming
-from fleetcache.functions import read
-from fleetcache.messages import shown
-from fleetcache import shapes
-from fleetcache import exitcodes
 from fleetcache.devtools import render
-from fleetcache.functions.composers import model_cache, model_cache_hydration, model_deployment
-from fleetcache.functions import server
+from fleetcache.functions import naming, read, server
+from fleetcache.functions.composers import model_cache, model_deployment
+from fleetcache.functions.k8s import hydration_objects, objects
+from fleetcache.messages import shown
 from tests.support import builders
 from tests.support.cases import FLEET, Case
 from tests.support.deployments import deployment
-from tests.support.fleet import (COMMIT, DIGEST, GIB, fleet_cluster, grant_admitting,
-                                 model_cache_xr, observed_object)
+from tests.support.fleet import COMMIT, DIGEST, GIB, fleet_cluster, grant_admitting, model_cache_xr, observed_object
 from tests.support.k8s import metadata_problems
 from tests.support.mutate import Mutated, mutated_request, single_mutations
 
@@ -58,6 +55,7 @@ KINDS = sorted(server.COMPOSER_MODULES)
 CPU_BOUND_SECONDS = 1.0
 STALL_SECONDS = 20.0  # CPU seconds after which a call is stopped rather than waited for
 from fleetcache.messages import MESSAGE_LIMIT  # 1 KiB: a few values quoted at SHOWN_LIMIT each
+
 SCALE = 1_000
 
 
@@ -163,7 +161,7 @@ def hydrating_model_cache(fleet: list[dict] = FLEET, **spec: Any) -> Case:
 
 
 def _hydration_seeds() -> list[Case]:
-    job = model_cache_hydration.job_key(COMMIT, DIGEST)
+    job = hydration_objects.job_key(COMMIT, DIGEST)
     bound = {"volume": builders.pvc("Bound")}
     record = {"phase": "Hydrating", "bytesDone": str(GIB), "bytesTotal": str(3 * GIB),
               "filesDone": "2", "filesTotal": "5", "commit": COMMIT,
@@ -610,10 +608,10 @@ def _hydration_at_scale() -> Case:
     """A ModelCacheHydration carrying 1,000 observed Jobs of earlier commits."""
     case = seeds("ModelCacheHydration")[0]
     observed = dict(case.observed)
-    job = observed[model_cache_hydration.job_key(COMMIT, DIGEST)]
+    job = observed[hydration_objects.job_key(COMMIT, DIGEST)]
     for index in range(SCALE):
         earlier = f"{index:010x}{COMMIT[10:]}"
-        observed[model_cache_hydration.job_key(earlier, DIGEST)] = copy.deepcopy(job)
+        observed[hydration_objects.job_key(earlier, DIGEST)] = copy.deepcopy(job)
     return Case("hydration-1000-observed-jobs", case.composite, observed, case.required)
 
 

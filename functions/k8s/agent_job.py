@@ -8,11 +8,11 @@ reason and a message with its remedy."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from fleetcache import reasons
-from fleetcache import __version__, exitcodes
+from fleetcache import __version__, exitcodes, reasons
 from fleetcache.functions.read import condition_of, is_true, mapping_at
 from fleetcache.messages import clipped
 from fleetcache.reasons import reason_or_empty, remedy, with_remedy
@@ -67,10 +67,16 @@ class JobPolicy:
     ttl_seconds_after_finished: int
 
     @classmethod
-    def of(cls, job: Mapping) -> "JobPolicy":
+    def of(cls, job: Mapping) -> JobPolicy:
         """A spec's `job` read through its model: the XRD's defaults are filled in."""
         return cls(job["backoffLimit"], job["activeDeadlineSeconds"],
                    job["ttlSecondsAfterFinished"])
+
+    def as_spec(self) -> dict:
+        """The policy as a spec's `job` again (a ModelCacheHydration's, as its ModelCache writes it)."""
+        return {"backoffLimit": self.backoff_limit,
+                "activeDeadlineSeconds": self.active_deadline_seconds,
+                "ttlSecondsAfterFinished": self.ttl_seconds_after_finished}
 
 
 def agent_job_manifest(
@@ -169,7 +175,7 @@ class JobState:
     exit_code: int | None
 
     @classmethod
-    def of(cls, job: dict) -> "JobState":
+    def of(cls, job: dict) -> JobState:
         failed = is_true(job, "Failed")
         failure = condition_of(job, "Failed")
         message = clipped(failure.get("message", ""))

@@ -1,18 +1,26 @@
 """What other composers read of a ModelCacheHydration: where the cache stands on its
 cluster (phase, progress, reason, message), which content it is pinned to, the commit its
 volume still serves, and whether its copy lapsed or was evicted. compose-model-cache and
-compose-model-deployment read a cluster's standing the same way, through `report_of`."""
+compose-model-deployment read a cluster's standing the same way, through `report_of`.
+
+Both sides of the contract live here: what compose-model-cache writes (`hydration_manifest`)
+and what compose-model-cache-hydration writes into the status others read (`Phase`, `Use`,
+`Serving`, `progress_of`, `usage_of`, `bytes_from`)."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fleetcache import messages, reasons, shapes
-from fleetcache.functions import read
+from fleetcache.functions import naming, quantities, read
+from fleetcache.functions.views.model_cache import COMPARED_MAX
 from fleetcache.functions.views.placement import Target
 
 PHASES = ("Failed", "Hydrating", "Pending", "Evicted", "Ready")  # also the order rows are listed in
 BYTES_FROM = ("Origin", "Mirror", "Volume")
+MOUNTING = ("Cache", "Node")  # ModelReplica deliveries that mount the volume (Node: the in-pod fallback)
 
 
 @dataclass
@@ -42,6 +50,23 @@ class ClusterReport:
                 **({"bytesFrom": self.bytes_from} if self.bytes_from else {})}
 
 
+def hydration_manifest(namespace: str, cache: str, cluster: str, spec: dict) -> dict:
+    """A ModelCacheHydration as compose-model-cache writes it: named for its cache and cluster
+    and labelled with both (the FleetCluster and the grant require hydrations by these
+    labels); `spec` is the rest of its spec after clusterName and modelCacheName."""
+    return {
+        "apiVersion": naming.API_VERSION,
+        "kind": "ModelCacheHydration",
+        "metadata": {
+            "name": naming.child_name(cache, cluster),
+            "namespace": namespace,
+            "labels": {naming.LABEL_MODEL_CACHE: naming.label_value(cache),
+                       naming.LABEL_CLUSTER: naming.label_value(cluster)},
+        },
+        "spec": {"clusterName": cluster, "modelCacheName": cache, **spec},
+    }
+
+
 def is_lapsed(hydration: dict | None) -> bool:
     return read.get_path(hydration, "status.lapsed") is True
 
@@ -58,6 +83,22 @@ def serving_commit_of(observed: dict | None, repo: str) -> str:
         return ""
     commit = status.get("servingCommit")
     return commit if shapes.is_resolved_commit(commit) else ""
+
+
+def served_commits(hydrations: Iterable[dict | None], repo: str) -> list[str]:
+    """The commits of `repo` the clusters' volumes hold for serving (each hydration's
+    servingCommit and its pinned spec.commit), the most clusters first, then by commit;
+    at most COMPARED_MAX."""
+    counts: Counter[str] = Counter()
+    for observed in hydrations:
+        held = {serving_commit_of(observed, repo)}
+        pinned = read.get_path(observed, "spec.commit")
+        if read.get_path(observed, "spec.source.huggingFace.repo") == repo \
+                and shapes.is_resolved_commit(pinned):
+            held.add(pinned)
+        counts.update(c for c in held if c)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [commit for commit, _ in ranked[:COMPARED_MAX]]
 
 
 def pinned_to(observed: dict | None, resolved: dict) -> bool:
@@ -104,3 +145,120 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
     bytes_from = status.get("bytesFrom")
     report.bytes_from = bytes_from if bytes_from in BYTES_FROM else ""
     return report
+
+
+# --- the status compose-model-cache-hydration writes ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Where the hydration stands: status.phase, reason and message (report_of reads them)."""
+
+    phase: str  # Pending | Hydrating | Ready | Failed | Evicted
+    reason: str
+    message: str  # what happened, then the remedy
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "Ready"
+
+
+@dataclass(frozen=True)
+class Use:
+    """How the replicas on this cluster use this copy: what the FleetCluster weighs."""
+
+    mounted_by: int | None  # Cache replicas of this cache here; None while not known
+    placed: int | None  # replicas of this cache here, any delivery; None while not known
+    last_used: str | None  # the hour a replica last mounted it
+    lapsed: bool
+    pinned: bool
+
+    def as_status(self) -> dict:
+        status: dict = {"pinned": self.pinned, "lapsed": self.lapsed}
+        if self.mounted_by is not None:
+            status["mountedBy"] = self.mounted_by
+        if self.placed is not None:
+            status["placedReplicas"] = self.placed
+        if self.last_used:
+            status["lastUsedTime"] = self.last_used
+        return status
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The last snapshot that reached Ready on this volume: what engines can mount now."""
+
+    repo: str = ""
+    commit: str = ""
+    manifest_digest: str = ""
+
+    def as_status(self) -> dict:
+        return {"servingRepo": self.repo, "servingCommit": self.commit,
+                "servingManifestDigest": self.manifest_digest}
+
+
+def serving_of(status: dict, phase: Phase, repo: str, commit: str, manifest_digest: str) -> Serving:
+    """Latched: this commit once Ready; until then whatever the last Ready left behind.
+
+    The agent never deletes an older snapshot (hf-cache layout: snapshots/<commit> and
+    digest-named blobs), so a commit that was Ready stays mountable while a newer one
+    hydrates, and after the newer one fails.
+    """
+    if phase.ready:
+        return Serving(repo, commit, manifest_digest)
+    latched = status.get("servingCommit")
+    if not shapes.is_resolved_commit(latched):
+        return Serving()
+    return Serving(messages.clipped(status.get("servingRepo") or ""), latched,
+                   messages.clipped(status.get("servingManifestDigest") or "", 128))
+
+
+def progress_of(record: dict, status: dict, commit: str, spec_bytes: int, phase: Phase) -> dict:
+    """From the agent's record; the last reported progress when the record is gone."""
+    source = record
+    if not source.get("bytesTotal") and \
+            read.get_path(status, "resolved.commit") == commit:
+        source = read.mapping_at(status, "progress")
+    count = {k: max(0, read.as_int(source.get(k))) for k in
+             ("bytesDone", "bytesTotal", "filesDone", "filesTotal")}
+    total = count["bytesTotal"] or spec_bytes
+    done = total if phase.ready else min(count["bytesDone"], total)
+    files_done = count["filesTotal"] if phase.ready else min(count["filesDone"],
+                                                             count["filesTotal"])
+    percent = done * 100 // total if total else (100 if phase.ready else 0)
+    return {"bytesDone": done, "bytesTotal": total, "filesDone": files_done,
+            "filesTotal": count["filesTotal"], "percent": percent}
+
+
+def usage_of(measured: dict, status: dict) -> dict:
+    """usedBytes and capacityBytes from the agent's last record (statvfs), else as latched:
+    a finished Job's collected record does not erase a measurement. Absent until measured;
+    0 is a measurement."""
+    usage = {}
+    for key in ("usedBytes", "capacityBytes"):
+        for source in (measured, status):
+            value = read.as_int(source.get(key), -1) if key in source else -1
+            if value >= 0:
+                usage[key] = value
+                break
+    if "usedBytes" in usage:
+        usage["usedHuman"] = quantities.human_bytes(usage["usedBytes"])
+    return usage
+
+
+def bytes_from(record: dict, status: dict, phase: Phase, existing_volume: bool, mirrored: bool) -> dict:
+    """Where this copy's bytes came from: Volume for an existing volume; else the agent's
+    record (bytesFrom, originBytes, mirrorBytes: a mirror fetch writes them), else as
+    latched, else (without a mirror) Origin once bytes moved. Absent before that."""
+    if existing_volume:
+        return {"bytesFrom": "Volume", "originBytes": 0, "mirrorBytes": 0}
+    found: dict = {}
+    for source in (record, status):
+        if source.get("bytesFrom") in ("Origin", "Mirror"):
+            found = {"bytesFrom": source["bytesFrom"],
+                     **{k: max(0, read.as_int(source.get(k))) for k in ("originBytes",
+                                                                        "mirrorBytes")}}
+            break
+    if not found and not mirrored and phase.phase in ("Hydrating", "Ready"):
+        found = {"bytesFrom": "Origin"}  # a mirror fetch says which in its last record
+    return found

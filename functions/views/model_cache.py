@@ -1,9 +1,12 @@
 """What other composers read of a ModelCache: its spec as compose-model-cache accepts it, and
 status.resolved - the one commit, manifest and digest the fleet serves, which
-compose-model-cache latches and the hydrations, the deployments and the grant read."""
+compose-model-cache latches (`latched_result`, from the agent's resolve record) and the
+hydrations, the deployments and the grant read (`read_resolved`). Also how its messages name
+clusters (`named`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fleetcache import messages, shapes
@@ -13,6 +16,7 @@ from fleetcache.functions import quantities, read
 
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 MANIFEST_LIMIT = 2000  # files latched in status.resolved.manifest (the ModelCache stays small)
+NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
 
 
 def read_spec(spec: Any) -> dict:
@@ -82,3 +86,59 @@ def read_manifest(value: Any) -> list[dict] | None:
                 row[pin] = item[pin]
         rows.append(row)
     return sorted(rows, key=lambda r: r["path"])
+
+
+def is_empty(resolved: dict) -> bool:
+    """A resolve that selected nothing: fanning it out would make empty caches Ready."""
+    return resolved["bytes"] <= 0 or resolved["files"] <= 0
+
+
+def compared_of(record: dict) -> list[dict]:
+    """The resolve record's `compared` (compact JSON, a string like every record value)."""
+    text = record.get("compared")
+    if not isinstance(text, str) or len(text) > 64 * 1024:
+        return []
+    try:
+        return read_compared(json.loads(text))
+    except ValueError:
+        return []
+
+
+def latched_result(record: dict, repo: str, revision: str, source_digest: str,
+                   manifest: list[dict] | None = None) -> dict:
+    """The agent's resolve record as status.resolved (read_resolved checks its fields); an
+    S3 prefix or a volume's manifest file also latches the pinned manifest (contract §D),
+    which the caller reads from the record (decisions/sources.manifest_of)."""
+    result = {
+        "repo": repo,
+        "revision": revision,
+        "commit": record.get("commit"),
+        "bytes": record.get("bytes"),
+        "files": record.get("files"),
+        "manifestDigest": record.get("manifestDigest"),
+        "sourceDigest": source_digest,
+        "compared": compared_of(record),
+    }
+    if manifest is not None:
+        result["manifest"] = manifest
+    return result
+
+
+def volume_bytes(resolved: dict, serving_commit: str) -> int:
+    """Bytes the cluster's volume must hold: the resolved commit, plus what the commit it
+    serves does not share with it (content-addressed blobs are stored once), as long as
+    that commit stays on the volume for its replicas. A serving commit the resolve did
+    not compare (or the hub no longer has) gives the resolved bytes alone, as before."""
+    if not serving_commit or serving_commit == resolved["commit"]:
+        return resolved["bytes"]
+    for row in resolved.get("compared") or ():
+        if row["commit"] == serving_commit and not row["missing"]:
+            return resolved["bytes"] + row["bytes"] - row["sharedBytes"]
+    return resolved["bytes"]
+
+
+def named(names: list[str]) -> str:
+    """Cluster names for a message: the first few, then how many more."""
+    shown = ", ".join(messages.clipped(n, 63) for n in names[:NAMED_IN_MESSAGE])
+    more = len(names) - NAMED_IN_MESSAGE
+    return f"{shown} and {more} more" if more > 0 else shown
