@@ -3,6 +3,7 @@ hostile value whole."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 SHOWN_LIMIT = 200
@@ -21,3 +22,15 @@ def shown(value: Any, limit: int = SHOWN_LIMIT) -> str:
     echoes a hostile value whole."""
     return clipped(repr(value) if not isinstance(value, (dict, list)) else type(value).__name__,
                    limit)
+
+
+NAMED_IN_MESSAGE = 10  # names a message spells out by default (a ModelCache's clusters)
+NAME_SHOWN = 63  # characters of each name spelled out: a Kubernetes label's length
+
+
+def named(names: Sequence[str], first: int = NAMED_IN_MESSAGE, each: int | None = NAME_SHOWN) -> str:
+    """Names spelled out in a message: the first `first`, each clipped to `each` characters
+    (None: whole), then how many more ("a, b and 3 more")."""
+    shown_names = ", ".join(n if each is None else clipped(n, each) for n in names[:first])
+    more = len(names) - first
+    return f"{shown_names} and {more} more" if more > 0 else shown_names

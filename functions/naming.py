@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from crossplane.function.resource import child_name as sdk_child_name
 

@@ -19,7 +19,7 @@ class Request:
     observed: dict[str, dict] = field(default_factory=dict)
     required: dict[str, list[dict]] = field(default_factory=dict)
     now: datetime.datetime = field(
-        default_factory=lambda: datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        default_factory=lambda: datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
     )
 
     @property

@@ -4,7 +4,8 @@ an exception, because another composite's status or a remote object is input."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleetcache import shapes
 

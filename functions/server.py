@@ -6,19 +6,13 @@ escapes: it becomes a fatal result naming the composite.
 """
 
 from __future__ import annotations
-from fleetcache.apis import specs
-from fleetcache.apis import xrds
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import read
-from fleetcache import messages
-from fleetcache import shapes
 
 import datetime
 import importlib
 import math
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 import grpc
@@ -28,8 +22,9 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import struct_pb2
 
-
-
+from fleetcache import messages, shapes
+from fleetcache.apis import specs, xrds
+from fleetcache.functions import naming, protocol, read
 
 COMPOSER_MODULES = {
     "FleetCluster": "fleetcache.functions.composers.fleet_cluster",
@@ -201,7 +196,7 @@ def fatal(rsp: fnv1.RunFunctionResponse, message: str) -> fnv1.RunFunctionRespon
 
 
 def utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 class FunctionRunner(grpcv1.FunctionRunnerServiceServicer):

@@ -16,11 +16,11 @@ def parse_time(value: Any) -> datetime.datetime | None:
         parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed.astimezone(datetime.timezone.utc) if parsed.tzinfo else None
+    return parsed.astimezone(datetime.UTC) if parsed.tzinfo else None
 
 
 def format_time(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime(TIME_FORMAT)
+    return moment.astimezone(datetime.UTC).strftime(TIME_FORMAT)
 
 
 DURATION_UNITS = {"h": datetime.timedelta(hours=1), "m": datetime.timedelta(minutes=1)}

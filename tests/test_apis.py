@@ -9,10 +9,6 @@ own kind-specific tests.
 """
 
 from __future__ import annotations
-from fleetcache.functions.k8s import selectors
-from fleetcache.functions import naming
-from fleetcache import reasons
-from fleetcache import shapes
 
 from collections import Counter
 
@@ -20,13 +16,27 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-
+from fleetcache import reasons, shapes
 from fleetcache.apis.cel import compile_rule
 from fleetcache.apis.xrds import (
-    CROSSPLANE_PRINTER_COLUMNS, XRD_API_VERSION, apply_defaults, cel_rules, load_xrds, to_jsonschema, walk_schema,
+    CROSSPLANE_PRINTER_COLUMNS,
+    XRD_API_VERSION,
+    apply_defaults,
+    cel_rules,
+    load_xrds,
+    to_jsonschema,
+    walk_schema,
 )
+from fleetcache.functions import naming
+from fleetcache.functions.k8s import selectors
 from tests.support.xrd import (
-    COMPOSITIONS, FORBIDDEN_KEYWORDS, example_docs, is_fleetcache_kind, load_yaml_docs, schema_at, xrd_for,
+    COMPOSITIONS,
+    FORBIDDEN_KEYWORDS,
+    example_docs,
+    is_fleetcache_kind,
+    load_yaml_docs,
+    schema_at,
+    xrd_for,
 )
 
 XRDS = load_xrds()

@@ -9,11 +9,10 @@ import lupa
 import pytest
 import yaml
 
-from fleetcache.functions import read
 from fleetcache import reasons
 from fleetcache.devtools import demo
 from fleetcache.devtools.demo import node_tier as demo_node_tier
-
+from fleetcache.functions import read
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGOCD_CM = ROOT / "examples" / "argocd" / "argocd-cm.yaml"

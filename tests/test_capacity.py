@@ -14,7 +14,7 @@ CAPACITY = 100 * GI  # high watermark 80Gi, low 70Gi
 
 
 def at(hour: int) -> datetime.datetime:
-    return datetime.datetime(2026, 1, 1, hour, tzinfo=datetime.timezone.utc)
+    return datetime.datetime(2026, 1, 1, hour, tzinfo=datetime.UTC)
 
 
 def ready(key: str, used: int, *, pinned: bool | None = False, mounted_by: int | None = 0,

@@ -15,7 +15,7 @@ from fleetcache.functions.decisions import capacity
 
 MIB = 2**20
 ROUNDS = 12
-EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 @st.composite
@@ -78,7 +78,7 @@ def test_the_loop_settles_within_three_rounds_and_never_changes_again(cluster):
 def test_pinned_mounted_and_placed_copies_are_never_evicted(cluster):
     start, *_ = cluster
     _, end, _ = run(*cluster)
-    for before, after in zip(start, end):
+    for before, after in zip(start, end, strict=True):  # obey keeps every copy, in order
         if before.pinned or before.mounted_by or before.placed:
             assert after.phase != "Evicted", before.key
 

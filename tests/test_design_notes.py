@@ -6,11 +6,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-
-import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = sorted((ROOT / "design").glob("*.md")) + [ROOT / "README.md", ROOT / "package" / "README.md"]

@@ -9,12 +9,10 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
 
-from fleetcache.apis import specs
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
 from fleetcache import reasons
+from fleetcache.apis import specs
 from fleetcache.devtools import render
-
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers.fleet_cluster import HYDRATIONS_KEY, PROVIDER_CONFIG_KEY, compose
 from tests.support.builders import COMMIT, GIB, fleet_cluster_xr
 from tests.support.xrd import assert_valid

@@ -20,7 +20,7 @@ from fleetcache.functions import server
 from tests.support.cases import CASES
 from tests.support.tls import make_pki
 
-FIXED_NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+FIXED_NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
 
 
 def fixed_clock_server(credentials=None) -> render.InProcessServer:

@@ -14,16 +14,13 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from fleetcache.apis import specs
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions.k8s import objects
-from fleetcache.functions.k8s import selectors
-from fleetcache.functions import read
+from fleetcache.functions import read, server
+from fleetcache.functions.k8s import agent_job, objects, selectors
 from fleetcache.functions.views.fleet_cluster import FleetClusterView
 from fleetcache.messages import MESSAGE_LIMIT, SHOWN_LIMIT
-from fleetcache.functions import server
 from tests.support.fleet import GRANT, fleet_cluster, grant, grant_row, resolved_status
 
-NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
 GRANTED = {"model-cache-grant": [grant(namespace="ml")]}  # a grant that decided nothing yet
 KINDS = sorted(server.COMPOSER_MODULES)
 LONG = "x" * 300

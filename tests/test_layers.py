@@ -129,7 +129,7 @@ def test_the_graph_sees_lazy_imports_and_modules_imported_by_name():
 def test_the_layout_map_lists_every_module():
     listed = (ROOT / "design" / "layout.md").read_text()
     missing = []
-    for module, file in sorted(MODULES.items()):
+    for _module, file in sorted(MODULES.items()):
         path = str(file.relative_to(ROOT))
         folder = str(file.parent.relative_to(ROOT)) + "/"
         if file.stem != "__init__" and f"`{path}`" not in listed and not (

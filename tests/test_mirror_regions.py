@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-
 from fleetcache.apis import xrds
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions.decisions import mirror
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_cache
+from fleetcache.functions.decisions import mirror
 from tests.support.builders import with_status
-from tests.support.fleet import (COMMIT, fleet_cluster, grant_admitting, hydrations,
-                                 model_cache_xr, with_resolved)
+from tests.support.fleet import COMMIT, fleet_cluster, grant_admitting, hydrations, model_cache_xr, with_resolved
 from tests.support.xrd import xrd_for
 
 REGION = mirror.DEFAULT_REGION_LABEL

@@ -16,10 +16,9 @@ import time
 
 import pytest
 
-from fleetcache.functions import naming
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-
+from fleetcache.functions import naming
 from tests.support import xrd
 from tests.support.mirror_fleet import DEADLINE, add_repo, mirror_fleet
 

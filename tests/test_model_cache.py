@@ -709,7 +709,7 @@ def test_status_counts_the_clusters_left_out_and_says_where_every_cluster_is():
 def test_degraded_names_at_most_ten_failed_clusters_and_counts_the_rest():
     xr, fleet, observed = phased_fleet(400)
     degraded = condition(compose(xr, fleet, observed), "Degraded")
-    assert degraded.message.count("(DigestMismatch)") == model_cache_view.NAMED_IN_MESSAGE
+    assert degraded.message.count("(DigestMismatch)") == messages.NAMED_IN_MESSAGE
     assert "and 90 more" in degraded.message
 
 
@@ -760,7 +760,7 @@ def resolving_update(observed: dict, fleet: list[dict]) -> protocol.Outcome:
 def compare_args(outcome: protocol.Outcome) -> list[str]:
     args = outcome.desired["resolve-job"][0]["spec"]["forProvider"]["manifest"]["spec"][
         "template"]["spec"]["containers"][0]["args"]
-    return [b for a, b in zip(args, args[1:]) if a == "--compare"]
+    return [b for a, b in zip(args, args[1:], strict=False) if a == "--compare"]
 
 
 def test_a_resolve_compares_with_the_commit_the_clusters_serve():

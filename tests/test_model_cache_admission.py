@@ -440,7 +440,7 @@ def test_argo_cd_shows_a_refused_edit_degraded_while_its_old_copies_serve():
 # --- through gRPC ---------------------------------------------------------------------------
 
 
-NOW = datetime.datetime(2026, 12, 3, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 12, 3, tzinfo=datetime.UTC)
 
 
 def test_a_refused_edit_through_grpc_keeps_the_footprint_and_says_why():

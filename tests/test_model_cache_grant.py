@@ -9,15 +9,17 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from fleetcache.apis import cel
-from fleetcache.apis import specs
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import read
 from fleetcache import reasons
+from fleetcache.apis import cel, specs
 from fleetcache.devtools import cli
+from fleetcache.functions import naming, protocol, read
+from fleetcache.functions.composers.model_cache_grant import (
+    FLEET_CLUSTERS_KEY,
+    HYDRATIONS_KEY,
+    MODEL_CACHES_KEY,
+    compose,
+)
 from fleetcache.functions.decisions import admission
-from fleetcache.functions.composers.model_cache_grant import FLEET_CLUSTERS_KEY, HYDRATIONS_KEY, MODEL_CACHES_KEY, compose
 from tests.support.fleet import fleet_cluster
 from tests.support.xrd import assert_valid, xrd_for
 

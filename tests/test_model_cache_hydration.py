@@ -489,7 +489,7 @@ def test_a_missing_storage_size_is_an_input_error_since_the_model_cache_always_s
 # --- capacity: the FleetCluster's decision, obeyed ----------------------------------------
 
 KEY = f"{NAMESPACE}/{hydration_xr()['metadata']['name']}"
-NOW = datetime.datetime(2026, 1, 10, 14, 35, 12, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 1, 10, 14, 35, 12, tzinfo=datetime.UTC)
 HOUR = "2026-01-10T14:00:00Z"
 READY_COPY = {"phase": "Ready", "resolved": {"commit": COMMIT, "manifestDigest": DIGEST},
            "servingRepo": "Qwen/Qwen3-0.6B", "servingCommit": COMMIT,
@@ -660,6 +660,14 @@ def test_a_lapsed_copy_does_not_fetch_a_new_commit_until_a_replica_is_placed():
     placed = at_now(xr, cluster=fleet_cluster(CLUSTER),
                     replicas=[cache_replica(COMMIT, delivery="Source")])
     assert placed.status["reason"] == "AwaitingPrerequisites"
+
+
+def test_a_copy_that_lapsed_stays_lapsed_once_its_ttl_is_unset():
+    xr = with_status(hydration_xr(commit=NEW_COMMIT), **{**READY_COPY, "lapsed": True})
+    outcome = at_now(xr, cluster=fleet_cluster(CLUSTER), replicas=[])
+    assert (outcome.status["phase"], outcome.status["reason"]) == ("Pending", "Lapsed")
+    assert outcome.status["message"].startswith(f"no replica used this copy on cluster {CLUSTER} "
+                                                "(spec.retention.ttlAfterLastUse), so it lapsed")
 
 
 # --- use: mounts, last use, readiness, pin and lapse ----------------------------------------
@@ -978,7 +986,7 @@ def prune_job(outcome: protocol.Outcome) -> dict:
 
 def keeps(outcome: protocol.Outcome) -> list[str]:
     args = prune_job(outcome)["spec"]["template"]["spec"]["containers"][0]["args"]
-    return [b for a, b in zip(args, args[1:]) if a == "--keep"]
+    return [b for a, b in zip(args, args[1:], strict=False) if a == "--keep"]
 
 
 def test_the_replicas_of_its_cache_on_its_cluster_are_required_by_label():

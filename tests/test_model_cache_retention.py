@@ -16,7 +16,7 @@ from fleetcache.functions.decisions import cache_rollup
 from fleetcache.functions.k8s import objects
 from tests.support.fleet import GIB, fleet_cluster, grant_admitting, model_cache_xr, observed_hydration, with_resolved
 
-UTC = datetime.timezone.utc
+UTC = datetime.UTC
 NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 EAST = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
 FLEET = EAST + [fleet_cluster("gpu-west-1")]

@@ -13,7 +13,7 @@ from fleetcache.apis import specs
 from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_cache, model_cache_hydration
 from fleetcache.functions.decisions import sources
-from fleetcache.functions.k8s import agent_job, hydration_objects
+from fleetcache.functions.k8s import agent_job, hydration_objects, job_mounts
 from tests.support.builders import (
     CLUSTER,
     hydration_request,
@@ -176,12 +176,12 @@ def test_a_volume_with_a_manifest_file_resolves_it_from_the_claim_mounted_read_o
     job = resolve_job(compose(cache(VOLUME_SOURCE)))
     args = args_of(job)
     assert flag(args, "--manifest-file") == \
-        f"{sources.SOURCE_MOUNT_PATH}/{sources.DEFAULT_MANIFEST_FILE}"
+        f"{job_mounts.SOURCE_MOUNT_PATH}/{sources.DEFAULT_MANIFEST_FILE}"
     pod = job["spec"]["template"]["spec"]
     claim = next(v for v in pod["volumes"] if "persistentVolumeClaim" in v)
     assert claim["persistentVolumeClaim"] == {"claimName": "weights", "readOnly": True}
     mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == claim["name"])
-    assert mount == {"name": claim["name"], "mountPath": sources.SOURCE_MOUNT_PATH,
+    assert mount == {"name": claim["name"], "mountPath": job_mounts.SOURCE_MOUNT_PATH,
                      "readOnly": True}
 
 
@@ -316,11 +316,11 @@ def test_an_s3_fetch_pins_commit_digest_and_manifest_file():
     assert args[0] == "fetch"
     assert (flag(args, "--commit"), flag(args, "--manifest-digest"),
             flag(args, "--manifest-file"), flag(args, "--s3-bucket"),
-            flag(args, "--credentials-dir")) == (S3_COMMIT, DIGEST, sources.MANIFEST_FILE,
+            flag(args, "--credentials-dir")) == (S3_COMMIT, DIGEST, job_mounts.MANIFEST_FILE,
                                                  "models", sources.CREDENTIALS_MOUNT_PATH)
     container = job["spec"]["template"]["spec"]["containers"][0]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert {sources.MANIFEST_MOUNT_PATH, sources.CREDENTIALS_MOUNT_PATH,
+    assert {job_mounts.MANIFEST_MOUNT_PATH, sources.CREDENTIALS_MOUNT_PATH,
             agent_job.CACHE_MOUNT_PATH} <= mounts
     assert restricted_violations(job["spec"]["template"]["spec"]) == []
 
@@ -353,10 +353,10 @@ def test_an_existing_volume_is_verified_in_place_and_never_composed():
     assert "volume" not in outcome.desired
     job = job_of(outcome)
     args = args_of(job)
-    assert args[:6] == ["verify", "--dest", f"{sources.SOURCE_MOUNT_PATH}/llama-8b",
+    assert args[:6] == ["verify", "--dest", f"{job_mounts.SOURCE_MOUNT_PATH}/llama-8b",
                         "--layout", "flat", "--progress-configmap"]
     assert (flag(args, "--manifest-file"), flag(args, "--manifest-digest")) == \
-        (sources.MANIFEST_FILE, DIGEST)
+        (job_mounts.MANIFEST_FILE, DIGEST)
     claims = [v["persistentVolumeClaim"] for v in job["spec"]["template"]["spec"]["volumes"]
               if "persistentVolumeClaim" in v]
     assert claims == [{"claimName": "weights", "readOnly": True}]

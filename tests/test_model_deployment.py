@@ -15,24 +15,29 @@ from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
-from fleetcache.apis.xrds import load_xrds, walk_schema
+from fleetcache import messages, reasons, shapes
 from fleetcache.apis.specs import InputError
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
-from fleetcache import messages
-from fleetcache import reasons
-from fleetcache import shapes
+from fleetcache.apis.xrds import load_xrds, walk_schema
 from fleetcache.devtools import render
-from fleetcache.functions.composers import model_replica
-from fleetcache.functions.views import model_replica as model_replica_view
-from fleetcache.functions import server
+from fleetcache.functions import naming, protocol, server
 from fleetcache.functions.composers import model_deployment as composer
+from fleetcache.functions.composers import model_replica
+from fleetcache.functions.k8s import agent_job
+from fleetcache.functions.views import model_replica as model_replica_view
+from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
 from tests.support import xrd
-from tests.support.deployments import (CACHE, ENGINE, NAMESPACE, NO_CACHE, cache_required,
-                                       cache_row, deployment, hydration)
+from tests.support.deployments import (
+    CACHE,
+    ENGINE,
+    NAMESPACE,
+    NO_CACHE,
+    cache_required,
+    cache_row,
+    deployment,
+    hydration,
+)
 from tests.support.fleet import COMMIT, GIB, fleet_cluster
+
 
 def request(xr: dict, clusters: list[dict], cache: dict | None = None,
             observed: dict | None = None) -> protocol.Request:
@@ -512,7 +517,7 @@ def hydrating_then_ready(policy: dict, steps: int = 4) -> list[dict]:
 
 def test_on_ready_switches_a_source_replica_to_the_cache_exactly_once():
     specs = hydrating_then_ready({"switchToCache": "OnReady"})
-    changes = sum(1 for a, b in zip(specs, specs[1:]) if a != b)
+    changes = sum(1 for a, b in zip(specs, specs[1:], strict=False) if a != b)
     assert changes == 1
     assert specs[0]["delivery"] == "Source" and specs[-1]["delivery"] == "Cache"
 

@@ -15,12 +15,10 @@ import copy
 
 import pytest
 
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.volume import flat_commit_path
-
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_deployment as composer
+from fleetcache.functions.k8s import agent_job
+from fleetcache.volume import flat_commit_path
 from tests.support import xrd
 from tests.support.deployments import CACHE, cache_required, cache_row, deployment
 from tests.support.fleet import COMMIT, fleet_cluster

@@ -13,13 +13,11 @@ import time
 
 import pytest
 
-from fleetcache.functions import naming
-from fleetcache.functions import read
 from fleetcache.devtools import render as rendering
-
 from fleetcache.devtools.simulation import Cluster, ControlPlane, files_bytes, step
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import TestHub
+from fleetcache.functions import naming, read
 from tests.support.plane import control_plane
 
 NAMESPACE = "ml"

@@ -15,15 +15,13 @@ import time
 import pytest
 import yaml
 
-from fleetcache.apis.patterns import PATTERN_MEANINGS, POSITIVE_QUANTITY
-from fleetcache.apis import specs
-from fleetcache.apis import xrds
-from fleetcache.functions import naming
-from fleetcache.devtools import apigen
 from fleetcache import quantity
-
+from fleetcache.apis import specs, xrds
 from fleetcache.apis.models import fleet_cluster, model_cache, model_deployment
+from fleetcache.apis.patterns import PATTERN_MEANINGS, POSITIVE_QUANTITY
 from fleetcache.apis.xrds import walk_schema
+from fleetcache.devtools import apigen
+from fleetcache.functions import naming
 from tests.support.xrd import example_docs, is_fleetcache_kind
 
 XRD_PATHS = apigen.xrd_paths()

@@ -8,17 +8,25 @@ import datetime
 
 import pytest
 
-
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
 from fleetcache import reasons
-from fleetcache.functions.node_tier.capacity import Settings, condition, copy_of, decide, demand, keep_list, least_free, node_hydrations, status_of
+from fleetcache.functions import naming, protocol
+from fleetcache.functions.node_tier.capacity import (
+    Settings,
+    condition,
+    copy_of,
+    decide,
+    demand,
+    keep_list,
+    least_free,
+    node_hydrations,
+    status_of,
+)
 
 GI = 1024**3
 COMMIT = "a" * 40
 OLD = "b" * 40
 SETTINGS = Settings(capacity=100 * GI, high=80, low=70)
-NOW = datetime.datetime(2026, 12, 3, 10, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 12, 3, 10, tzinfo=datetime.UTC)
 
 
 def hydration(cache: str, gib: int, *, node: dict | None = None, namespace: str = "ml",

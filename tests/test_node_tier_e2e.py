@@ -22,14 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache.functions import naming
-from fleetcache.functions import read
-from fleetcache.devtools.demo import node_tier as act
 from fleetcache.devtools import render as rendering
-
+from fleetcache.devtools.demo import node_tier as act
 from fleetcache.devtools.simulation import Cluster, ControlPlane, step
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import TestHub
+from fleetcache.functions import naming, read
 from tests.support.k8s import restricted_violations
 from tests.support.plane import control_plane
 
@@ -318,8 +316,8 @@ def test_the_node_a_corrupt_volume_failed_is_named_with_its_reason(story):
 
 def nodes_cluster(tmp_path: Path) -> Cluster:
     cluster = Cluster("c", tmp_path)
-    for node, labels, control_plane in act.NODES:
-        cluster.add_node(node, labels, control_plane=control_plane,
+    for node, labels, runs_control_plane in act.NODES:
+        cluster.add_node(node, labels, control_plane=runs_control_plane,
                          filesystems=(act.CACHE_PATH,))
     return cluster
 

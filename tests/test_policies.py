@@ -15,11 +15,14 @@ from pathlib import Path
 import celpy
 import pytest
 
-from fleetcache.apis import cel
-from fleetcache.apis import documents
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions.composers.model_cache_grant import FLEET_CLUSTERS_KEY, HYDRATIONS_KEY, MODEL_CACHES_KEY, compose
+from fleetcache.apis import cel, documents
+from fleetcache.functions import naming, protocol
+from fleetcache.functions.composers.model_cache_grant import (
+    FLEET_CLUSTERS_KEY,
+    HYDRATIONS_KEY,
+    MODEL_CACHES_KEY,
+    compose,
+)
 from tests.support.fleet import fleet_cluster
 from tests.support.k8s import assert_valid_k8s
 

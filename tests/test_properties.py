@@ -42,7 +42,7 @@ from fleetcache.devtools import render
 from fleetcache.functions import naming, read, server
 from fleetcache.functions.composers import model_cache, model_deployment
 from fleetcache.functions.k8s import hydration_objects, objects
-from fleetcache.messages import shown
+from fleetcache.messages import MESSAGE_LIMIT, shown  # MESSAGE_LIMIT: 1 KiB, a few values quoted at SHOWN_LIMIT each
 from tests.support import builders
 from tests.support.cases import FLEET, Case
 from tests.support.deployments import deployment
@@ -50,11 +50,10 @@ from tests.support.fleet import COMMIT, DIGEST, GIB, fleet_cluster, grant_admitt
 from tests.support.k8s import metadata_problems
 from tests.support.mutate import Mutated, mutated_request, single_mutations
 
-NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
 KINDS = sorted(server.COMPOSER_MODULES)
 CPU_BOUND_SECONDS = 1.0
 STALL_SECONDS = 20.0  # CPU seconds after which a call is stopped rather than waited for
-from fleetcache.messages import MESSAGE_LIMIT  # 1 KiB: a few values quoted at SHOWN_LIMIT each
 
 SCALE = 1_000
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
 from fleetcache.devtools import render
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_deployment
 from tests.support.deployments import cache_required, cache_row
 from tests.support.fleet import fleet_cluster

@@ -9,11 +9,10 @@ import yaml
 from click.testing import CliRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache.apis import patterns
-from fleetcache.apis import xrds
-from fleetcache.functions.k8s import objects
+from fleetcache.apis import patterns, xrds
 from fleetcache.devtools import cli, render
 from fleetcache.functions.decisions import admission
+from fleetcache.functions.k8s import objects
 from tests.support import xrd
 from tests.support.k8s import assert_valid_k8s
 

@@ -18,14 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import read
-from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools import render as rendering
-from fleetcache.volume import flat_commit_path
-
+from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.simulation import Cluster, ControlPlane, step, translate
+from fleetcache.functions import naming, read
+from fleetcache.functions.k8s import agent_job
+from fleetcache.volume import flat_commit_path
 from tests.support.k8s import restricted_violations
 from tests.support.plane import control_plane
 

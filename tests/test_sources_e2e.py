@@ -15,11 +15,10 @@ import time
 
 import pytest
 
-from fleetcache.functions import naming
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-
 from fleetcache.devtools.testhub.server import TestHub
+from fleetcache.functions import naming
 from tests.support import xrd
 from tests.support.mirror_fleet import DEADLINE, MODEL_BYTES, add_repo, mirror_fleet
 

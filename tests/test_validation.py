@@ -16,12 +16,9 @@ import jsonschema
 import pytest
 import yaml
 
-
-from fleetcache.apis import cel
-from fleetcache.apis import documents
-from fleetcache.apis import xrds
-from fleetcache.devtools import manifests
+from fleetcache.apis import cel, documents, xrds
 from fleetcache.apis.xrds import Violation
+from fleetcache.devtools import manifests
 
 ROOT = Path(__file__).resolve().parents[1]
 XRDS = xrds.load_xrds()

@@ -23,19 +23,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleetcache import reasons, shapes
 from fleetcache.apis import specs
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions.k8s import objects
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import quantities
-from fleetcache.functions import read
-from fleetcache import reasons
-from fleetcache import shapes
-from fleetcache.functions.decisions import capacity
-from fleetcache.functions.node_tier import capacity as node_capacity, node_agent
 from fleetcache.apis.models.fleet_cluster import FleetCluster
-from fleetcache.functions.node_tier.warmers import NodeCache
+from fleetcache.functions import naming, protocol, quantities, read
+from fleetcache.functions.decisions import capacity
+from fleetcache.functions.k8s import agent_job, objects
+from fleetcache.functions.node_tier import capacity as node_capacity
+from fleetcache.functions.node_tier import node_agent
+from fleetcache.functions.node_tier.warmer_inputs import NodeCache
 from fleetcache.functions.views.fleet_cluster import ClusterCache
 
 PROVIDER_CONFIG_KEY = "provider-config"
@@ -85,7 +81,7 @@ def node_spec(node: dict | None) -> dict:
     agent and the node PVs can never disagree on either."""
     if node is None:
         return {}
-    node_cache = NodeCache.of(node)
+    node_cache = NodeCache.of_set(node)
     if node_cache.problem:
         raise specs.InputError(node_cache.problem)
     settings = node_capacity.Settings(
@@ -201,8 +197,8 @@ def compose_node_tier(request: protocol.Request, spec: ClusterSpec, outcome: pro
     decision. While the hydrations are not fetched nothing is decided anew: the last
     status.nodeCache stands and the keep-list is kept as observed (never an empty one that
     would have every node delete its caches)."""
-    node_cache = spec.node_cache
-    if node_cache is None:
+    node_cache, settings = spec.node_cache, spec.node_settings
+    if node_cache is None or settings is None:  # node_spec sets both or neither
         return
     if node_cache.storage_class:
         outcome.condition("NodeAgent", False, reasons.NodeCacheModeUnsupported, reasons.with_remedy(
@@ -229,13 +225,13 @@ def compose_node_tier(request: protocol.Request, spec: ClusterSpec, outcome: pro
             outcome.status["nodeCache"] = latched
     else:
         caches = node_capacity.node_hydrations(spec.name, hydrations)
-        decision = node_capacity.decide(spec.node_settings, caches,
+        decision = node_capacity.decide(settings, caches,
                                         read.get_path(request.status, "nodeCache"))
         keep = node_capacity.keep_list(caches, decision, request.now)
         remote(node_agent.DIRS_KEY, node_agent.dirs_manifest(
             node_capacity.keep_json(keep), labels))
         outcome.status["nodeCache"] = node_capacity.status_of(decision)
-        node_capacity.condition(spec.name, spec.node_settings, decision,
+        node_capacity.condition(spec.name, settings, decision,
                                 node_capacity.least_free(caches), outcome)
     agent_condition(request, outcome)
 

@@ -42,7 +42,7 @@ from fleetcache.functions.decisions.resolution import (
     result_of,
     stands,
 )
-from fleetcache.functions.k8s import agent_job, objects, resolve_job
+from fleetcache.functions.k8s import agent_job, job_mounts, objects, resolve_job
 from fleetcache.functions.k8s.resolve_job import RESOLVE_PREFIX, ResolveNames
 from fleetcache.functions.node_tier import rollup as node_rollup
 from fleetcache.functions.views import placement
@@ -76,7 +76,7 @@ class CacheSpec:
     origin: sources.Source
     repo: str
     revision: str
-    secret: sources.SecretRef | None  # the one the resolve Job needs (token or S3 keys)
+    secret: job_mounts.SecretRef | None  # the one the resolve Job needs (token or S3 keys)
     mirror: dict | None  # spec.distribution.mirror
     cluster_names: tuple[str, ...] | None
     cluster_selector: dict | None
@@ -146,7 +146,7 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
     if secret_problem:  # the resolve step stays; compose() keeps the hydrations
         objects.carry_over(request, outcome, [k for k in request.observed
                                           if k.startswith(RESOLVE_PREFIX)])
-        reason = CREDENTIALS_MISSING if spec.origin.kind == sources.S3 \
+        reason: str = CREDENTIALS_MISSING if spec.origin.kind == sources.S3 \
             else reasons.TokenSecretMissing
         return Resolution(None, reason, reasons.with_remedy(secret_problem, reason))
     resolver = next((t.cluster for t in targets if t.ready), None)
@@ -202,12 +202,12 @@ def compose_resolve_step(request: protocol.Request, spec: CacheSpec, cluster: Fl
     mounts = []
     if spec.secret:
         secret_name = naming.child_name(request.name, "resolver-token")
-        outcome.compose(names.key("token"), sources.secret_object(
+        outcome.compose(names.key("token"), job_mounts.secret_object(
             names.object_name("token"), secret_name, namespace, cluster.provider_config,
             spec.secret, labels))
-        mounts.append(sources.secret_mount("token", secret_name, spec.secret))
+        mounts.append(job_mounts.secret_mount("token", secret_name, spec.secret))
     if spec.origin.reads_claim:  # the volume's own manifest file, read-only
-        mounts.append(sources.claim_mount(spec.origin.fields["claimName"]))
+        mounts.append(job_mounts.claim_mount(spec.origin.fields["claimName"]))
     args = spec.origin.resolve_args(f"{namespace}/{names.remote}")
     if spec.origin.hub is not None:
         for commit in compare_commits(request, spec, names):
@@ -215,7 +215,7 @@ def compose_resolve_step(request: protocol.Request, spec: CacheSpec, cluster: Fl
     job = resolve_job.job_manifest(names, namespace, cluster.agent_image, args, labels,
                                    agent_job.JobPolicy.of(spec.job))
     resolve_job.compose_remote(outcome, names, namespace, cluster.provider_config, "job",
-                               sources.with_mounts(job, mounts))
+                               job_mounts.with_mounts(job, mounts))
 
 
 # --- 4. admission: obey the grant (functions/decisions/obey_grant.py) ----------------------
@@ -276,7 +276,7 @@ def fleet_mirror(request: protocol.Request, spec: CacheSpec, resolved: dict,
                          request.status.get("mirror"))
 
 
-def mirror_secret_key(ref: sources.SecretRef) -> str:
+def mirror_secret_key(ref: job_mounts.SecretRef) -> str:
     return f"{MIRROR_SECRET_PREFIX}{ref.name}"
 
 

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetcache.apis import specs
-from fleetcache.functions.naming import API_VERSION
-from fleetcache.functions import protocol
-from fleetcache.functions import quantities
-from fleetcache.functions import read
-from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
 from fleetcache import reasons
-from fleetcache.functions.decisions import admission
+from fleetcache.apis import specs
 from fleetcache.apis.models.model_cache_grant import ModelCacheGrant
+from fleetcache.functions import protocol, quantities, read
+from fleetcache.functions.decisions import admission
+from fleetcache.functions.naming import API_VERSION
+from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
 
 MODEL_CACHES_KEY = "model-caches"
 FLEET_CLUSTERS_KEY = "fleet-clusters"

@@ -27,7 +27,7 @@ until a replica is placed on the cluster again. A hydration whose cluster left t
 (spec.removal), or whose copy lapsed, never starts a new fetch.
 
 The token itself is never read here: provider-kubernetes patches it into the remote
-Secret from the XR namespace's Secret (decisions/sources.secret_object).
+Secret from the XR namespace's Secret (functions/k8s/job_mounts.py secret_object).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from fleetcache.functions.decisions.hydration_gate import (
 )
 from fleetcache.functions.decisions.pruning import Pruning, mounted_commits, plan_pruning, prune_in_flight, pruning_note
 from fleetcache.functions.decisions.resolution import pinned_manifest
-from fleetcache.functions.k8s import agent_job, objects
+from fleetcache.functions.k8s import agent_job, job_mounts, objects
 from fleetcache.functions.k8s.hydration_objects import (
     ACCESS_KEYS,
     MANIFEST_KEY,
@@ -68,6 +68,7 @@ from fleetcache.functions.k8s.hydration_objects import (
     volume_manifest,
 )
 from fleetcache.functions.node_tier import warmers
+from fleetcache.functions.node_tier.warmer_inputs import Hydration, VolumeTier
 from fleetcache.functions.views.fleet_cluster import ACCESS_MODES, FleetClusterView, fleet_cluster_requirement
 from fleetcache.functions.views.hydration import Phase, Serving, Use, bytes_from, progress_of, serving_of, usage_of
 
@@ -84,6 +85,7 @@ class HydrationSpec:
     cluster: str
     cache: str
     source: dict
+    origin: sources.Source  # spec.source, by kind (functions/decisions/sources.py)
     commit: str
     manifest_digest: str
     bytes: int
@@ -97,23 +99,21 @@ class HydrationSpec:
     ttl: datetime.timedelta | None  # spec.retention.ttlAfterLastUse; None: never lapses
     removal: dict | None  # spec.removal {since, until}: the cluster left the placement
     tier: str = "Volume"  # spec.tier: Node also warms the pool nodes (functions/node_tier/)
-
-    origin: sources.Source | None = None  # spec.source, by kind (functions/decisions/sources.py)
     mirror: dict | None = None  # spec.mirror {s3, onMissing, role}
 
     @property
-    def secret(self) -> sources.SecretRef | None:
+    def secret(self) -> job_mounts.SecretRef | None:
         """The origin's Secret the Job needs (Hub token, S3 keys)."""
-        return self.origin.secret if self.origin else None
+        return self.origin.secret
 
     @property
     def repo(self) -> str:
-        return self.origin.repo if self.origin else ""
+        return self.origin.repo
 
     @property
     def existing_volume(self) -> bool:
         """spec.source.volume: the user's claim is verified in place, never composed."""
-        return self.origin is not None and self.origin.kind == sources.VOLUME
+        return self.origin.kind == sources.VOLUME
 
 
 def read_spec(request: protocol.Request) -> HydrationSpec:
@@ -344,18 +344,18 @@ def compose_remote(request: protocol.Request, spec: HydrationSpec, cluster: Flee
             (TOKEN_KEY, "token", names.token, spec.secret),
             (MIRROR_SECRET_KEY, "mirror-secret", names.mirror_secret, mirror.secret(spec.mirror))):
         if ref is not None:
-            outcome.compose(key, sources.secret_object(
+            outcome.compose(key, job_mounts.secret_object(
                 names.object(what), remote_name, namespace, cluster.provider_config, ref,
                 labels), exists(request, key))
-            mounts.append(sources.secret_mount(what, remote_name, ref))
+            mounts.append(job_mounts.secret_mount(what, remote_name, ref))
     if spec.origin.pinned_manifest and pinned is not None:
-        remote(MANIFEST_KEY, "manifest", sources.manifest_configmap(
+        remote(MANIFEST_KEY, "manifest", job_mounts.manifest_configmap(
             names.manifest, namespace, pinned, labels), exists(request, MANIFEST_KEY))
-        mounts.append(sources.manifest_mount(names.manifest))
+        mounts.append(job_mounts.manifest_mount(names.manifest))
     if spec.existing_volume:
-        mounts.append(sources.claim_mount(spec.origin.fields["claimName"]))
+        mounts.append(job_mounts.claim_mount(spec.origin.fields["claimName"]))
     if seen.job_exists or not (seen.missing or seen.resize_refused):  # gate creation only
-        remote(names.job_key, names.job_key, sources.with_mounts(agent_job.agent_job_manifest(
+        remote(names.job_key, names.job_key, job_mounts.with_mounts(agent_job.agent_job_manifest(
             name=names.job, namespace=namespace, image=cluster.agent_image,
             args=fetch_args(spec, names, namespace), service_account=names.agent,
             labels=labels, policy=spec.policy,
@@ -444,19 +444,19 @@ def node_tier_status(request: protocol.Request, spec: HydrationSpec, names: Name
                      cluster: ClusterLookup, phase: Phase, gate: Gate,
                      outcome: protocol.Outcome) -> dict:
     """Tier Node: the pool nodes are warmed from this volume once it is Ready."""
-    fetched = request.required.get(FLEET_CLUSTER_KEY) or [None]
+    fetched = request.required.get(FLEET_CLUSTER_KEY)
     held = cluster.view is None or bool(cluster.reason) or gate.hold or gate.evicted
     modes = read.get_path(objects.remote_manifest(request.observed.get(VOLUME_KEY)),
                          "spec.accessModes")  # the PVC's modes once it exists, else as asked
     if not (isinstance(modes, list) and modes):
         modes = [spec.access_mode or (cluster.view.access_mode if cluster.view else "")]
-    volume = warmers.VolumeTier(
+    volume = VolumeTier(
         phase.phase, cluster.reason or phase.reason, composing=not held,
         problem=reasons.with_remedy(cluster.message, cluster.reason) if cluster.reason else "",
         shared="ReadWriteOnce" not in modes or "ReadWriteMany" in modes)
-    hydration = warmers.Hydration(
+    hydration = Hydration(
         request.namespace, request.name, spec.cache, spec.cluster,
         "" if spec.existing_volume else spec.repo, spec.commit,
         spec.manifest_digest, labels_for(spec.cache, spec.cluster))
-    return warmers.run(request, hydration, fetched[0], cluster.view, names.volume, volume,
+    return warmers.run(request, hydration, fetched[0] if fetched else None, cluster.view, names.volume, volume,
                          request.required.get(REPLICAS_KEY), outcome)

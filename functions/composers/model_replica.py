@@ -132,7 +132,7 @@ def read_spec(request: protocol.Request) -> ReplicaSpec:
         repo=model.get("repo", ""),
         revision=model.get("revision") or "main",
         commit=model.get("commit", ""),
-        cache=CacheMount.of(spec.get("cache")) if delivery in ("Cache", "Node") else None,
+        cache=CacheMount.of(spec["cache"]) if delivery in ("Cache", "Node") else None,
         hydration=spec.get("hydration", {}),
         engine_digest=spec.get("engineDigest", "") if delivery in RUNNING else "",
         node=node_delivery.NodeMount.of(spec["nodeCache"]) if delivery == "Node" else None,
@@ -298,7 +298,7 @@ def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protoco
     view = FleetClusterView.of(clusters[0]) if clusters and isinstance(
         clusters[0], Mapping) else None
     if view is None or not view.ready:
-        reason = reasons.ClusterNotFound if view is None else reasons.ClusterNotReady
+        reason: str = reasons.ClusterNotFound if view is None else reasons.ClusterNotReady
         objects.carry_over(request, outcome, REMOTE_KEYS)
         return Phase("Pending", reason, reasons.with_remedy(
             f"FleetCluster {spec.cluster} " + ("does not exist" if view is None
@@ -337,7 +337,7 @@ def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protoco
     return engine_phase(request, spec.cluster, name)
 
 
-def cache_usage(spec: ReplicaSpec) -> dict:
+def cache_usage(spec: ReplicaSpec, cache: CacheMount) -> dict:
     """A Crossplane Usage of the ModelCache by this replica: while a replica mounts the
     cache, Crossplane's admission webhook refuses to delete the ModelCache (and with it
     every volume), and replays the deletion once the last such replica is gone."""
@@ -348,7 +348,7 @@ def cache_usage(spec: ReplicaSpec) -> dict:
                      "labels": spec.labels},
         "spec": {
             "of": {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
-                   "resourceRef": {"name": spec.cache.model_cache}},
+                   "resourceRef": {"name": cache.model_cache}},
             "by": {"apiVersion": naming.API_VERSION, "kind": "ModelReplica",
                    "resourceRef": {"name": spec.name}},
             "replayDeletion": True,
@@ -360,7 +360,7 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     outcome = protocol.Outcome()
     spec = read_spec(request)
     if spec.cache is not None:  # Cache and Node read the cluster volume
-        outcome.compose(CACHE_USAGE_KEY, cache_usage(spec), ready=True)
+        outcome.compose(CACHE_USAGE_KEY, cache_usage(spec, spec.cache), ready=True)
     outcome.status = {"clusterName": spec.cluster, "delivery": spec.delivery}
     if spec.delivery_reason:
         outcome.status["deliveryReason"] = spec.delivery_reason

@@ -26,20 +26,18 @@ holding a hydration of it, whatever its state.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
+from fleetcache import messages, reasons, shapes
 from fleetcache.apis import specs
+from fleetcache.functions import quantities, read
+from fleetcache.functions.decisions import capacity
 from fleetcache.functions.k8s import selectors
-from fleetcache.functions import quantities
-from fleetcache.functions import read
 from fleetcache.functions.views import grant as grant_view
 from fleetcache.functions.views.fleet_cluster import FleetClusterView
 from fleetcache.functions.views.grant import CacheRow, Footprint, admission_digest
-from fleetcache import messages
-from fleetcache import reasons
-from fleetcache import shapes
-from fleetcache.functions.decisions import capacity
 
 LISTED = 500  # status.caches rows: the XRD's maxItems (about 350 kB of status at most)
 NAMED = 5  # clusters a message spells out
@@ -220,9 +218,9 @@ def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previou
     ordered = sorted({c.name: c for c in caches if c.name}.values(),
                      key=lambda c: (c.created, c.name))
     # What already holds room: every footprint admitted before, whatever happens to its edit.
-    ledger = Ledger({c.name: previous[c.name].footprint for c in ordered
-                     if c.name in previous and previous[c.name].digest
-                     and previous[c.name].footprint is not None})
+    held = [(c.name, previous[c.name].footprint) for c in ordered
+            if c.name in previous and previous[c.name].digest]
+    ledger = Ledger({name: footprint for name, footprint in held if footprint is not None})
     incumbents = {c.name for c in ordered if c.name in previous and previous[c.name].admitted
                   and previous[c.name].digest == c.digest}
     rows: dict[str, Row] = {}
@@ -254,10 +252,8 @@ def refusal(grant: Grant, cache: Cache) -> tuple[str, str]:
         return reasons.InvalidSpec, "spec.placement cannot be evaluated over the FleetClusters"
     outside = sorted(cache.targets - grant.clusters)
     if outside:
-        more = len(outside) - NAMED
-        named = ", ".join(outside[:NAMED]) + (f" and {more} more" if more > 0 else "")
         return reasons.OutsideGrant, f"{len(outside)} target cluster(s) are outside ModelCacheGrant " \
-                               f"{grant.name}: {named}"
+                               f"{grant.name}: {messages.named(outside, NAMED, each=None)}"
     if cache.pinned and not grant.allow_pinned:
         return reasons.PinningNotAllowed, f"spec.retention.pinned is true but ModelCacheGrant " \
                                     f"{grant.name} does not set spec.allowPinned"

@@ -15,7 +15,6 @@ from fleetcache.functions.decisions import retention
 from fleetcache.functions.decisions.obey_grant import Admission
 from fleetcache.functions.decisions.resolution import Resolution, not_found_message
 from fleetcache.functions.views.hydration import PHASES, ClusterReport
-from fleetcache.functions.views.model_cache import named
 
 LISTED_CLUSTERS = 100  # status.clusters and status.retained rows; the rest are in the hydrations
 
@@ -104,7 +103,7 @@ def fleet_conditions(reports: list[ClusterReport], resolution: Resolution, admit
 
     evicted_on = ""
     if evicted:
-        evicted_on = (f"evicted on {named([r.name for r in evicted])} to free room (re-warmed "
+        evicted_on = (f"evicted on {messages.named([r.name for r in evicted])} to free room (re-warmed "
                       "when a replica is placed there)")
     if not admitted.admitted and (resolved or admitted.reason == reasons.GrantNotFound):
         outcome.condition("Progressing", admitted.reason == reasons.AwaitingGrant, admitted.reason,
@@ -147,7 +146,7 @@ def fleet_conditions(reports: list[ClusterReport], resolution: Resolution, admit
     failures = [r for r in reports if r.phase == "Failed"]
     failed_on = ""
     if failures:
-        failed_on = f"hydration failed on {named([f'{r.name} ({r.reason})' for r in failures])}"
+        failed_on = f"hydration failed on {messages.named([f'{r.name} ({r.reason})' for r in failures])}"
     if missing:
         message = not_found_message(missing)
         outcome.condition("Degraded", True, reasons.ClusterNotFound,
@@ -182,7 +181,7 @@ def report_lapsed(reports: list[ClusterReport], available: bool, lapsed: bool,
         copies = "1 copy" if len(gone) == 1 else f"{len(gone)} copies"
         outcome.condition("Lapsed", True, reasons.Lapsed,
                           f"{copies} lapsed (no replica mounted it for "
-                          f"spec.retention.ttlAfterLastUse {ttl}) and evicted, on {named(gone)}; "
+                          f"spec.retention.ttlAfterLastUse {ttl}) and evicted, on {messages.named(gone)}; "
                           "a replica placed on such a cluster warms it again")
         return
     if available:

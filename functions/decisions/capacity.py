@@ -27,14 +27,14 @@ see `allocates`.
 """
 
 from __future__ import annotations
-from fleetcache.functions import read
-from fleetcache.functions import times
 
 import datetime
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-
+from fleetcache import messages
+from fleetcache.functions import read, times
 
 LISTED = 256  # status.cache admitted / waiting / evicted: the XRD's maxItems
 NAMED = 5  # waiting copies named in a CapacityLow / NodeCapacityLow message
@@ -152,8 +152,7 @@ class Decision:
         if self.stuck:
             said.append(f"{where} and {unremovable}")
         if self.waiting:
-            more = len(self.waiting) - NAMED
-            names = ", ".join(self.waiting[:NAMED]) + (f" and {more} more" if more > 0 else "")
+            names = messages.named(self.waiting, NAMED, each=None)
             said.append(f"{len(self.waiting)} {waiting} wait for room ({names})"
                         + ("" if self.stuck else f"; {where}")
                         + (f"; {detail}" if detail else ""))
@@ -218,6 +217,6 @@ def still_evicted(copies: list[Copy], latched: set[str]) -> set[str]:
 def eviction_order(copies: Iterable[Copy]) -> list[Copy]:
     """Lapsed copies first, then least recently used; a copy with no use or ready time
     known goes last, and the name breaks ties."""
-    never = datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
+    never = datetime.datetime.max.replace(tzinfo=datetime.UTC)
     return sorted((c for c in copies if c.evictable),
                   key=lambda c: (not c.lapsed, c.last_used or never, c.key))

@@ -105,7 +105,7 @@ def node_or_volume(model: Model, tier: NodeTier, policy: Policy, cluster: str,
     choice = node_delivery.choose(tier, model.commit, policy.node, policy.switch_to_cache, here)
     if choice.delivery == "Cache":
         return Delivery("Cache", choice.reason, model.commit, choice.detail)
-    reverted = before.reverted_at if here == "Node" else ""
+    reverted = before.reverted_at if before is not None and here == "Node" else ""
     return Delivery("Node", choice.reason, model.commit, choice.detail,
                     node_delivery.node_cache_spec(tier, model.commit, model.manifest_digest,
                                                   policy.node, reverted))

@@ -145,9 +145,10 @@ def gate_of(request: protocol.Request, spec: Copy, cluster: ClusterLookup, job_e
             f"cluster {spec.cluster} left the placement of {spec.cache} (since "
             f"{spec.removal['since']}): no new fetch starts {where}; the copy keeps serving "
             f"what it holds until {spec.removal['until']}", reasons.LeftPlacement)), hold=True)
-    if use.lapsed:
+    if use.lapsed:  # latched: the ttl may be unset since
+        period = f" for {spec.ttl // datetime.timedelta(hours=1)}h" if spec.ttl is not None else ""
         return Gate(Phase("Pending", reasons.Lapsed, (
-            f"no replica used this copy {where} for {spec.ttl // datetime.timedelta(hours=1)}h "
+            f"no replica used this copy {where}{period} "
             "(spec.retention.ttlAfterLastUse), so it lapsed and fetches nothing new: place a "
             f"replica of {spec.cache} on {spec.cluster} to warm it again")), hold=True)
     started = capacity.started(reasons.reason_or_empty(request.status.get("phase")), serving)

@@ -15,12 +15,14 @@ manifest digest latched at resolve.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from fleetcache.functions import read
 from fleetcache import reasons
+from fleetcache.functions import read
 from fleetcache.functions.decisions import sources
+from fleetcache.functions.k8s import job_mounts
 
 PUBLISHER, READER = "Publisher", "Reader"
 DEFAULT_REGION = ""  # the group of the default mirror (spec.distribution.mirror.s3)
@@ -41,7 +43,7 @@ class Location:
         return str(self.s3.get("bucket", ""))
 
     @property
-    def secret(self) -> sources.SecretRef | None:
+    def secret(self) -> job_mounts.SecretRef | None:
         ref = self.s3.get("credentialsSecretRef")
         return sources.credentials(ref, sources.MIRROR_CREDENTIALS_MOUNT_PATH,
                                    f"{self.path}.credentialsSecretRef") \
@@ -208,7 +210,7 @@ def args(mirror_spec: Mapping) -> list[str]:
                     "--mirror-on-missing", str(mirror_spec.get("onMissing", "Origin")).lower()]
 
 
-def secret(mirror_spec: Mapping | None) -> sources.SecretRef | None:
+def secret(mirror_spec: Mapping | None) -> job_mounts.SecretRef | None:
     """The Secret a hydration's mirror fetch needs (its spec.mirror has one location)."""
     ref = read.get_path(mirror_spec, "s3.credentialsSecretRef")
     return sources.credentials(ref, sources.MIRROR_CREDENTIALS_MOUNT_PATH,

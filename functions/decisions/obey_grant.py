@@ -14,7 +14,7 @@ from fleetcache.functions import naming, protocol, quantities, read
 from fleetcache.functions.decisions import admission
 from fleetcache.functions.views import grant as grant_view
 from fleetcache.functions.views.fleet_cluster import FleetClusterView
-from fleetcache.functions.views.model_cache import named, read_resolved
+from fleetcache.functions.views.model_cache import read_resolved
 from fleetcache.functions.views.placement import Target
 
 ADMITTED = reasons.GrantAdmitted
@@ -86,7 +86,7 @@ def admission_of(request: protocol.Request, grant_name: str, grant: dict, resolv
     admitted_here = row.admitted and row.admitted_digest == digest
     outside = outside_grant(grant, targets, fleet)
     if admitted_here and outside:
-        return Admission(reasons.AwaitingGrant, f"{named(outside)} came to match spec.placement "
+        return Admission(reasons.AwaitingGrant, f"{messages.named(outside)} came to match spec.placement "
                                                 f"outside ModelCacheGrant {name}'s clusters since it "
                                                 "decided; nothing new is composed until it decides "
                                                 "again")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fleetcache import messages, reasons
 from fleetcache.functions import read
 from fleetcache.functions.decisions import sources
-from fleetcache.functions.views.model_cache import is_empty, latched_result, named, read_manifest, read_resolved
+from fleetcache.functions.views.model_cache import is_empty, latched_result, read_manifest, read_resolved
 
 
 @dataclass
@@ -26,8 +26,9 @@ def stands(latched: dict | None, origin: sources.Source) -> bool:
     """A latched result still answers this spec: the same source, something selected, and
     for an S3 prefix or a volume's file the pinned manifest every hydration needs (a status
     without it, or with a broken one, resolves again rather than strand the fleet)."""
-    return bool(latched) and latched["sourceDigest"] == origin.digest \
-        and not is_empty(latched) \
+    if not latched:
+        return False
+    return latched["sourceDigest"] == origin.digest and not is_empty(latched) \
         and ("manifest" in latched or not origin.pinned_manifest)
 
 
@@ -63,7 +64,7 @@ def empty_source(origin: sources.Source, source: dict, resolved: dict) -> Resolu
 
 
 def not_found_message(missing: list[str]) -> str:
-    return reasons.with_remedy(f"FleetCluster {named(missing)} named in "
+    return reasons.with_remedy(f"FleetCluster {messages.named(missing)} named in "
                                "spec.placement.clusterNames does not exist", reasons.ClusterNotFound)
 
 

@@ -9,16 +9,13 @@ the ModelCache itself is held by the Usage each Cache replica composes: design/d
 """
 
 from __future__ import annotations
-from fleetcache import reasons
-from fleetcache.functions import read
-from fleetcache.functions import times
 
 import datetime
 from dataclasses import dataclass
 from typing import Any
 
-
-
+from fleetcache import reasons
+from fleetcache.functions import read, times
 
 # Why a cluster that left the placement still keeps its copy (status.retained[].reason).
 MOUNTED, PINNED, AFTER_REMOVAL, STATUS_UNKNOWN = reasons.Mounted, reasons.Pinned, reasons.AfterRemoval, \

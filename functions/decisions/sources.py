@@ -1,33 +1,29 @@
 """Where the weights come from: each kind of spec.source (huggingFace, s3, volume) as the
 composers need it — what is resolved and how (resolve Job arguments, the claim it mounts),
 what a hydration runs (fetch, or verify of an existing volume), which Secret a Job needs
-(copied to the cluster only while the Job runs, mounted as files, never read here), the
-digest that says "the source changed, resolve again", and the pinned manifest an S3 prefix
-or a volume's manifest file resolves to (contract §D).
+(copied to the cluster only while the Job runs, mounted as files, never read here: the copy
+and the mounts are functions/k8s/job_mounts.py's), the digest that says "the source changed,
+resolve again", and the pinned manifest an S3 prefix or a volume's manifest file resolves to
+(contract §D).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
+from fleetcache.functions import naming, protocol, read
 from fleetcache.functions.k8s import agent_job
-from fleetcache.functions.k8s import objects
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import read
+from fleetcache.functions.k8s.job_mounts import MANIFEST_FILE, SOURCE_MOUNT_PATH, SecretRef
 from fleetcache.functions.views.model_cache import MANIFEST_LIMIT, read_manifest
 from fleetcache.manifest import SHA256, Entry, manifest_digest
-
 
 HUGGING_FACE, S3, VOLUME = "huggingFace", "s3", "volume"
 KINDS = (HUGGING_FACE, S3, VOLUME)
 CREDENTIALS_MOUNT_PATH = "/var/run/secrets/fleetcache/s3"
 MIRROR_CREDENTIALS_MOUNT_PATH = "/var/run/secrets/fleetcache/mirror"
-MANIFEST_MOUNT_PATH = "/etc/fleetcache/manifest"
-MANIFEST_FILE = f"{MANIFEST_MOUNT_PATH}/manifest.json"
-SOURCE_MOUNT_PATH = "/var/run/fleetcache/source"  # an existing volume, read-only
 DEFAULT_MANIFEST_FILE = ".fleetcache/manifest.json"
 ACCESS_KEY_ID, SECRET_ACCESS_KEY = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
 
@@ -41,17 +37,6 @@ def normalized(source: Mapping) -> dict:
 
 
 @dataclass(frozen=True)
-class SecretRef:
-    """A Secret of the XR's namespace a Job needs, and the keys copied from it: (key in the
-    user's Secret, key in the copy), mounted as files under mount_path."""
-
-    name: str
-    keys: tuple[tuple[str, str], ...]
-    mount_path: str
-    field: str  # the spec field that names it, for messages
-
-
-@dataclass(frozen=True)
 class Source:
     kind: str
     fields: dict
@@ -59,7 +44,7 @@ class Source:
     ignore: tuple[str, ...]
 
     @classmethod
-    def of(cls, source: Mapping) -> "Source":
+    def of(cls, source: Mapping) -> Source:
         """From a source normalized by read()."""
         kind = next(k for k in KINDS if k in source)
         return cls(kind, dict(source[kind]), tuple(source.get("allowPatterns", ())),
@@ -218,23 +203,7 @@ def s3_args(flag: str, location: Mapping) -> list[str]:
     return args
 
 
-# --- Secrets and mounts -------------------------------------------------------------------
-
-
-def secret_object(name: str, remote_name: str, namespace: str, provider_config: str,
-                  ref: SecretRef, labels: Mapping[str, str]) -> dict:
-    """The Secret on a remote cluster, each key patched in by provider-kubernetes from the
-    XR namespace's Secret, so no credential appears in any spec, status or response."""
-    if ref.keys == ((ref.keys[0][0], agent_job.TOKEN_SECRET_KEY),):
-        return objects.token_secret_object(name, remote_name, namespace, provider_config,
-                                       {"name": ref.name, "key": ref.keys[0][0]}, labels)
-    manifest = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": remote_name, "namespace": namespace, "labels": dict(labels)}}
-    references = [{"patchesFrom": {"apiVersion": "v1", "kind": "Secret", "name": ref.name,
-                                   "namespace": namespace, "fieldPath": f"data.{theirs}"},
-                   "toFieldPath": f"data.{ours}"} for theirs, ours in ref.keys]
-    return objects.remote_object(name, namespace, manifest, provider_config, references=references,
-                             labels=labels)
+# --- the Secret a source names ------------------------------------------------------------
 
 
 def secret_problem(request: protocol.Request, ref: SecretRef | None, requirement_key: str) -> str:
@@ -249,48 +218,6 @@ def secret_problem(request: protocol.Request, ref: SecretRef | None, requirement
     if missing:
         return f"Secret {request.namespace}/{ref.name} has no key {missing[0]!r} ({ref.field})"
     return ""
-
-
-@dataclass(frozen=True)
-class Mount:
-    name: str
-    volume: dict  # the pod volume without its name
-    path: str
-    read_only: bool = True
-
-
-def secret_mount(name: str, remote_name: str, ref: SecretRef) -> Mount:
-    items = [{"key": ours, "path": ours} for _, ours in ref.keys]
-    return Mount(name, {"secret": {"secretName": remote_name, "defaultMode": 0o440,
-                                   "items": items}}, ref.mount_path)
-
-
-def with_mounts(job: dict, mounts: list[Mount]) -> dict:
-    """The agent Job (kit.agent_job_manifest) with more volumes mounted into its container."""
-    pod = job["spec"]["template"]["spec"]
-    for mount in mounts:
-        pod["volumes"].append({"name": mount.name, **mount.volume})
-        pod["containers"][0]["volumeMounts"].append(
-            {"name": mount.name, "mountPath": mount.path, "readOnly": mount.read_only})
-    return job
-
-
-def claim_mount(claim: str) -> Mount:
-    """The user's existing volume, read-only: fleetcache never writes, resizes or prunes it."""
-    return Mount("source", {"persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-                 SOURCE_MOUNT_PATH)
-
-
-def manifest_mount(configmap: str) -> Mount:
-    return Mount("manifest", {"configMap": {"name": configmap}}, MANIFEST_MOUNT_PATH)
-
-
-def manifest_configmap(name: str, namespace: str, manifest: list[dict],
-                       labels: Mapping[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-            "data": {"manifest.json": json.dumps(manifest, sort_keys=True,
-                                                 separators=(",", ":"))}}
 
 
 # --- the pinned manifest ------------------------------------------------------------------

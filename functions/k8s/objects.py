@@ -3,7 +3,7 @@ provider saw there, and carrying an observed Object over unchanged."""
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from fleetcache.functions.k8s.agent_job import TOKEN_SECRET_KEY
 from fleetcache.functions.protocol import Outcome, Request

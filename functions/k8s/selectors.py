@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fleetcache.apis.specs import InputError
 from fleetcache.messages import shown
@@ -10,7 +11,7 @@ from fleetcache.messages import shown
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-def selector_matches(selector: Mapping, labels: Mapping[str, str], field_path: str) -> bool:
+def selector_matches(selector: Any, labels: Mapping[str, str], field_path: str) -> bool:
     """Kubernetes LabelSelector semantics; an empty selector matches everything."""
     if not isinstance(selector, Mapping):
         raise InputError(f"{field_path}: must be an object with matchLabels/matchExpressions")

@@ -41,7 +41,7 @@ def rollup(hydrations: Mapping[str, Any]) -> tuple[dict, list[ClusterNodes]]:
     """(status.nodeTier, the clusters with failed nodes in name order) over the target
     hydrations by cluster (None where none is observed yet)."""
     rows = [ClusterNodes.of(cluster, hydrations[cluster]) for cluster in sorted(hydrations)]
-    status = {k: sum(r.counts[k] for r in rows) for k in COUNTS}
+    status: dict[str, int | str] = {k: sum(r.counts[k] for r in rows) for k in COUNTS}
     status["readyClusters"] = sum(1 for r in rows if r.phase == "Ready")
     status["summary"] = f"{status['readyNodes']}/{status['desiredNodes']}"
     return status, [r for r in rows if r.counts["failedNodes"]]

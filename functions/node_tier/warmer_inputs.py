@@ -75,8 +75,11 @@ class NodeCache:
     @classmethod
     def of(cls, spec: Any) -> NodeCache | None:
         """None when the cluster has no spec.nodeCache."""
-        if spec is None:
-            return None
+        return None if spec is None else cls.of_set(spec)
+
+    @classmethod
+    def of_set(cls, spec: Any) -> NodeCache:
+        """A spec.nodeCache that is set (anything but None)."""
         if not isinstance(spec, Mapping):
             return cls(problem="spec.nodeCache is not an object")
         storage_class = spec.get("storageClassName")

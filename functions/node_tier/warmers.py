@@ -128,8 +128,9 @@ def run(request: protocol.Request, h: Hydration, fleet_cluster: dict | None,
     names = Names(h, pool_hash(node_cache.pool) if node_cache and node_cache.pool else "")
     verdict = blocked(request, h, cluster, node_cache, decision, volume)
     if verdict is None:
-        compose_objects(request, h, names, node_cache, cluster, volume_claim,
-                        kept_on_nodes(replicas, h), outcome)
+        if node_cache is not None and cluster is not None:  # always: blocked() said why not
+            compose_objects(request, h, names, node_cache, cluster, volume_claim,
+                            kept_on_nodes(replicas, h), outcome)
     elif verdict.reason in WAITS and volume.composing:
         objects.carry_over(request, outcome, [k for k in KEYS if k in request.observed])
     elif verdict.reason not in WAITS and not volume.problem:

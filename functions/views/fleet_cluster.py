@@ -3,8 +3,9 @@ capacity decisions compose-fleet-cluster publishes in status.cache."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from fleetcache.apis.specs import InputError
 from fleetcache.functions.k8s.agent_job import DEFAULT_AGENT_IMAGE

@@ -5,8 +5,9 @@ admission digest, for which footprint), and the admission digest both sides comp
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from fleetcache import messages
 from fleetcache.functions import naming, read

@@ -10,7 +10,7 @@ and what compose-model-cache-hydration writes into the status others read (`Phas
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from fleetcache import messages, reasons, shapes
@@ -101,7 +101,7 @@ def served_commits(hydrations: Iterable[dict | None], repo: str) -> list[str]:
     return [commit for commit, _ in ranked[:COMPARED_MAX]]
 
 
-def pinned_to(observed: dict | None, resolved: dict) -> bool:
+def pinned_to(observed: dict | None, resolved: Mapping) -> bool:
     """The hydration fetches exactly the resolved content: the commit and the manifest
     (the same commit with other patterns is other content)."""
     return (read.get_path(observed, "spec.commit") == resolved.get("commit")
@@ -234,7 +234,7 @@ def usage_of(measured: dict, status: dict) -> dict:
     """usedBytes and capacityBytes from the agent's last record (statvfs), else as latched:
     a finished Job's collected record does not erase a measurement. Absent until measured;
     0 is a measurement."""
-    usage = {}
+    usage: dict[str, int] = {}
     for key in ("usedBytes", "capacityBytes"):
         for source in (measured, status):
             value = read.as_int(source.get(key), -1) if key in source else -1
@@ -242,7 +242,7 @@ def usage_of(measured: dict, status: dict) -> dict:
                 usage[key] = value
                 break
     if "usedBytes" in usage:
-        usage["usedHuman"] = quantities.human_bytes(usage["usedBytes"])
+        return {**usage, "usedHuman": quantities.human_bytes(usage["usedBytes"])}
     return usage
 
 

@@ -1,8 +1,7 @@
 """What other composers read of a ModelCache: its spec as compose-model-cache accepts it, and
 status.resolved - the one commit, manifest and digest the fleet serves, which
 compose-model-cache latches (`latched_result`, from the agent's resolve record) and the
-hydrations, the deployments and the grant read (`read_resolved`). Also how its messages name
-clusters (`named`)."""
+hydrations, the deployments and the grant read (`read_resolved`)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from fleetcache.functions import quantities, read
 
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 MANIFEST_LIMIT = 2000  # files latched in status.resolved.manifest (the ModelCache stays small)
-NAMED_IN_MESSAGE = 10  # cluster names a condition message spells out
 
 
 def read_spec(spec: Any) -> dict:
@@ -135,10 +133,3 @@ def volume_bytes(resolved: dict, serving_commit: str) -> int:
         if row["commit"] == serving_commit and not row["missing"]:
             return resolved["bytes"] + row["bytes"] - row["sharedBytes"]
     return resolved["bytes"]
-
-
-def named(names: list[str]) -> str:
-    """Cluster names for a message: the first few, then how many more."""
-    shown = ", ".join(messages.clipped(n, 63) for n in names[:NAMED_IN_MESSAGE])
-    more = len(names) - NAMED_IN_MESSAGE
-    return f"{shown} and {more} more" if more > 0 else shown

@@ -46,7 +46,7 @@ class NodeTier:
         commit = tier.get("commit")
         return cls(
             phase=messages.clipped(tier.get("phase") or "Pending", 32),
-            commit=commit if shapes.is_label_value(commit) else "",
+            commit=commit if isinstance(commit, str) and shapes.is_label_value(commit) else "",
             claim_name=read.name_or_empty(claim),
             label_key=label if isinstance(label, str) and LABEL_KEY_SHAPE.match(label) else "",
             ready_nodes=max(0, read.as_int(tier.get("readyNodes"))),

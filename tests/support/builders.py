@@ -5,14 +5,13 @@ re-exported here, so every composer's tests build the same shapes.
 """
 
 from __future__ import annotations
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
 
 import copy
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-
+from fleetcache.functions import naming, protocol
+from fleetcache.functions.k8s import agent_job
 from tests.support.fleet import COMMIT, DIGEST, GIB, fleet_cluster, observed_object
 
 __all__ = [

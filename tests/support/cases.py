@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from fleetcache.functions.k8s import agent_job
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.volume import flat_commit_path
+from fleetcache.functions import naming, protocol
 from fleetcache.functions.composers import model_cache, model_cache_hydration
 from fleetcache.functions.decisions import sources
+from fleetcache.functions.k8s import agent_job
+from fleetcache.volume import flat_commit_path
 from tests.support import builders
-from tests.support.deployments import (NO_CACHE, REPLICA_ENGINE, cache_required, cache_row,
-                                       deployment, replica_xr)
-from tests.support.fleet import (GIB, fleet_cluster, grant, grant_admitting, model_cache_xr,
-                                 observed_hydration, with_resolved)
+from tests.support.deployments import NO_CACHE, REPLICA_ENGINE, cache_required, cache_row, deployment, replica_xr
+from tests.support.fleet import (
+    GIB,
+    fleet_cluster,
+    grant,
+    grant_admitting,
+    model_cache_xr,
+    observed_hydration,
+    with_resolved,
+)
 
 
 @dataclass(frozen=True)

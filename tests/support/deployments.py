@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleetcache.functions.k8s import agent_job
 from fleetcache.functions import naming
 from fleetcache.functions.composers import model_deployment
+from fleetcache.functions.k8s import agent_job
 from fleetcache.functions.views import model_replica as model_replica_view
 from tests.support.fleet import COMMIT, DIGEST, GIB
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fleetcache.functions import naming
-from fleetcache.functions import protocol
-from fleetcache.functions import read
-from fleetcache.functions.decisions import admission
+from fleetcache.functions import naming, protocol, read
 from fleetcache.functions.composers import model_cache
+from fleetcache.functions.decisions import admission
 
 COMMIT = "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9"
 DIGEST = "ab" * 32

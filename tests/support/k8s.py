@@ -10,19 +10,17 @@
 """
 
 from __future__ import annotations
-from fleetcache.apis import xrds
-from fleetcache.devtools import manifests
-from fleetcache.functions.k8s import objects
-from fleetcache.functions import protocol
-from fleetcache.functions import read
-from fleetcache import shapes
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import kubernetes_validate
 
-
-
+from fleetcache import shapes
+from fleetcache.apis import xrds
+from fleetcache.devtools import manifests
+from fleetcache.functions import protocol, read
+from fleetcache.functions.k8s import objects
 
 K8S_VERSION = "1.37"
 

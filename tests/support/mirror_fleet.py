@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
-from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools import render as rendering
+from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
 from fleetcache.devtools.simulation import Cluster
 from fleetcache.devtools.testhub.content import make_model

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from hypothesis import strategies as st
 

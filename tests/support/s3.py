@@ -88,7 +88,7 @@ def _reset(sock: socket.socket) -> None:
 class _Layer:
     """WSGI middleware in front of moto: credentials check, faults, byte counters."""
 
-    def __init__(self, server: "S3Server", app):
+    def __init__(self, server: S3Server, app):
         self.server, self.app = server, app
 
     def __call__(self, environ, start_response):
@@ -156,7 +156,7 @@ class S3Server:
         self.endpoint = ""
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> "S3Server":
+    def start(self) -> S3Server:
         app = _Layer(self, DomainDispatcherApplication(create_backend_app))
         self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_QuietHandler)
         host, port = self._server.server_address[:2]
@@ -176,7 +176,7 @@ class S3Server:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "S3Server":
+    def __enter__(self) -> S3Server:
         return self.start()
 
     def __exit__(self, *exc) -> None:

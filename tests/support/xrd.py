@@ -8,8 +8,8 @@ composed ModelCacheHydrations of a render, status written by a composer.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import yaml
 
