@@ -259,11 +259,11 @@ def main() -> None:
             if fatal:
                 print(f"{n:>8} {len(payload) / 1e6:>8.2f}M  fatal: {fatal[0][:110]}...")
                 continue
-            status = plane.plain(shape.desired.composite.resource).get("status")
+            status = server.from_struct(shape.desired.composite.resource).get("status")
             print(f"{n:>8} {len(payload) / 1e6:>8.2f}M "
                   f"{shape.ByteSize() / 1e6:>8.2f}M {len(json.dumps(status or {})) / 1e3:>7.1f}k")
             hydrations = sum(1 for d in shape.desired.resources.values()
-                             if plane.plain(d.resource).get("kind") == "ModelCacheHydration")
+                             if server.from_struct(d.resource).get("kind") == "ModelCacheHydration")
             assert hydrations == n, f"{hydrations} hydrations composed for {n} clusters"
             repeats = max(2, args.repeats if n <= 1000 else args.repeats // 2)
             floor, inproc, grpc_time, alone = best(timed_calls(payload, shape, stub, req), repeats)

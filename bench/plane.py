@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
 from fleetcache.devtools import render
@@ -103,30 +102,9 @@ def observed_ready(composed: dict, **status: Any) -> dict:
     return out
 
 
-def whole(value: Any) -> Any:
-    """Struct numbers arrive as floats; whole numbers back as ints, as the server gives them."""
-    if isinstance(value, dict):
-        return {k: whole(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [whole(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def plain(struct: Any) -> dict:
-    """A protobuf Struct as plain dicts, whole numbers as ints (what a composer sees)."""
-    return whole(resource.struct_to_dict(struct))
-
-
 def request_of(req: fnv1.RunFunctionRequest, now: datetime.datetime = NOW) -> protocol.Request:
-    """What the composer sees of `req` (fleetcache.functions.protocol.Request)."""
-    return protocol.Request(
-        composite=plain(req.observed.composite.resource),
-        observed={key: plain(item.resource) for key, item in req.observed.resources.items()},
-        required={key: [plain(item.resource) for item in items.items]
-                  for key, items in req.required_resources.items()},
-        now=now)
+    """What the composer sees of `req`, decoded as the server decodes it."""
+    return server.to_request(req, now)
 
 
 def composer_seconds(req: fnv1.RunFunctionRequest) -> float:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcache import messages, reasons
+from fleetcache import messages, reasons, shapes
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_deployment as api
 from fleetcache.functions import naming, protocol, read
@@ -46,7 +46,7 @@ from fleetcache.functions.views import placement
 from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
 from fleetcache.functions.views.hydration import report_of
 from fleetcache.functions.views.model_replica import Engine, Previous
-from fleetcache.functions.views.node_tier import DIGEST_SHAPE, NodeTier
+from fleetcache.functions.views.node_tier import NodeTier
 from fleetcache.functions.views.served_model import (
     Files,
     Model,
@@ -147,7 +147,7 @@ def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protoco
     from_hub = bool(hf) or bool(read.mapping_at(cache, "spec.source.volume.manifest.huggingFace"))
     return Model(repo, text_at(resolved, "revision") or text_at(hf, "revision") or "main",
                  text_at(resolved, "commit"), spec.cache_name, True, targets,
-                 digest if DIGEST_SHAPE.match(digest) else "", node_tiers,
+                 digest if shapes.is_sha256(digest) else "", node_tiers,
                  files, volumes, from_hub)
 
 

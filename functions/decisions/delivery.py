@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fleetcache import messages, reasons
+from fleetcache import messages, reasons, shapes
 from fleetcache.functions.decisions import node_delivery
 from fleetcache.functions.decisions.node_delivery import NodePolicy
 from fleetcache.functions.views.hydration import ClusterReport
 from fleetcache.functions.views.model_replica import Previous
-from fleetcache.functions.views.node_tier import DIGEST_SHAPE, NodeTier
+from fleetcache.functions.views.node_tier import NodeTier
 from fleetcache.functions.views.served_model import Model
 
 
@@ -124,7 +124,7 @@ def kept_on_node(row: ClusterReport, tier: NodeTier | None, policy: Policy,
             or before.node.get("claimName") != tier.claim_name:
         return None
     digest = before.node.get("manifestDigest")
-    if not isinstance(digest, str) or not DIGEST_SHAPE.match(digest):
+    if not shapes.is_sha256(digest):
         return None
     kept = node_delivery.node_cache_spec(tier, row.serving_commit, digest, policy.node,
                                          before.reverted_at)

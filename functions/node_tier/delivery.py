@@ -25,7 +25,7 @@ from fleetcache.apis import specs
 from fleetcache.functions import read, times
 from fleetcache.functions.k8s import agent_job
 from fleetcache.functions.node_tier.warmer_names import NODE_MOUNT, VOLUME_MOUNT
-from fleetcache.functions.views.node_tier import DIGEST_SHAPE, LABEL_KEY_SHAPE
+from fleetcache.functions.views.node_tier import LABEL_KEY_SHAPE
 from fleetcache.volume import repo_folder
 
 RUN_PATH = "/var/run/fleetcache"                    # emptyDir holding the link `select` writes
@@ -58,7 +58,7 @@ class NodeMount:
         if not shapes.is_label_value(value["commit"]):
             raise specs.InputError(f"{where}.commit must be a label value (a commit), not "
                                  f"{messages.shown(value['commit'])}")
-        if not DIGEST_SHAPE.match(value["manifestDigest"]):
+        if not shapes.is_sha256(value["manifestDigest"]):
             raise specs.InputError(f"{where}.manifestDigest must be 64 lowercase hex digits")
         reverted = value.get("revertedAt")
         if reverted and times.parse_time(reverted) is None:

@@ -14,7 +14,6 @@ from fleetcache import messages, reasons, shapes
 from fleetcache.functions import read
 
 LABEL_KEY_SHAPE = re.compile(r"^node-cache\.fleetcache\.dev/[0-9a-f]{16}$")
-DIGEST_SHAPE = re.compile(r"^[0-9a-f]{64}$")
 # Node tier phases in which the node PVC exists and nodes are (or will be) warmed.
 MOUNTABLE = ("Warming", "Ready", "Degraded")
 # Reasons of a node tier that will not warm on its own (the platform or the nodes must act).
