@@ -22,17 +22,17 @@ SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # an S3 bucket name; ".." in it is refused separately
 
 
-def is_dns_label(value: Any) -> bool:
+def is_dns_label(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and DNS_LABEL.fullmatch(value) is not None
 
 
-def is_object_name(value: Any) -> bool:
+def is_object_name(value: Any) -> TypeGuard[str]:
     """An RFC 1123 subdomain of at most 253 characters: what most Kubernetes objects are named."""
     return isinstance(value, str) and len(value) <= DNS_SUBDOMAIN_MAX \
         and DNS_SUBDOMAIN.fullmatch(value) is not None
 
 
-def is_label_value(value: Any) -> bool:
+def is_label_value(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and len(value) <= LABEL_VALUE_MAX and LABEL_VALUE.fullmatch(value) is not None
 
 
@@ -40,5 +40,5 @@ def is_resolved_commit(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and RESOLVED_COMMIT.fullmatch(value) is not None
 
 
-def is_sha256(value: Any) -> bool:
+def is_sha256(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and SHA256_HEX.fullmatch(value) is not None
