@@ -17,7 +17,7 @@ FOLDERS = ("agent", "apis", "bench", "compositions", "design", "devtools", "exam
            "functions", "package", "tests")
 # a path: a file with its extension, or a folder written with its trailing slash
 PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(FOLDERS)})/(?:[\w./*<>{{}},-]*\.\w+|[\w./*<>-]*/))(?![\w/])")
-MODULE = re.compile(r"(?<![\w.])(fleetcache(?:\.\w+)+)(?![\w/-])")  # not the API group fleetcache.dev/...
+MODULE = re.compile(r"(?<![\w.-])(fleetcache(?:\.\w+)+)(?![\w/-])")  # not the API group fleetcache.dev/...
 # `hydration.report_of`, `capacity.allocates()`, `reasons.Reason`: a module's short name, then a
 # name that can only be Python's (snake_case, UPPER_CASE, CamelCase, or called); a spec path
 # such as `storage.size` is none of these

@@ -1,9 +1,10 @@
 """Crossplane package metadata, Compositions and image build files.
 
-Nothing here can be built on these machines (no Docker engine, no crossplane CLI), so
-these tests check what a build and an install would rely on: the metadata's apiVersions,
-kinds and dependencies, that every Composition is one Pipeline step calling the one
-Function, and that every Dockerfile is multi-stage and runs as a non-root user.
+What a build and an install rely on, read from the sources: the metadata's apiVersions, kinds
+and dependencies, that every Composition is one Pipeline step calling the one Function, and
+that every Dockerfile is multi-stage and runs as a non-root user. The packages themselves are
+built and parsed back by tests/test_xpkg.py, and the images built and run by
+tests/package/ (make test-package).
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ def test_function_image_serves_fleetcache_function_on_9443():
     assert ("EXPOSE", "9443") in stage
 
 
-def test_package_readme_documents_the_builds_and_why_they_cannot_run_here():
+def test_package_readme_documents_the_release_and_the_install_by_digest():
     readme = (PACKAGE / "README.md").read_text()
-    assert "crossplane xpkg build" in readme and "docker build" in readme
-    assert "cannot be built" in readme
+    assert "make package" in readme and "make push-package" in readme
+    assert "crossplane xpkg install function" in readme and "@sha256:" in readme
