@@ -71,7 +71,8 @@ def closure(image: str) -> tuple[set[str], set[str]]:
     packages = package_dirs(image_project(image))
     modules = {}
     for name, folder in packages.items():
-        modules[name] = folder / "__init__.py"
+        if (folder / "__init__.py").exists():  # an XRD folder is a data-only package
+            modules[name] = folder / "__init__.py"
         for file in folder.glob("*.py"):
             if file.name != "__init__.py":
                 modules[f"{name}.{file.stem}"] = file

@@ -143,3 +143,14 @@ def test_every_folder_is_its_import_name():
     """One rule a newcomer can guess: `X/` is fleetcache.X, and `fleetcache/` is fleetcache."""
     for package, folder in PROJECT["package-dir"].items():
         assert package == ("fleetcache" if folder == "fleetcache" else f"fleetcache.{folder}")
+
+
+def test_every_folder_of_code_or_xrds_is_a_listed_package():
+    """A folder the build would find code or an XRD in, but that pyproject.toml does not list,
+    is left out of the images or installed with a setuptools warning."""
+    packages = set(PROJECT["packages"])
+    for package, folder in PROJECT["package-dir"].items():
+        for found in (ROOT / folder).rglob("*"):
+            if found.suffix == ".py" or found.name == "definition.yaml":
+                name = ".".join([package, *found.parent.relative_to(ROOT / folder).parts])
+                assert name in packages, f"add {name!r} to pyproject.toml's packages"
