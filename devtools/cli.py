@@ -42,9 +42,11 @@ EXIT_CANNOT_RENDER = 2
                    "(oldSelf), as the API server does on update.")
 @click.option("--include-context", is_flag=True, help="Print the pipeline context too.")
 @click.option("--address", help="Use a running function server instead of starting one.")
+@click.option("--tls-certs-dir", type=click.Path(),
+              help="Reach --address over mTLS with the ca.crt, tls.crt and tls.key here.")
 def render(xr: str, composition: str, observed: str | None, required: tuple[str, ...],
            xrd: tuple[str, ...], old: str | None, include_context: bool,
-           address: str | None) -> None:
+           address: str | None, tls_certs_dir: str | None) -> None:
     """Run XR's Composition pipeline against the real function server and print the YAML,
     only if the API server would accept the XR and everything composed.
 
@@ -52,7 +54,8 @@ def render(xr: str, composition: str, observed: str | None, required: tuple[str,
     code is 1 (also for a fatal result, printed with the output); 2 means render could not
     run (a missing file, bad YAML, a Composition for another kind, no function server)."""
     try:
-        outcome = render_checked(xr, composition, observed, required, xrd, old, address)
+        tls = rendering.TLSFiles.from_dir(tls_certs_dir) if tls_certs_dir else None
+        outcome = render_checked(xr, composition, observed, required, xrd, old, address, tls)
     except (documents.DocumentError, rendering.RenderError) as err:
         click.echo(f"fleetcache render: {err}", err=True)
         sys.exit(EXIT_CANNOT_RENDER)
@@ -69,7 +72,8 @@ def render(xr: str, composition: str, observed: str | None, required: tuple[str,
 
 
 def render_checked(xr: str, composition: str, observed: str | None, required: tuple[str, ...],
-                   xrd: tuple[str, ...], old: str | None, address: str | None
+                   xrd: tuple[str, ...], old: str | None, address: str | None,
+                   tls: rendering.TLSFiles | None = None
                    ) -> tuple[rendering.Rendered | None, list[rendering.Refusal]]:
     """The render, or what the API server would refuse: first in the inputs (then nothing is
     rendered, as no cluster would compose a refused XR), then in what was composed."""
@@ -95,7 +99,7 @@ def render_checked(xr: str, composition: str, observed: str | None, required: tu
         with_defaults(composite, xrds), compositions[0],
         [with_defaults(d, xrds) for d in observed_docs],
         [with_defaults(d, xrds) for d in required_docs],
-        address=address,
+        address=address, tls=tls,
     )
     return result, rendering.refusals(without_conditions(result.composite), xrds) + \
         rendering.composed_refusals(result.resources, xrds)

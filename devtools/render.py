@@ -60,6 +60,16 @@ class TLSFiles:
     cert: bytes
     key: bytes
 
+    @classmethod
+    def from_dir(cls, directory: str | Path) -> TLSFiles:
+        """The files as Crossplane mounts a function's client certificates: ca.crt, tls.crt, tls.key."""
+        folder = Path(directory)
+        missing = [name for name in ("ca.crt", "tls.crt", "tls.key") if not (folder / name).is_file()]
+        if missing:
+            raise RenderError(f"--tls-certs-dir {messages.shown(str(directory))} lacks {', '.join(missing)}")
+        return cls((folder / "ca.crt").read_bytes(), (folder / "tls.crt").read_bytes(),
+                   (folder / "tls.key").read_bytes())
+
 
 class InProcessServer:
     """The real gRPC server and servicer on 127.0.0.1, served from one background event loop.
