@@ -27,7 +27,8 @@ def stages() -> list[list[tuple[str, str]]]:
         keyword, _, rest = line.partition(" ")
         if keyword.upper() == "FROM":
             result.append([])
-        result[-1].append((keyword.upper(), rest.strip()))
+        if result:  # a global ARG (before the first FROM) belongs to no stage
+            result[-1].append((keyword.upper(), rest.strip()))
     return result
 
 
