@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint test-slow bench models lock clean
+.PHONY: demo test lint test-slow bench models lock clean package test-package push-package
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleetcache needs Python 3.11 or newer")'
@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/fleetcache demo
 
 test: lint
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow and not package"
 
 # One style (ruff) over everything, and the types (mypy) over the package as it is imported:
 # mypy cannot follow the package-dir remap (`agent/` is fleetcache.agent), so the folders are
@@ -57,6 +57,36 @@ models: $(STAMP)
 
 lock: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^-e' > constraints.txt
+
+# The release, built here with no Docker engine and no crossplane CLI (design/packages.md): both
+# images with buildah on locally bootstrapped Debian 12 bases (the Debian tools install
+# themselves), both xpkgs around them, all four pushed to a loopback registry and pulled back
+# by digest. Outputs in build/package/, each beside its <file>.digest.
+PACKAGE := build/package
+PACKAGE_OUTPUTS := $(addprefix $(PACKAGE)/,agent.tar function-runtime.tar function-fleetcache.xpkg configuration-fleetcache.xpkg)
+package: $(STAMP)
+	$(BIN)/python -m fleetcache.devtools.package.images --out $(PACKAGE)
+	$(BIN)/python -m fleetcache.devtools.package.xpkg function --runtime $(PACKAGE)/function-runtime.tar \
+		--out $(PACKAGE)/function-fleetcache.xpkg
+	$(BIN)/python -m fleetcache.devtools.package.xpkg configuration \
+		--function-digest "$$(cat $(PACKAGE)/function-fleetcache.xpkg.digest)" --out $(PACKAGE)/configuration-fleetcache.xpkg
+	$(BIN)/python -m fleetcache.devtools.package.registry roundtrip $(PACKAGE)
+
+# Run what was built: the images unpacked and started as uid 65532 on a read-only root, the
+# xpkgs parsed back (tests/package/). Builds first when an output is missing.
+test-package: $(STAMP)
+	@for f in $(PACKAGE_OUTPUTS); do test -f $$f || { $(MAKE) package && break; }; done
+	$(BIN)/python -m pytest -q -m package tests/package
+
+# Push the released artifacts (make push-package REGISTRY=ghcr.io/fleetcache VERSION=v0.1.0),
+# with the credentials of `skopeo login REGISTRY-HOST`; package/README.md has the release.
+REGISTRY ?= ghcr.io/fleetcache
+VERSION  ?=
+push-package: $(STAMP)
+	@test -n "$(VERSION)" || { echo "make push-package needs VERSION=vX.Y.Z" >&2; exit 2; }
+	@for f in $(PACKAGE_OUTPUTS); do test -f $$f || { $(MAKE) package && break; }; done
+	$(BIN)/python -m fleetcache.devtools.package.registry push --registry $(REGISTRY) --version $(VERSION) \
+		--folder $(PACKAGE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
