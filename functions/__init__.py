@@ -1,1 +1,2 @@
-"""Crossplane composition functions: one composer module per kind, and the shared kit."""
+"""Crossplane composition functions: the gRPC edge, one composer per kind, and below them the
+views, decisions and Kubernetes objects they share (design/layout.md, layer 3a)."""
