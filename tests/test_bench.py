@@ -47,3 +47,9 @@ def test_agent_throughput_prints_the_agent_to_floor_and_hf_ratios_of_every_mode(
     assert len(lines_matching(rf"ratio agent/floor, marginal CPU per GiB from \S+ MiB to \S+ MiB: {MEDIAN}",
                               out)) == 1
     assert len(lines_matching(rf"ratio agent/floor, CPU per verified GiB at \S+ MiB: {MEDIAN}", out)) == 2
+
+
+def test_concurrent_calls_prints_the_threaded_to_inline_ratios_of_one_burst():
+    out = smoke("concurrent_calls.py")
+    assert lines_matching(rf"ratio threaded/inline: small p50 {RATIO}, small p99 {RATIO}, "
+                          rf"big p50 {RATIO}, wall {RATIO} \(best of 1\)", out)
