@@ -29,6 +29,7 @@ from fleetcache.agent.cli_options import (
     check_repo,
     check_revision,
     globs,
+    make_dest,
     need_repo,
     no_hub_repo,
     parse_quantity,
@@ -247,6 +248,7 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
         repo = location.repo
         listing, entries = pinned_listing(repo, manifest, commit, pinned_digest)
         source = S3Source(client, manifest)
+    make_dest(dest_path)  # only now: a listing refused writes nothing, not even --dest
     layout = fetch_layout(layout_name, dest_path, repo, listing.commit)
     if mirror is not None:
         source = MirrorSource(source, mirror, repo, listing.commit, manifest_digest(entries), entries,
@@ -321,8 +323,8 @@ def _mirror_config(bucket, prefix, region, endpoint, credentials_dir, role, on_m
 
 @click.command()
 @click.option("--dest", required=True)
-@click.option("--repo")
-@click.option("--revision")
+@click.option("--repo", help="ORG/NAME, the repo fetched into --dest  [required; not with --manifest-file]")
+@click.option("--revision", help="the ref or commit fetched (default: the only commit under --dest, else main)")
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
 @click.option("--layout", "layout_name", help="flat: an existing volume checked in place (spec.source.volume)")
 @click.option("--manifest-file", help="flat: the pinned manifest to check against")
@@ -351,11 +353,11 @@ def verify(dest, repo, revision, termination_log, layout_name, manifest_file, pi
             entries = manifest_entries(read_volume_manifest(Path(manifest_file)))
         else:
             client = _client(endpoint, read_token(token_file), progress)
-            _, entries = _listing(client, check_repo(need_repo(repo)), check_revision(revision or "main"),
-                                  allow, ignore)
+            _, entries = _listing(client, check_repo(need_repo(repo, "or --manifest-file")),
+                                  check_revision(revision or "main"), allow, ignore)
         click.echo(json.dumps(verify_in_place(dest_path, entries, pinned_digest), sort_keys=True))
         return
-    check_repo(need_repo(repo))
+    check_repo(need_repo(repo, "the repo fetched into --dest"))
     click.echo(json.dumps({**run_verify(dest_path, repo, revision), **volume_usage(dest_path)}, sort_keys=True))
 
 

@@ -66,7 +66,12 @@ def _usage_error(argv: list[str], err: click.UsageError) -> AgentError:
     if progress_file and context["progress"] is None:
         open_progress({"resolve": RESOLVE_FIELDS, "prune": PRUNE_FIELDS}.get(argv[0] if argv else "", FETCH_FIELDS),
                       progress_file, None)
-    return AgentError(reasons.InvalidConfiguration, err.format_message())
+    if isinstance(err, click.exceptions.NoArgsIsHelpError):  # click's answer would be the whole help
+        return AgentError(reasons.InvalidConfiguration, f"no command given: run one of "
+                                                        f"{', '.join(main_group.commands)} (fleetcache-agent --help)")
+    command = " ".join(["fleetcache-agent", *argv[:1]]) if argv and argv[0] in main_group.commands \
+        else "fleetcache-agent"
+    return AgentError(reasons.InvalidConfiguration, f"{err.format_message().rstrip('.')} (see `{command} --help`)")
 
 
 def _report(reason: str, message: str, code: int) -> int:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import click
 
 from fleetcache import quantity, reasons
-from fleetcache.agent.errors import AgentError
+from fleetcache.agent.errors import AgentError, os_reason
 from fleetcache.agent.mirror import ORIGIN
 from fleetcache.shapes import S3_BUCKET, SHA256_HEX, is_resolved_commit
 
@@ -24,6 +24,7 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 _S3_REPO = re.compile(rf"s3/{S3_BUCKET.pattern}(?:/[\w.=+-]+)*")
 _REPO = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
+DEST_FIX = "pass a directory (in a cluster, the cache volume's mount path)"
 
 
 def bad(flag: str, why: str) -> AgentError:
@@ -57,14 +58,30 @@ def check_revision(revision: str, flag: str = "--revision") -> str:
 
 
 def check_dest(dest: str) -> Path:
-    """The volume root must be a directory, or not exist yet below one (the agent creates it)."""
+    """The volume root must be a directory, or not exist yet below one (the agent creates it).
+    An empty value is refused rather than read as the working directory."""
+    if not dest:
+        raise bad("--dest", f"is empty: {DEST_FIX}")
     path = Path(dest)
-    for existing in (path, *path.parents):
-        if existing.exists() or existing.is_symlink():
-            if not existing.is_dir():
-                raise bad("--dest", f"{str(existing)!r} is not a directory: pass the cache volume's mount path")
-            return path
+    try:
+        for existing in (path, *path.parents):
+            if existing.exists() or existing.is_symlink():
+                if not existing.is_dir():
+                    raise bad("--dest", f"{str(existing)!r} is not a directory: {DEST_FIX}")
+                return path
+    except OSError as err:  # a name too long, a directory it may not search
+        raise bad("--dest", f"cannot look up {str(path)!r}: {os_reason(err)}: {DEST_FIX}") from None
     return path
+
+
+def make_dest(path: Path) -> None:
+    """--dest of a command that writes, created (with its parents) before its first write, so
+    a path the agent cannot use is refused by name."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise bad("--dest", f"cannot create {str(path)!r}: {os_reason(err)}: pass a directory the agent can "
+                            "create and write (in a cluster, the cache volume's mount path)") from None
 
 
 def check_endpoint(endpoint: str) -> str:
@@ -74,9 +91,10 @@ def check_endpoint(endpoint: str) -> str:
     return endpoint
 
 
-def need_repo(repo: str | None) -> str:
+def need_repo(repo: str | None, otherwise: str = "or --s3-bucket for an S3 source") -> str:
+    """--repo, which a command requires unless `otherwise` (another flag) names the content."""
     if repo is None:
-        raise bad("--repo", "missing: give ORG/NAME (or --s3-bucket for an S3 source)")
+        raise bad("--repo", f"missing: give ORG/NAME ({otherwise})")
     return repo
 
 

@@ -30,17 +30,21 @@ log = logging.getLogger("fleetcache.agent")
 
 MAX_REDIRECTS = 5
 MAX_RETRY_AFTER = 60.0
+QUICK_ATTEMPTS = 3  # a connection refused or a name that does not resolve: tried again briefly, then the Job's turn
 READ_TIMEOUT = 30.0  # seconds without a byte before a stream counts as hung and is retried
 CONNECT_TIMEOUT = 10.0
 
 
 class Retryable(Exception):
-    """A transient failure; becomes `final` (17 or 18) once retries are exhausted."""
+    """A transient failure; becomes `final` (17 or 18) once retries are exhausted. A `quick` one
+    answered at once and will answer the same for a while (nothing listens, no such name): it
+    gets a few short retries, and the Job's next pod is what waits longer."""
 
-    def __init__(self, final: AgentError, retry_after: float | None = None):
+    def __init__(self, final: AgentError, retry_after: float | None = None, quick: bool = False):
         super().__init__(final.what)
         self.final = final
         self.retry_after = retry_after
+        self.quick = quick
 
 
 @dataclass(frozen=True)
@@ -58,10 +62,10 @@ class RetryPolicy:
         base = float(os.environ.get("FLEETCACHE_RETRY_BASE_DELAY", cls.base_delay))
         return cls(base_delay=base, max_delay=max(base, cls.max_delay * base / cls.base_delay))
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
+    def delay(self, attempt: int, retry_after: float | None, quick: bool = False) -> float:
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER)
-        return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
+        return random.uniform(0, self.base_delay if quick else min(self.max_delay, self.base_delay * 2**attempt))
 
     def run(self, action, what: str, abort: threading.Event | None = None):
         """Call `action()` until it succeeds, raises a permanent error, or attempts run out."""
@@ -69,12 +73,13 @@ class RetryPolicy:
             try:
                 result = action()
             except Retryable as err:
-                if attempt == self.attempts - 1:
+                attempts = min(self.attempts, QUICK_ATTEMPTS) if err.quick else self.attempts
+                if attempt >= attempts - 1:
                     raise err.final from None
-                pause = self.delay(attempt, err.retry_after)
+                pause = self.delay(attempt, err.retry_after, err.quick)
                 log.warning("retrying %s in %.2fs after: %s", what, pause, err.final.what)
                 if self.report:
-                    self.report(f"retrying {what} (attempt {attempt + 2} of {self.attempts}) after: "
+                    self.report(f"retrying {what} (attempt {attempt + 2} of {attempts}) after: "
                                 f"{err.final.what}")
                 if (abort or threading.Event()).wait(pause):  # another worker failed: stop waiting
                     raise err.final from None
@@ -123,14 +128,31 @@ def classify(status: int, headers, what: str, has_token: bool) -> Exception | No
 
 
 def describe(err: BaseException) -> str:
-    """A network failure in a few words; a timeout says so, as it is what a hung endpoint looks like."""
+    """A network failure in a few words: a connection never made says why (refused, the name does
+    not resolve) before a timeout says so, as urllib3 files both under its timeouts."""
+    if isinstance(err, urllib3.exceptions.NewConnectionError):
+        where = f"{err.conn.host}:{err.conn.port}"
+        cause = err.__cause__
+        if isinstance(err, urllib3.exceptions.NameResolutionError):
+            said = cause.strerror if isinstance(cause, OSError) and cause.strerror else "no address"
+            return f"the name {err.conn.host} does not resolve ({said})"
+        if isinstance(cause, ConnectionRefusedError):
+            return f"connection refused by {where}"
+        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
+            return f"cannot connect to {where} ({cause.strerror or type(cause).__name__})"
     if isinstance(err, (urllib3.exceptions.TimeoutError, TimeoutError)):
         return f"no answer within the timeout ({type(err).__name__})"
     return type(err).__name__
 
 
+def refused(err: BaseException) -> bool:
+    """A connection refused, or a name that does not resolve: answered at once, not a hung endpoint."""
+    return isinstance(err, urllib3.exceptions.NameResolutionError) or (
+        isinstance(err, urllib3.exceptions.NewConnectionError) and isinstance(err.__cause__, ConnectionRefusedError))
+
+
 def unreachable(what: str, err: BaseException) -> Retryable:
-    return Retryable(AgentError(reasons.SourceUnreachable, f"{what}: {describe(err)}"))
+    return Retryable(AgentError(reasons.SourceUnreachable, f"{what}: {describe(err)}"), quick=refused(err))
 
 
 def connection_pool(num_pools: int, pool_size: int, timeout: float) -> urllib3.PoolManager:

@@ -162,6 +162,8 @@ def classify_boto(err: Exception, what: str) -> Exception:
         return AgentError(reasons.AuthFailed, f"{what}: no S3 credentials; set credentialsSecretRef")
     if isinstance(err, botocore.exceptions.ParamValidationError):
         return AgentError(reasons.InvalidConfiguration, f"{what}: {err}")
+    if isinstance(err, botocore.exceptions.EndpointConnectionError):  # says why through urllib3's error
+        return unreachable(what, err.kwargs.get("error", err))
     return unreachable(what, err)
 
 

@@ -20,8 +20,15 @@ from fleetcache.agent.layouts import open_layout
 from fleetcache.agent.plan import Listing, resolved_record, select
 from fleetcache.agent.sources import manifest_commit, manifest_entries, parse_manifest
 from fleetcache.manifest import Entry, manifest_digest
+from fleetcache.messages import named
 
 log = logging.getLogger("fleetcache.agent")
+
+
+# verify's remedy when there is nothing complete to verify: the table's (invalid arguments)
+# would mislead, as nothing was.
+NOT_FETCHED = ("Run (or finish) `fleetcache-agent fetch` with the same --dest, --repo and --revision first: it "
+               "resumes what an interrupted fetch left. Then verify.")
 
 
 def find_manifests(dest: Path, repo: str, revision: str | None) -> list[dict]:
@@ -34,7 +41,10 @@ def find_manifests(dest: Path, repo: str, revision: str | None) -> list[dict]:
     commit = revision if revision in commits else state.resolve_ref(revision)
     manifests = state.read_manifests(commit) if commit else []
     if not manifests:
-        raise AgentError(reasons.InvalidConfiguration, f"no completed fetch of {repo}@{revision} under --dest")
+        held = f" (it holds {named(commits)}: pass one as --revision)" if commits else ""
+        raise AgentError(reasons.InvalidConfiguration,
+                         f"nothing to verify: --dest {dest} holds no completed fetch of {repo}@{revision}{held}",
+                         remedy=NOT_FETCHED)
     return manifests
 
 

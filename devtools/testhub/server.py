@@ -19,6 +19,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -110,10 +111,10 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def __init__(self, hub: TestHub, role: str):
+    def __init__(self, hub: TestHub, role: str, port: int = 0):
         self.hub = hub
         self.role = role
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
     def handle_error(self, request, client_address) -> None:
         """A client hanging up (a killed agent, a reset test) is normal here, not worth a traceback."""
@@ -147,7 +148,8 @@ class TestHub:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, tree_page_size: int = 1000):
+    def __init__(self, tree_page_size: int = 1000, port: int = 0):
+        self.port = port  # the hub's (0: any free one); the CDN always takes any free one
         self.repos: dict[str, Repo] = {}
         self.tokens: dict[str, set[str]] = {}
         self.faults: list[Fault] = []
@@ -159,8 +161,8 @@ class TestHub:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> TestHub:
-        for role in ("hub", "cdn"):
-            server = _Server(self, role)
+        for role, port in (("hub", self.port), ("cdn", 0)):
+            server = _Server(self, role, port)
             threading.Thread(target=server.serve_forever, args=(0.05,), name=f"testhub-{role}", daemon=True).start()
             self._servers.append(server)
         return self
@@ -189,7 +191,7 @@ class TestHub:
     def add_repo(
         self,
         name: str,
-        files: dict[str, Content | bytes],
+        files: Mapping[str, Content | bytes],
         revision: str = "main",
         private: bool = False,
         gated: bool = False,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
+from pathlib import Path
 
 import pytest
 
 from fleetcache.agent.cli_options import parse_quantity
-from fleetcache.agent.errors import AgentError
-from tests.agent.conftest import REPO, run_agent
+from fleetcache.agent.errors import AgentError, from_os_error
+from tests.agent.conftest import REPO, fetch_args, run_agent
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -59,6 +61,44 @@ def test_a_bad_repo_name_exits_15(tmp_path):
 def test_a_missing_required_flag_exits_15():
     result = run_agent("fetch", "--repo", REPO)
     assert result.code == 15 and "--dest" in result.stderr
+
+
+def fetch_into(dest: str):
+    return run_agent("fetch", "--endpoint", "http://127.0.0.1:9", "--repo", REPO, "--dest", dest)
+
+
+def test_a_dest_the_agent_cannot_create_is_one_line_naming_it_and_the_system_reason(hub, tiny):
+    result = run_agent(*fetch_args(hub, Path("/proc/nope")))
+    assert result.code == 15 and result.stderr.count("\n") == 1
+    assert "--dest: cannot create '/proc/nope': No such file or directory (ENOENT)" in result.stderr
+
+
+def test_an_empty_dest_is_refused_not_read_as_the_working_directory():
+    result = fetch_into("")
+    assert result.code == 15 and "--dest: is empty" in result.stderr
+
+
+def test_a_dest_too_long_to_look_up_is_one_line_naming_it():
+    result = fetch_into("/tmp/" + "a" * 300)
+    assert result.code == 15 and result.stderr.count("\n") == 1
+    assert "--dest: cannot look up" in result.stderr and "File name too long (ENAMETOOLONG)" in result.stderr
+
+
+def test_a_dest_the_agent_may_not_write_names_the_path_and_the_system_reason():
+    failure = from_os_error(PermissionError(errno.EACCES, "Permission denied", "/v/.fleetcache"), "under --dest")
+    assert failure is not None and failure.code == 15
+    assert failure.what.startswith("cannot write under --dest (/v/.fleetcache): Permission denied (EACCES)")
+
+
+def test_an_unknown_flag_points_at_the_commands_help():
+    result = run_agent("fetch", "--bogus")
+    assert result.code == 15 and "No such option '--bogus' (see `fleetcache-agent fetch --help`)" in result.stderr
+
+
+def test_no_command_is_one_line_naming_the_commands():
+    result = run_agent()
+    assert result.code == 15 and result.stderr.count("\n") == 1
+    assert "no command given: run one of resolve, fetch, verify, prune" in result.stderr
 
 
 def test_hf_token_in_the_environment_is_ignored(hub, tmp_path):

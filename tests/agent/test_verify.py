@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from fleetcache.devtools.testhub import Fault
 from tests.agent.conftest import REPO, expected_bytes, fetch_args, run_agent, snapshot_dir
 
 SHARD = "model-00002-of-00002.safetensors"
@@ -102,6 +103,32 @@ def test_verify_checks_a_flat_layout(hub, tiny, tmp_path):
 
 def test_verify_without_a_completed_fetch_exits_15(tmp_path):
     assert verify(tmp_path).code == 15
+
+
+def test_verify_of_a_half_fetched_dest_says_to_run_or_finish_the_fetch_not_that_arguments_are_invalid(
+        hub, tiny, tmp_path):
+    hub.inject(Fault("status", host="cdn", times=None))  # the shards never arrive; the small files do
+    assert run_agent(*fetch_args(hub, tmp_path)).code == 17
+    result = verify(tmp_path)
+    assert result.code == 15 and "invalid arguments" not in result.stderr
+    assert f"nothing to verify: --dest {tmp_path} holds no completed fetch of {REPO}@main. Run (or finish) " \
+           "`fleetcache-agent fetch` with the same --dest, --repo and --revision first" in result.stderr
+
+
+def test_verify_of_a_revision_not_fetched_names_the_commits_the_dest_holds(hub, tiny, tmp_path):
+    fetched(hub, tmp_path)
+    result = verify(tmp_path, "--revision", "v2")
+    assert result.code == 15 and f"@v2 (it holds {tiny}: pass one as --revision)" in result.stderr
+
+
+def test_verify_marks_repo_required_in_its_help():
+    shown = " ".join(run_agent("verify", "--help").stdout.split())
+    assert "--repo TEXT ORG/NAME, the repo fetched into --dest [required; not with --manifest-file]" in shown
+
+
+def test_verify_without_repo_names_the_flag_and_what_to_give(tmp_path):
+    result = run_agent("verify", "--dest", str(tmp_path))
+    assert result.code == 15 and "--repo: missing: give ORG/NAME (the repo fetched into --dest)" in result.stderr
 
 
 def test_verify_of_a_dest_that_is_a_file_exits_15_naming_dest(tmp_path):
