@@ -1,6 +1,6 @@
 """The README's troubleshooting table, made from the reasons registry (fleetcache/reasons.py)
 so that it cannot drift from what fleetcache reports: the exit codes first, then every other
-reason by name, each with where a user sees it and what to do.
+reason by name, each with when it is retried by itself, where a user sees it and what to do.
 
     .venv/bin/python -m fleetcache.devtools.docs     # rewrite the table in README.md
 """
@@ -20,11 +20,10 @@ def troubleshooting_markdown() -> str:
     rows = ["| reason | exit code | retried by itself? | where you see it | remedy |",
             "| --- | --- | --- | --- | --- |"]
     for row in exitcodes.EXIT_CODES:
-        rows.append(f"| {row.reason} | {row.code} | {'no' if row.permanent else 'yes'} | "
-                    f"{row.reason.where} | {row.remedy} |")
+        rows.append(f"| {row.reason} | {row.code} | {row.reason.retried} | {row.reason.where} | {row.remedy} |")
     for name, reason in sorted(reasons.REGISTRY.items()):
         if reason.exit_code is None:
-            rows.append(f"| {name} | — | — | {reason.where} | {reason.remedy} |")
+            rows.append(f"| {name} | — | {reason.retried or '—'} | {reason.where} | {reason.remedy} |")
     return "\n".join(rows)
 
 

@@ -38,6 +38,7 @@ from fleetcache.functions import server as function_server
 from fleetcache.functions.k8s import objects
 
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
+COMPOSITE_LABEL = "crossplane.io/composite"  # Crossplane's label naming a composed resource's XR
 MAX_REQUIREMENT_ROUNDS = 5
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # 5,000 clusters make a request of about 10 MB
 GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -320,7 +321,7 @@ def composed(composite: dict, key: str, desired: fnv1.Resource) -> dict:
     meta = res.setdefault("metadata", {})
     xr_meta = composite.get("metadata", {})
     meta.setdefault("annotations", {})[RESOURCE_NAME_ANNOTATION] = key
-    meta.setdefault("labels", {})["crossplane.io/composite"] = xr_meta.get("name", "")
+    meta.setdefault("labels", {})[COMPOSITE_LABEL] = xr_meta.get("name", "")
     if xr_meta.get("namespace") and "namespace" not in meta:
         meta["namespace"] = xr_meta["namespace"]
     meta["ownerReferences"] = [{
@@ -337,19 +338,33 @@ def dump(docs: list[dict]) -> str:
     return yaml.safe_dump_all(docs, sort_keys=True, explicit_start=True, width=100)
 
 
-def render(composite: dict, composition: dict, observed: list[dict], required: list[dict],
-           address: str | None = None, tls: TLSFiles | None = None) -> Rendered:
-    """Render against `address`, or against a fleetcache-function process started here.
-    A server that cannot be started, reached or run raises RenderError."""
+@dataclass(frozen=True)
+class Pipeline:
+    """One composite resource to render: the Composition that composes it and its observed
+    composed resources."""
+
+    composite: dict
+    composition: dict
+    observed: list[dict]
+
+
+def render(pipelines: list[Pipeline], required: list[dict], address: str | None = None,
+           tls: TLSFiles | None = None) -> list[Rendered]:
+    """Render each pipeline in turn against `address`, or against one fleetcache-function
+    process started here for all of them (starting one takes about 2 s). A server that
+    cannot be started, reached or run raises RenderError."""
+    if not pipelines:
+        return []
     try:
-        if address:
-            with channel_to(address, tls) as channel:
+        with contextlib.ExitStack() as stack:
+            if address:
+                channel = stack.enter_context(channel_to(address, tls))
                 wait_until_ready(channel, address)
-                return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite,
-                                    composition, observed, required)
-        with function_process() as started, channel_to(started) as channel:
-            return run_pipeline(grpcv1.FunctionRunnerServiceStub(channel), composite,
-                                composition, observed, required)
+            else:
+                channel = stack.enter_context(channel_to(stack.enter_context(function_process())))
+            stub = grpcv1.FunctionRunnerServiceStub(channel)
+            return [run_pipeline(stub, p.composite, p.composition, p.observed, required)
+                    for p in pipelines]
     except grpc.RpcError as err:
         raise RenderError(f"the function server at {address or 'a local process'} failed: "
                           f"{err.code().name}: {messages.clipped(err.details())}") from None
@@ -386,17 +401,36 @@ class Refusal:
                 f"{messages.clipped(self.violation.path or '<root>')}: {self.violation.message}")
 
 
-def check_composition_type(composition: Mapping, composite: Mapping) -> None:
-    """A Composition composes one kind; running it on another is what Crossplane never does."""
-    ref = (composition.get("spec") or {}).get("compositeTypeRef") or {}
-    wanted = (ref.get("apiVersion"), ref.get("kind"))
-    if wanted != (composite.get("apiVersion"), composite.get("kind")):
-        name = (composition.get("metadata") or {}).get("name")
+def composite_type(composition: Mapping) -> tuple[Any, Any]:
+    """(apiVersion, kind) of the composites a Composition composes."""
+    ref = read.mapping_at(composition, "spec.compositeTypeRef")
+    return ref.get("apiVersion"), ref.get("kind")
+
+
+def composition_name(composition: Mapping) -> str:
+    return str(read.mapping_at(composition, "metadata").get("name"))
+
+
+def composition_for(composite: Mapping, compositions: list[dict]) -> dict:
+    """The Composition Crossplane would run for `composite`: the one whose compositeTypeRef
+    names its apiVersion and kind. Several such are refused rather than guessed between."""
+    wanted = (composite.get("apiVersion"), composite.get("kind"))
+    matching = [c for c in compositions if composite_type(c) == wanted]
+    if len(matching) == 1:
+        return matching[0]
+    kind = f"{messages.shown(wanted[1])} ({messages.shown(wanted[0])})"
+    if matching:
+        raise RenderError(f"Compositions {messages.named([composition_name(c) for c in matching])} all compose "
+                          f"{kind}; pass only the one to render with")
+    if len(compositions) == 1:
+        ref_api, ref_kind = composite_type(compositions[0])
         raise RenderError(
-            f"Composition {messages.shown(name)} composes {messages.shown(ref.get('kind'))} "
-            f"({messages.shown(ref.get('apiVersion'))}), not {messages.shown(composite.get('kind'))} "
-            f"({messages.shown(composite.get('apiVersion'))}); pass the Composition whose "
+            f"Composition {messages.shown(composition_name(compositions[0]))} composes "
+            f"{messages.shown(ref_kind)} ({messages.shown(ref_api)}), not {kind}; pass the Composition whose "
             f"spec.compositeTypeRef names the XR's apiVersion and kind")
+    given = messages.named([f"{composition_name(c)} ({composite_type(c)[1]})" for c in compositions])
+    raise RenderError(f"no Composition given composes {kind} (given: {given}); add the one whose "
+                      f"spec.compositeTypeRef names the XR's apiVersion and kind with --composition")
 
 
 def refusals(obj: Mapping, xrds: Mapping[str, Xrd], old: Mapping | None = None

@@ -1,6 +1,6 @@
 """Every reason fleetcache reports, defined once: its name (the string conditions and statuses
 carry), where a user sees it, what to do about it, and for the agent's failures the exit code
-and whether the Job retries it (DESIGN §4).
+and when it is retried (DESIGN §4).
 
 Call sites name the entry (`reasons.HydrationFailed`), never a string: a `Reason` is the str
 of its name, so it goes into a condition or a status as it is. The README's troubleshooting
@@ -23,14 +23,18 @@ class Reason(str):
     remedy: str
     exit_code: int | None
     permanent: bool | None
+    retried: str  # when it runs again by itself ("" where that is no question)
 
     def __new__(cls, name: str, *, where: str, remedy: str, exit_code: int | None = None,
-                permanent: bool | None = None) -> Reason:
+                permanent: bool | None = None, retried: str | None = None) -> Reason:
         if not REASON_SHAPE.fullmatch(name) or name in REGISTRY:
             raise ValueError(f"reason {name!r} is not CamelCase or is defined twice")
         reason = super().__new__(cls, name)
         reason.where, reason.remedy = where, remedy
         reason.exit_code, reason.permanent = exit_code, permanent
+        if retried is None:
+            retried = "" if permanent is None else AFTER_TTL if permanent else WITHIN_JOB
+        reason.retried = retried
         REGISTRY[name] = reason
         return reason
 
@@ -74,6 +78,21 @@ PLACEMENT = "ModelDeployment `status.placements[].reason`"
 REPLICA = "ModelReplica `status.reason` and `status.message` (`kubectl describe modelreplica`)"
 NODE_TIER = "ModelCacheHydration `status.nodeTier.reason` (NODES column: ready/desired nodes)"
 
+# When a failed agent Job runs again (design/composers.md): a permanent exit code fails the
+# Job at once (podFailurePolicy), a transient one after spec.job.backoffLimit more pods; the
+# failed Job stays composed, Kubernetes deletes it ttlSecondsAfterFinished after it ended,
+# and provider-kubernetes then creates it again.
+AFTER_TTL = ("after the Job's TTL (spec.job.ttlSecondsAfterFinished, 1h by default): Kubernetes deletes the "
+             "failed Job and provider-kubernetes creates it again")
+WITHIN_JOB = ("yes, within the Job (spec.job.backoffLimit more pods, 3 by default); once they are spent, after "
+              "the Job's TTL (1h by default)")
+# Deleting the failed Job retries before its TTL. Its namespace on the cluster is the
+# ModelCache's, its labels functions/k8s/hydration_objects.py labels_for's.
+DELETE_HYDRATION_JOB = ("kubectl --context <cluster> -n <namespace> delete job -l "
+                        "fleetcache.dev/model-cache=<cache>,app.kubernetes.io/component=hydration")
+RETRY_NOW = (f"delete the failed Job on the target cluster to retry before its TTL ({DELETE_HYDRATION_JOB}); "
+             "provider-kubernetes creates it again at its next poll")
+
 
 # --- The agent's failures: the exit-code table (DESIGN §4)
 
@@ -99,7 +118,7 @@ DigestMismatch = Reason(
            "published. Check the mirror or proxy between the cluster and the source "
            "(spec.source.huggingFace.endpoint, spec.source.s3.endpoint); an S3 object overwritten since resolve "
            "needs its resolved content back, or versioning on the bucket so the pinned version stays readable. Then "
-           "delete the failed hydration's Job to retry.")
+           + RETRY_NOW + ".")
 InsufficientCapacity = Reason(
     "InsufficientCapacity", exit_code=13, permanent=True,
     where=AGENT,
@@ -139,11 +158,15 @@ RateLimited = Reason(
            "one cluster downloads.")
 CacheCorrupted = Reason(
     "CacheCorrupted", exit_code=19, permanent=True,
+    retried="no: only `fleetcache-agent verify`, run by hand, exits 19; a fetch repairs the files instead",
     where="`fleetcache-agent verify` (its exit code and last line); the next hydration fetch repairs the files "
           "instead of failing",
     remedy="Files on the cache volume no longer match the digests they were verified against (the volume changed "
-           "after hydration, not the source). The next fetch re-hashes them and downloads the corrupt ones again: "
-           "re-run the hydration (delete its Job). If it recurs, check the storage behind the volume.")
+           "after hydration, not the source). The next fetch on the volume re-hashes them and downloads the "
+           "corrupt ones again, so re-run the hydration: a Failed one fetches again after its Job's TTL, or sooner "
+           f"once you delete the Job on its cluster ({DELETE_HYDRATION_JOB}); a Ready one has no Job left: it "
+           "fetches with its next commit, or delete its ModelCacheHydration to recreate the volume and fetch it "
+           "whole. If it recurs, check the storage behind the volume.")
 MirrorIncomplete = Reason(
     "MirrorIncomplete", exit_code=20, permanent=True,
     where=AGENT,
@@ -156,10 +179,11 @@ SourceVolumeMismatch = Reason(
     where=AGENT,
     remedy="The existing volume named by spec.source.volume.claimName does not hold the files its manifest pins (the "
            "message names up to 5: missing, another size, or other bytes); fleetcache never writes that volume. Copy "
-           "the right files into it (at spec.source.volume.subPath), or fix the manifest, then delete the failed "
-           "hydration's Job to verify again.")
+           "the right files into it (at spec.source.volume.subPath), or fix the manifest, then "
+           + RETRY_NOW + ".")
 NodeCacheNotDedicated = Reason(
     "NodeCacheNotDedicated", exit_code=22, permanent=True,
+    retried="yes: the node's warmer (a DaemonSet pod, not a Job) checks again every minute",
     where="the hydration's `status.nodeTier.firstFailure` (node, reason, message) and that node's record in the "
           "`<cache>-node-status` ConfigMap",
     remedy="The node cache path is not the root of its own filesystem, so warming it would fill the node's root disk "
@@ -168,6 +192,8 @@ NodeCacheNotDedicated = Reason(
 # The agent's one reason that is not a failure: a signal stopped it (it exits 128 + the signal).
 Interrupted = Reason(
     "Interrupted",
+    retried="yes, within the Job: its next pod resumes (a drain or preemption does not count against "
+            "spec.job.backoffLimit)",
     where="ModelCacheHydration REASON or `status.message` (the last attempt's)",
     remedy="The agent was stopped (SIGINT/SIGTERM: a node drain, a deleted pod) and kept what it had verified; the "
            "Job's next attempt resumes. If it repeats, look for what evicts the pod.")
@@ -221,12 +247,12 @@ HydrationFailed = Reason(
     where="ModelCache `Degraded` condition; ModelReplica PHASE under `onHydrationFailure: Fail`; " + PLACEMENT,
     remedy="See the failed clusters' ModelCacheHydration status for the cause (kubectl get modelcachehydrations).")
 DeadlineExceeded = Reason(
-    "DeadlineExceeded",
+    "DeadlineExceeded", retried=AFTER_TTL,
     where="ModelCacheHydration REASON",
     remedy="The agent Job ran longer than spec.job.activeDeadlineSeconds: raise it, or check the cluster's bandwidth "
            "to the endpoint.")
 BackoffLimitExceeded = Reason(
-    "BackoffLimitExceeded",
+    "BackoffLimitExceeded", retried=AFTER_TTL,
     where="ModelCacheHydration REASON; the Job's pod logs",
     remedy="The agent Job failed more often than spec.job.backoffLimit; read the last progress record and the Job's "
            "pod logs.")

@@ -8,13 +8,17 @@ import ast
 import copy
 import json
 import pickle
+import re
 from pathlib import Path
 
 import pytest
 from google.protobuf import struct_pb2
 
 from fleetcache import exitcodes, reasons
+from fleetcache.agent import node_warm
+from fleetcache.apis import xrds
 from fleetcache.devtools import docs
+from fleetcache.functions.k8s import hydration_objects
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -60,6 +64,61 @@ def test_every_entry_is_named_as_the_reason_it_carries():
     entries = {name: value for name, value in vars(reasons).items() if isinstance(value, reasons.Reason)}
     assert all(name == value for name, value in entries.items())
     assert set(entries) == set(reasons.REGISTRY)
+
+
+# --- the retry column says what the Job, Kubernetes and provider-kubernetes do
+
+JOB_DEFAULTS = {path.rsplit(".", 1)[1]: node.get("default")
+                for path, node in xrds.walk_schema(xrds.load_xrds()["ModelCache"].schema)
+                if path.startswith("spec.job.")}
+# Failures that end a hydration Job: the permanent exit codes but verify's (19, run by hand)
+# and the node warmer's (22, a DaemonSet), and the two Kubernetes reports itself.
+FAILED_JOBS = sorted({str(row.reason) for row in exitcodes.EXIT_CODES if row.permanent}
+                     - {reasons.CacheCorrupted, reasons.NodeCacheNotDedicated}
+                     | {reasons.DeadlineExceeded, reasons.BackoffLimitExceeded})
+
+
+def retried_cell(reason: str) -> str:
+    return table_rows()[reason][2]
+
+
+@pytest.mark.parametrize("reason", FAILED_JOBS)
+def test_a_failed_job_is_retried_after_its_ttl_deletes_it_and_provider_kubernetes_recreates_it(reason):
+    cell = retried_cell(reason)
+    assert cell.startswith("after the Job's TTL (spec.job.ttlSecondsAfterFinished")
+    assert f"{JOB_DEFAULTS['ttlSecondsAfterFinished'] // 3600}h by default" in cell
+    assert "provider-kubernetes creates it again" in cell
+
+
+@pytest.mark.parametrize("row", [r for r in exitcodes.EXIT_CODES if not r.permanent], ids=lambda r: str(r.reason))
+def test_a_transient_failure_is_retried_within_the_job_then_after_its_ttl(row):
+    cell = retried_cell(row.reason)
+    assert cell.startswith("yes, within the Job (spec.job.backoffLimit more pods, "
+                           f"{JOB_DEFAULTS['backoffLimit']} by default)")
+    assert f"after the Job's TTL ({JOB_DEFAULTS['ttlSecondsAfterFinished'] // 3600}h by default)" in cell
+
+
+def test_corruption_found_by_verify_is_not_retried_since_only_a_hand_run_verify_reports_it():
+    assert retried_cell(reasons.CacheCorrupted).startswith("no: only `fleetcache-agent verify`, run by hand")
+
+
+def test_a_node_cache_that_is_not_dedicated_is_checked_again_by_its_warmer():
+    assert reasons.NodeCacheNotDedicated in node_warm.RECHECKED
+    assert retried_cell(reasons.NodeCacheNotDedicated).startswith("yes: the node's warmer")
+
+
+def test_a_remedy_that_deletes_a_job_gives_the_command_on_the_target_cluster():
+    deleting = [r for r in reasons.REGISTRY.values() if re.search(r"\bdelete\b[^.;]*\bJob\b", r.remedy)]
+    assert deleting, "no remedy deletes a Job"
+    for reason in deleting:
+        assert reasons.DELETE_HYDRATION_JOB in reason.remedy, reason
+
+
+def test_the_job_delete_command_selects_the_labels_the_hydration_jobs_carry():
+    command = reasons.DELETE_HYDRATION_JOB.replace("<cache>", "qwen3-0-6b")
+    assert command.startswith("kubectl --context <cluster> -n <namespace> delete job -l ")
+    selector = dict(pair.split("=") for pair in command.rsplit(" ", 1)[1].split(","))
+    assert selector.items() <= hydration_objects.labels_for("qwen3-0-6b", "gpu-east-1").items()
 
 
 def test_a_reason_is_defined_once():

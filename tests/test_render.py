@@ -382,14 +382,14 @@ def test_an_unreachable_address_exits_2_with_one_line(tmp_path, monkeypatch):
                    " check --address (host:port) and that fleetcache-function runs there\n")
 
 
-def test_an_xr_file_with_two_documents_exits_2(tmp_path):
+def test_an_xr_file_holding_the_same_composite_twice_exits_2(tmp_path):
     cache = yaml.safe_dump(example_cache())
     (tmp_path / "xr.yaml").write_text(cache + "---\n" + cache)
     code, _, err = run_cli(str(tmp_path / "xr.yaml"),
                            "--composition", str(ROOT / "compositions/modelcaches.yaml"))
     assert code == 2
-    assert err == (f"fleetcache render: {tmp_path / 'xr.yaml'}: must hold exactly one composite "
-                   f"resource, found 2\n")
+    assert err == (f"fleetcache render: {tmp_path / 'xr.yaml'}: holds fleetcache.dev/v1alpha1/ModelCache/default/"
+                   "qwen3-0-6b twice (kubectl apply would apply the second over the first); keep one\n")
 
 
 def test_requirements_are_answered_only_with_matching_resources():
@@ -422,3 +422,186 @@ def test_an_observed_resource_without_its_resource_name_exits_2(tmp_path):
     assert code == 2
     assert err == (f"fleetcache render: observed 'Object' {observed['metadata']['name']!r} has no "
                    f"{render.RESOURCE_NAME_ANNOTATION} annotation\n")
+
+
+# --- a file of several composite resources, as kubectl apply -f takes it -----------------------
+
+FLEET = ROOT / "examples/fleet/fleetclusters.yaml"
+REPLICA = "ModelReplica/qwen3-chat-0-b622c"
+
+
+def names_of(docs: list[dict], kind: str) -> list[str]:
+    return [d["metadata"]["name"] for d in docs if d["kind"] == kind]
+
+
+def write_all(path: Path, docs: list[dict]) -> str:
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def renamed(doc: dict, name: str) -> dict:
+    return {**doc, "metadata": {**doc["metadata"], "name": name}}
+
+
+def test_every_composite_of_a_multi_document_file_is_rendered_in_turn():
+    code, docs, err = run_cli(str(FLEET), "--composition", str(ROOT / "compositions/fleetclusters.yaml"))
+    assert (code, err) == (0, "")
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        (kind, name) for name in ("gpu-east-1", "gpu-east-2", "gpu-west-1")
+        for kind in ("FleetCluster", "ClusterProviderConfig")]
+
+
+def test_each_composite_s_block_opens_with_a_comment_naming_it():
+    result = CliRunner().invoke(cli.main, ["render", str(FLEET), "--composition", str(ROOT / "compositions")])
+    headers = [line for line in result.stdout.splitlines() if line.startswith("#")]
+    assert headers == ["# FleetCluster/gpu-east-1 (1 of 3)", "# FleetCluster/gpu-east-2 (2 of 3)",
+                       "# FleetCluster/gpu-west-1 (3 of 3)"]
+
+
+def test_several_composites_are_rendered_by_one_function_server(monkeypatch):
+    started = []
+    real = render.function_process
+
+    def counted():
+        started.append(1)
+        return real()
+
+    monkeypatch.setattr(render, "function_process", counted)
+    code, _, err = run_cli(str(FLEET), "--composition", str(ROOT / "compositions/fleetclusters.yaml"))
+    assert (code, err, started) == (0, "", [1])
+
+
+def test_each_kind_is_rendered_with_the_composition_that_composes_it(tmp_path):
+    xr = write_all(tmp_path / "xr.yaml", [*render.load_documents(FLEET)[:1], example_cache()])
+    code, docs, err = run_cli(xr, "--composition", str(ROOT / "compositions"), "--required", str(FIXTURES / "required"))
+    assert (code, err) == (0, "")
+    assert names_of(docs, "ClusterProviderConfig") == ["gpu-east-1"]
+    assert "Job" in [d["spec"]["forProvider"]["manifest"]["kind"] for d in docs if d["kind"] == "Object"]
+
+
+def test_a_kind_no_given_composition_composes_exits_2_naming_the_given_ones(tmp_path):
+    code, docs, err = run_cli(str(FLEET), "--composition", str(ROOT / "compositions/modelcaches.yaml"),
+                              "--composition", str(ROOT / "compositions/modelcachegrants.yaml"))
+    assert (code, docs) == (2, [])
+    assert err == ("fleetcache render: no Composition given composes 'FleetCluster' ('fleetcache.dev/v1alpha1') "
+                   "(given: modelcaches.fleetcache.dev (ModelCache), modelcachegrants.fleetcache.dev "
+                   "(ModelCacheGrant)); add the one whose spec.compositeTypeRef names the XR's apiVersion and kind "
+                   "with --composition\n")
+
+
+def test_two_compositions_of_one_kind_exit_2_rather_than_guess(tmp_path):
+    composition = yaml.safe_load((ROOT / "compositions/fleetclusters.yaml").read_text())
+    other = write_all(tmp_path / "other.yaml", [renamed(composition, "fleetclusters-other")])
+    code, docs, err = run_cli(str(FLEET), "--composition", str(ROOT / "compositions"), "--composition", other)
+    assert (code, docs) == (2, [])
+    assert err == ("fleetcache render: Compositions fleetclusters.fleetcache.dev, fleetclusters-other all compose "
+                   "'FleetCluster' ('fleetcache.dev/v1alpha1'); pass only the one to render with\n")
+
+
+def test_every_refused_composite_is_named_and_nothing_is_printed(tmp_path):
+    fleet = render.load_documents(FLEET)
+    fleet[0]["spec"]["cache"]["capacity"] = "lots"
+    fleet[2]["spec"]["cache"]["accessMode"] = "ReadWriteSometimes"
+    code, docs, err = run_cli(write_all(tmp_path / "xr.yaml", fleet),
+                              "--composition", str(ROOT / "compositions/fleetclusters.yaml"))
+    assert (code, docs) == (1, [])
+    assert [line.split(":")[0] for line in err.splitlines()] == ["FleetCluster/gpu-east-1", "FleetCluster/gpu-west-1"]
+
+
+def test_with_several_composites_each_is_rendered_with_the_observed_resources_labelled_for_it(tmp_path):
+    observed = render.load_documents(FIXTURES / "observed")[0]
+    observed["metadata"].setdefault("labels", {})[render.COMPOSITE_LABEL] = "qwen3-0-6b"
+    xr = write_all(tmp_path / "xr.yaml", [example_cache(), renamed(example_cache(), "other")])
+    code, docs, err = run_cli(xr, "--composition", str(ROOT / "compositions"),
+                              "--required", str(FIXTURES / "required"),
+                              "--observed", write_all(tmp_path / "observed.yaml", [observed]))
+    assert (code, err) == (0, "")
+    caches = [d for d in docs if d["kind"] == "ModelCache"]
+    assert [("resolved" in c["status"]) for c in caches] == [True, False]
+
+
+def test_with_several_composites_an_observed_resource_labelled_for_none_exits_2(tmp_path):
+    xr = write_all(tmp_path / "xr.yaml", [example_cache(), renamed(example_cache(), "other")])
+    code, _, err = run_cli(xr, "--composition", str(ROOT / "compositions"), "--required", str(FIXTURES / "required"),
+                           "--observed", str(FIXTURES / "observed"))
+    assert code == 2
+    assert err.startswith("fleetcache render: observed 'Object' ")
+    assert err.endswith(f"is labelled crossplane.io/composite=None, not the name of one of the 2 composite resources "
+                        f"in {xr}; with several, each is rendered with the observed resources labelled with its name\n")
+
+
+def test_old_checks_each_composite_against_its_own_earlier_version(tmp_path):
+    hydration = render.load_documents(FIXTURES / "hydration")[0]
+    old = {**hydration, "spec": {**hydration["spec"], "clusterName": "gpu-west-1"}}
+    xr = write_all(tmp_path / "xr.yaml", [hydration, renamed(hydration, "another")])
+    code, docs, err = run_cli(xr, "--composition", str(ROOT / "compositions"),
+                              "--required", str(FIXTURES / "required"),
+                              "--old", write_all(tmp_path / "old.yaml", [old]))
+    assert (code, docs) == (1, [])
+    assert err == ("ModelCacheHydration/qwen3-0-6b-gpu-east-1-89a45: spec.clusterName: "
+                   "spec.clusterName is immutable; a cache moves by creating a new hydration\n")
+
+
+def fatal_flags(tmp_path: Path, *names: str) -> list[str]:
+    """A valid XR per name that the function refuses (a kind it has no composer for)."""
+    (tmp_path / "xrd.yaml").write_text(yaml.safe_dump(BUCKET_XRD))
+    composition = yaml.safe_load((ROOT / "compositions/modelcaches.yaml").read_text())
+    composition["spec"]["compositeTypeRef"]["kind"] = "Bucket"
+    buckets = [{"apiVersion": "fleetcache.dev/v1alpha1", "kind": "Bucket",
+                "metadata": {"name": name, "namespace": "ml"}, "spec": {"size": "1Gi"}} for name in names]
+    return [write_all(tmp_path / "xr.yaml", buckets),
+            "--composition", write_all(tmp_path / "composition.yaml", [composition]),
+            "--xrd", str(tmp_path / "xrd.yaml")]
+
+
+def test_each_fatal_result_is_printed_naming_its_composite(tmp_path):
+    code, docs, err = run_cli(*fatal_flags(tmp_path, "a", "b"))
+    assert code == 1
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Bucket"] == ["a", "b"]
+    assert [line.split(": fatal result: ")[0] for line in err.splitlines()] == [
+        "fleetcache render: Bucket/a", "fleetcache render: Bucket/b"]
+
+
+# --- --only: one rendered object --------------------------------------------------------------
+
+
+def render_deployment(*flags: str) -> tuple[int, list[dict], str]:
+    return run_cli(str(ROOT / "examples/modeldeployment-cached.yaml"),
+                   "--composition", str(ROOT / "compositions/modeldeployments.yaml"),
+                   "--required", str(FIXTURES / "required"),
+                   "--required", str(FIXTURES / "modelcache-partly-warm"), *flags)
+
+
+def test_only_prints_just_the_selected_replica():
+    code, docs, err = render_deployment("--only", REPLICA)
+    assert (code, err) == (0, "")
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("ModelReplica", "qwen3-chat-0-b622c")]
+
+
+def test_only_takes_the_kind_in_any_case():
+    code, docs, _ = render_deployment("--only", REPLICA.lower())
+    assert (code, names_of(docs, "ModelReplica")) == (0, ["qwen3-chat-0-b622c"])
+
+
+def test_the_selected_replica_renders_as_it_is_printed(tmp_path):
+    _, docs, _ = render_deployment("--only", REPLICA)
+    code, rendered, err = run_cli(write_all(tmp_path / "replica.yaml", docs),
+                                  "--composition", str(ROOT / "compositions"),
+                                  "--required", str(FIXTURES / "required"),
+                                  "--required", str(ROOT / "examples/modeldeployment-cached.yaml"))
+    assert (code, err) == (0, "")
+    assert "Deployment" in [d["spec"]["forProvider"]["manifest"]["kind"] for d in rendered if d["kind"] == "Object"]
+
+
+def test_only_that_matches_nothing_exits_2_naming_what_was_rendered():
+    code, docs, err = render_deployment("--only", "ModelReplica/qwen3-chat-9")
+    assert (code, docs) == (2, [])
+    assert err.startswith("fleetcache render: --only 'ModelReplica/qwen3-chat-9' matched nothing rendered: "
+                          "ModelDeployment/qwen3-chat, ModelReplica/qwen3-chat-0-b622c, ")
+
+
+def test_only_without_kind_and_name_exits_2_before_rendering():
+    code, docs, err = render_deployment("--only", "qwen3-chat-0-b622c")
+    assert (code, docs) == (2, [])
+    assert err == ("fleetcache render: --only 'qwen3-chat-0-b622c': expected KIND/NAME, e.g. "
+                   "ModelReplica/qwen3-chat-0-b622c\n")
