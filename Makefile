@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint test-slow bench models lock clean package test-package push-package
+.PHONY: demo test lint test-slow test-random bench models lock clean package test-package push-package
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleetcache needs Python 3.11 or newer")'
@@ -34,6 +34,18 @@ lint: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow && FLEETCACHE_HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest -q -m "not slow" tests/test_properties.py
+
+# The property tests (every test file that imports hypothesis) on inputs `make test` never
+# draws: its examples are fixed, these come from a seed drawn here and printed, so a failure
+# reruns with `make test-random SEED=N` (design/testing.md).
+PROPERTY_TESTS := $(shell grep -rl --include='test_*.py' '^from hypothesis import' tests)
+test-random: $(STAMP)
+	@seed="$(SEED)"; test -n "$$seed" || seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); \
+	echo "make test-random: hypothesis seed $$seed"; \
+	FLEETCACHE_HYPOTHESIS_PROFILE=random $(BIN)/python -m pytest -q -n 2 -m "hypothesis and not slow" \
+		--hypothesis-seed=$$seed $(PROPERTY_TESTS) \
+		|| { echo "make test-random failed with hypothesis seed $$seed: rerun with make test-random SEED=$$seed"; \
+		     exit 1; }
 
 # The benches as design/performance.md runs them (the agent's take many minutes; record
 # figures from a quiet machine and compare ratios within a run). bench-smoke: the same code

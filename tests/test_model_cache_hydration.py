@@ -13,7 +13,7 @@ from fleetcache.apis import specs
 from fleetcache.functions import naming, protocol, quantities
 from fleetcache.functions.composers.model_cache_hydration import compose
 from fleetcache.functions.k8s import agent_job
-from fleetcache.functions.k8s.hydration_objects import content_id, job_key
+from fleetcache.functions.k8s.hydration_objects import content_id, job_prefix
 from fleetcache.functions.views.fleet_cluster import fleet_cluster_requirement
 from tests.support.builders import (
     CACHE,
@@ -23,6 +23,7 @@ from tests.support.builders import (
     GIB,
     NAMESPACE,
     cache_replica,
+    composed_key,
     fleet_cluster,
     hydration_request,
     hydration_xr,
@@ -37,7 +38,7 @@ from tests.support.builders import (
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
 from tests.support.xrd import assert_valid
 
-JOB_KEY = job_key(COMMIT, DIGEST)
+JOB_KEY = job_prefix(COMMIT, DIGEST)  # the fetch Job's key, less its template digest
 NEW_COMMIT = "0" * 39 + "1"
 BOUND = {"volume": pvc("Bound")}
 TOKEN_BYTES = "hf_SECRETsecretSECRET"
@@ -67,7 +68,7 @@ def observed_after(xr: dict, *, states: dict | None = None, data: dict | None = 
 
 
 def remote(outcome: protocol.Outcome, key: str) -> dict:
-    return outcome.desired[key][0]["spec"]["forProvider"]["manifest"]
+    return outcome.desired[composed_key(outcome, key)][0]["spec"]["forProvider"]["manifest"]
 
 
 def pod_spec(outcome: protocol.Outcome) -> dict:
@@ -89,7 +90,7 @@ def test_first_call_composes_the_prerequisites_but_not_the_job():
 def test_job_is_created_once_its_prerequisites_exist_on_the_cluster():
     first = compose(hydration_request())
     outcome = compose(hydration_request(observed=observe(first)))
-    assert JOB_KEY in outcome.desired
+    assert composed_key(outcome, JOB_KEY)
     assert outcome.status["reason"] == "JobNotStarted"
 
 
@@ -97,7 +98,7 @@ def test_an_existing_job_is_kept_even_when_a_prerequisite_is_not_observed():
     observed = observed_after(hydration_xr(), states={JOB_KEY: job_running(), **BOUND})
     del observed["service-account"]
     outcome = compose(hydration_request(observed=observed))
-    assert JOB_KEY in outcome.desired
+    assert composed_key(outcome, JOB_KEY)
 
 
 def test_pending_while_the_job_has_not_started():
@@ -181,11 +182,11 @@ def test_ready_drops_job_token_and_agent_access_but_keeps_the_volume():
 def test_ready_is_latched_after_the_job_is_collected():
     xr = with_status(hydration_xr(), phase="Ready", resolved={"commit": COMMIT},
                      progress={"bytesDone": GIB, "bytesTotal": GIB, "filesTotal": 5})
-    observed = observed_after(xr, states=BOUND)
-    observed.pop(JOB_KEY, None)
+    observed = {k: v for k, v in observed_after(xr, states=BOUND).items()
+                if not k.startswith(JOB_KEY)}
     outcome = compose(hydration_request(xr, observed=observed))
     assert outcome.status["phase"] == "Ready"
-    assert JOB_KEY not in outcome.desired
+    assert not composed_key(outcome, JOB_KEY)
     assert outcome.status["progress"]["bytesTotal"] == GIB
 
 
@@ -203,7 +204,7 @@ def test_latch_does_not_hold_for_a_new_commit():
     observed = observe(compose(hydration_request(xr)))
     outcome = compose(hydration_request(xr, observed=observed))
     assert outcome.status["phase"] == "Pending"
-    assert job_key(NEW_COMMIT, DIGEST) in outcome.desired
+    assert composed_key(outcome, job_prefix(NEW_COMMIT, DIGEST))
     assert outcome.status["resolved"]["commit"] == NEW_COMMIT
 
 
@@ -215,22 +216,22 @@ def test_new_patterns_on_the_same_commit_hydrate_again_with_a_new_job():
     observed = observe(compose(hydration_request(xr)))
     outcome = compose(hydration_request(xr, observed=observed))
     assert outcome.status["phase"] != "Ready"
-    assert job_key(COMMIT, "cd" * 32) in outcome.desired
-    assert JOB_KEY not in outcome.desired
+    assert composed_key(outcome, job_prefix(COMMIT, "cd" * 32))
+    assert not composed_key(outcome, JOB_KEY)
 
 
 def test_a_new_commit_replaces_the_old_job_object():
     observed = observed_after(hydration_xr(), states={JOB_KEY: job_running(), **BOUND})
     xr = hydration_xr(commit=NEW_COMMIT)
     outcome = compose(hydration_request(xr, observed=observed))
-    assert JOB_KEY not in outcome.desired
-    new_job = remote(outcome, job_key(NEW_COMMIT, DIGEST))
+    assert not composed_key(outcome, JOB_KEY)
+    new_job = remote(outcome, job_prefix(NEW_COMMIT, DIGEST))
     assert NEW_COMMIT[:10] in new_job["metadata"]["name"]
 
 
 # --- the serving commit -------------------------------------------------------------------
 
-NEW_JOB_KEY = job_key(NEW_COMMIT, DIGEST)
+NEW_JOB_KEY = job_prefix(NEW_COMMIT, DIGEST)
 SERVING = {"servingRepo": "Qwen/Qwen3-0.6B", "servingCommit": COMMIT,
            "servingManifestDigest": "ab" * 32}
 
@@ -321,7 +322,7 @@ def test_failed_without_any_clue_says_backoff_limit_exceeded():
 
 def test_failed_keeps_the_job_and_token_so_it_is_not_retried_in_a_loop():
     outcome = settle(hydration_xr(token=True), states={JOB_KEY: job_failed_exit(10), **BOUND})
-    assert JOB_KEY in outcome.desired and "token-secret" in outcome.desired
+    assert composed_key(outcome, JOB_KEY) and "token-secret" in outcome.desired
     assert outcome.composite_ready is False
 
 
@@ -389,8 +390,9 @@ def test_remote_names_follow_the_contract():
     for key in ("service-account", "role", "role-binding"):
         assert remote(outcome, key)["metadata"]["name"] == naming.child_name(CACHE, "agent")
     assert remote(outcome, "token-secret")["metadata"]["name"] == naming.child_name(CACHE, "token")
-    assert remote(outcome, JOB_KEY)["metadata"]["name"] == \
-        naming.child_name(CACHE, "hydrate", content_id(COMMIT, DIGEST))
+    job = remote(outcome, JOB_KEY)
+    assert job["metadata"]["name"] == naming.child_name(
+        CACHE, "hydrate", content_id(COMMIT, DIGEST), agent_job.template_digest(job))
     assert {m["metadata"].get("namespace", m["metadata"]["name"])
             for _, m in iter_remote_manifests(outcome)} == {NAMESPACE}
     assert outcome.status["volumeName"] == naming.cache_volume_name(CACHE)
@@ -401,7 +403,7 @@ def test_object_names_derive_from_the_hydration_and_the_job_carries_the_commit()
     outcome = settle(xr, states=BOUND)
     name = xr["metadata"]["name"]
     assert outcome.desired["volume"][0]["metadata"]["name"] == naming.child_name(name, "volume")
-    assert COMMIT[:10] in outcome.desired[JOB_KEY][0]["metadata"]["name"]
+    assert COMMIT[:10] in outcome.desired[composed_key(outcome, JOB_KEY)][0]["metadata"]["name"]
 
 
 def test_namespace_is_create_only_so_it_is_never_deleted():
@@ -763,8 +765,10 @@ def test_job_restarts_never_and_fails_at_once_on_exactly_the_permanent_codes():
     job = remote(settle(states=BOUND), JOB_KEY)
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert job["spec"]["podFailurePolicy"]["rules"] == [
+        # DESIGN §4's permanent codes and the registry's 19-22; StagerBusy, SourceUnreachable
+        # and RateLimited (16-18) are retried within the Job.
         {"action": "FailJob", "onExitCodes": {"containerName": "agent", "operator": "In",
-                                              "values": list(exitcodes.PERMANENT_CODES)}},
+                                              "values": [10, 11, 12, 13, 14, 15, 19, 20, 21, 22]}},
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
     ]
 
@@ -910,7 +914,7 @@ def grown(states: dict | None = None, message: str = REFUSAL, size: str = "9Gi"
     """A 4Gi volume asked to grow to `size` for NEW_COMMIT, the resize refused."""
     observed = refused(observed_after(hydration_xr(storage={"size": "4Gi"}),
                                       states=states or BOUND), message)
-    observed.pop(JOB_KEY, None)
+    observed.pop(next(k for k in observed if k.startswith(JOB_KEY)), None)
     xr = hydration_xr(commit=NEW_COMMIT, storage={"size": size})
     if states:
         observed = refused(observed_after(xr, states=states), message)
@@ -928,7 +932,7 @@ def test_a_refused_resize_is_volume_not_expandable_with_the_remedy():
 
 
 def test_the_fetch_job_is_not_started_into_a_volume_that_cannot_grow():
-    assert NEW_JOB_KEY not in grown().desired
+    assert not composed_key(grown(), NEW_JOB_KEY)
 
 
 def test_the_volume_still_asks_for_the_larger_size_when_refused():
@@ -944,13 +948,13 @@ def test_a_job_failed_on_a_volume_that_cannot_grow_says_volume_not_expandable():
 def test_a_job_already_running_is_left_running_despite_a_refusal():
     outcome = grown(states={NEW_JOB_KEY: job_running(), **BOUND})
     assert outcome.status["phase"] == "Hydrating"
-    assert NEW_JOB_KEY in outcome.desired
+    assert composed_key(outcome, NEW_JOB_KEY)
 
 
 def test_another_sync_error_on_the_volume_is_not_read_as_a_refusal():
     outcome = grown(message="cannot apply object: connection refused")
     assert outcome.status["reason"] != "VolumeNotExpandable"
-    assert NEW_JOB_KEY in outcome.desired
+    assert composed_key(outcome, NEW_JOB_KEY)
 
 
 def test_a_refusal_is_ignored_once_the_volume_asks_for_no_more_than_it_has():
@@ -1086,14 +1090,14 @@ def moved_on(prune_state: dict) -> tuple[protocol.Outcome, str]:
 def test_a_new_commit_is_not_fetched_while_a_prune_planned_without_it_runs():
     outcome, key = moved_on(job_running())
     assert key in outcome.desired
-    assert job_key(THIRD_COMMIT, DIGEST) not in outcome.desired
+    assert not composed_key(outcome, job_prefix(THIRD_COMMIT, DIGEST))
 
 
 @pytest.mark.parametrize("state", [job_complete(), job_failed_exit(11)])
 def test_a_new_commit_is_fetched_once_the_prune_has_ended(state):
     outcome, key = moved_on(state)
     assert key not in outcome.desired
-    assert job_key(THIRD_COMMIT, DIGEST) in outcome.desired
+    assert composed_key(outcome, job_prefix(THIRD_COMMIT, DIGEST))
 
 
 def test_the_latched_prune_leaves_nothing_to_prune_on_the_next_call():
@@ -1135,7 +1139,7 @@ def test_a_changed_repo_starts_the_stored_commits_afresh():
 
 def test_a_prune_record_is_not_read_as_the_new_commits_fetch_record():
     xr = with_status(hydration_xr(commit=THIRD_COMMIT), **UPDATED)
-    observed = observed_after(xr, states={job_key(THIRD_COMMIT, DIGEST): job_running(),
+    observed = observed_after(xr, states={job_prefix(THIRD_COMMIT, DIGEST): job_running(),
                                           **BOUND},
                               data={"progress": {"phase": "Pruned", "message": "pruned 1"}})
     outcome = compose(hydration_request(xr, observed=observed))

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
@@ -18,7 +22,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from fleetcache import messages, reasons, shapes
 from fleetcache.apis.specs import InputError
 from fleetcache.apis.xrds import load_xrds, walk_schema
-from fleetcache.devtools import render
+from fleetcache.devtools import cli, render
 from fleetcache.functions import naming, protocol, server
 from fleetcache.functions.composers import model_deployment as composer
 from fleetcache.functions.composers import model_replica
@@ -373,7 +377,7 @@ def test_status_counts_replicas_on_the_previous_commit_within_cache():
     outcome = compose(deployment(replicas=2, maxReplicasPerCluster=1), FLEET, cache)
     counts = outcome.status["replicas"]
     assert (counts["cache"], counts["previousCommit"], counts["source"]) == (2, 1, 0)
-    assert "1 replicas serve a previous commit" in conditions(outcome)["ModelCacheResolved"].message
+    assert "1 replica still on a previous commit" in conditions(outcome)["ModelCacheResolved"].message
 
 
 def test_new_replicas_rank_a_cluster_serving_the_previous_commit_after_cache_ready():
@@ -412,6 +416,12 @@ def test_placement_by_cluster_names_reports_names_that_do_not_exist():
     outcome = compose(xr, FLEET, three_state_cache())
     assert set(clusters_of(outcome).values()) == {"gpu-b"}
     assert "gpu-missing" in conditions(outcome)["ReplicasScheduled"].message
+
+
+def test_one_replica_on_one_cluster_is_said_in_the_singular():
+    outcome = compose(deployment(placement={"clusterNames": ["gpu-a"]}), FLEET,
+                      cache_required(cache_row("gpu-a", "Ready")))
+    assert conditions(outcome)["ReplicasScheduled"].message == "1 replica on 1 cluster"
 
 
 def test_replicas_stick_to_their_cluster_across_composes():
@@ -608,10 +618,12 @@ def test_status_and_replicas_are_valid_against_their_xrds():
         xrd.assert_valid(replica)
 
 
-def test_a_deployment_example_is_valid_and_composes():
-    for path, _, doc in xrd.example_docs():
-        if doc.get("kind") != "ModelDeployment":
-            continue
+def test_every_deployment_example_is_valid_and_composes():
+    examples = [(path, doc) for path, _, doc in xrd.example_docs() if doc.get("kind") == "ModelDeployment"]
+    assert sorted(path.name for path, _ in examples) == [
+        "modeldeployment-cached.yaml", "modeldeployment-huggingface.yaml", "modeldeployment-node.yaml",
+        "modeldeployment-wait-for-cache.yaml"]
+    for path, doc in examples:
         xrd.assert_valid(doc)
         outcome = compose(xrd.xrd_for(doc).with_defaults(doc), FLEET,
                           cache_required(cache_row("gpu-a", "Ready")))
@@ -876,10 +888,77 @@ def test_printer_columns_are_the_designed_ones():
     columns = {kind: [(c["name"], c["jsonPath"]) for c in xrds[kind].effective_printer_columns
                       if c.get("priority", 0) == 0]
                for kind in ("ModelDeployment", "ModelReplica")}
-    assert columns["ModelDeployment"][:4] == [
-        ("READY", ".status.summary"), ("CACHE", ".status.replicas.cache"),
-        ("SOURCE", ".status.replicas.source"), ("WAITING", ".status.replicas.waiting")]
+    assert columns["ModelDeployment"][:6] == [
+        ("REPLICAS", ".status.summary"), ("CACHE", ".status.replicas.cache"),
+        ("SOURCE", ".status.replicas.source"), ("WAITING", ".status.replicas.waiting"),
+        ("FAILED", ".status.replicas.failed"), ("REASON", ".status.reason")]
     assert ("AGE", ".metadata.creationTimestamp") in columns["ModelDeployment"]
-    assert columns["ModelReplica"][:3] == [
+    assert columns["ModelReplica"][:4] == [
         ("CLUSTER", ".spec.clusterName"), ("DELIVERY", ".spec.delivery"),
-        ("PHASE", ".status.phase")]
+        ("PHASE", ".status.phase"), ("REASON", ".status.reason")]
+
+
+# --- spec.engine.env[].valueFrom: a Kubernetes EnvVarSource, bounded -------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_SOURCES = {
+    "configMapKeyRef": {"name": "engine-settings", "key": "max-model-len", "optional": True},
+    "secretKeyRef": {"name": "engine-token", "key": "TOKEN"},
+    "fieldRef": {"fieldPath": "metadata.name"},
+    "resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"},
+}
+
+
+def render_with_env_from(tmp_path: Path, value_from: Any) -> tuple[int, str, str]:
+    """`fleetcache render` of the example deployment with one more variable, FROM, whose
+    valueFrom is `value_from`."""
+    xr = render.load_documents(ROOT / "examples/modeldeployment-cached.yaml")[0]
+    xr["spec"]["engine"]["env"].append({"name": "FROM", "valueFrom": value_from})
+    (tmp_path / "xr.yaml").write_text(yaml.safe_dump(xr))
+    fixtures = ROOT / "tests/fixtures/render"
+    result = CliRunner().invoke(cli.main, [
+        "render", str(tmp_path / "xr.yaml"),
+        "--composition", str(ROOT / "compositions/modeldeployments.yaml"),
+        "--xrd", str(ROOT / "apis"), "--required", str(fixtures / "required"),
+        "--required", str(fixtures / "modelcache-partly-warm")])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("value_from, field", [
+    ({"secretKeyRef": {"key": "TOKEN", "name": nested(48)}}, "valueFrom.secretKeyRef.name"),
+    ({"secretKeyRef": ENV_SOURCES["secretKeyRef"], "a": nested(49)}, "valueFrom.a"),
+], ids=["inside-a-source", "beside-a-source"])
+def test_a_value_from_nested_50_levels_deep_is_refused_by_render_in_one_line(
+        tmp_path, value_from, field):
+    """Kept whole, such a value failed the function call in protobuf decoding (upb's depth
+    limit) before any fleetcache code ran; the schema refuses it at the API server."""
+    code, out, err = render_with_env_from(tmp_path, value_from)
+    assert (code, out) == (1, "")
+    (line,) = err.splitlines()
+    assert line.startswith(f"ModelDeployment/qwen3-chat: spec.engine.env[1].{field}: ")
+    assert len(line) < 300
+
+
+@pytest.mark.parametrize("source", sorted(ENV_SOURCES))
+def test_each_kind_of_env_var_source_is_accepted_and_reaches_the_engine(tmp_path, source):
+    code, _, err = render_with_env_from(tmp_path, {source: ENV_SOURCES[source]})
+    assert (code, err) == (0, "")
+    engine = render.load_documents(ROOT / "examples/modeldeployment-cached.yaml")[0]["spec"]["engine"]
+    engine["env"].append({"name": "FROM", "valueFrom": {source: ENV_SOURCES[source]}})
+    assert model_replica_view.Engine.of(engine).env[-1] == \
+        {"name": "FROM", "valueFrom": {source: ENV_SOURCES[source]}}
+
+
+def test_a_value_from_naming_two_sources_is_refused(tmp_path):
+    code, _, err = render_with_env_from(tmp_path, {"fieldRef": ENV_SOURCES["fieldRef"],
+                                                   "secretKeyRef": ENV_SOURCES["secretKeyRef"]})
+    assert code == 1
+    assert err == ("ModelDeployment/qwen3-chat: spec.engine.env[1].valueFrom: valueFrom must set "
+                   "exactly one of configMapKeyRef, secretKeyRef, fieldRef or resourceFieldRef\n")

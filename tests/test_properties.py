@@ -6,7 +6,10 @@ deleted keys, at any depth) and sent through the real server, in process and a s
 them over gRPC on loopback. For every one:
 
 - no exception escapes `server.run`, and no fatal result says "internal error";
-- the call takes under a second of CPU (as does every kind at 1,000 clusters or replicas);
+- the request is answered: its tag echoed, and a composition or a fatal result saying why;
+- the call stays within a budget of Python calls linear in the request's values (as does
+  every kind at 1,000 clusters or replicas): a count, which load does not change as it
+  changes CPU seconds (bench/ times the calls); a call past 20 s of CPU is stopped and fails;
 - the same request twice gives byte-identical responses;
 - every composed resource has a valid Kubernetes name for its kind, and valid labels;
 - every message is at most kit.MESSAGE_LIMIT (1 KiB) characters: input is quoted cut short.
@@ -20,12 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import cProfile
 import datetime
 import functools
 import os
 import re
 import signal
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,7 +55,10 @@ from tests.support.mutate import Mutated, mutated_request, single_mutations
 
 NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
 KINDS = sorted(server.COMPOSER_MODULES)
-CPU_BOUND_SECONDS = 1.0
+# Python calls (builtins included, counted by cProfile) a request may take: a base, ~4,000 to
+# ~33,000 measured, and per value in it, 5 to 19 measured at 1,000 clusters, replicas or Jobs.
+WORK_BASE_CALLS = 40_000
+WORK_CALLS_PER_VALUE = 40
 STALL_SECONDS = 20.0  # CPU seconds after which a call is stopped rather than waited for
 
 SCALE = 1_000
@@ -74,8 +80,8 @@ def observed_after(rsp: fnv1.RunFunctionResponse, states: dict, data: dict) -> d
     for key in sorted(rsp.desired.resources):
         desired = server.plain(resource.struct_to_dict(rsp.desired.resources[key].resource))
         if desired.get("kind") == "Object":
-            observed[key] = observed_object(desired, remote_status=states.get(key),
-                                            data=data.get(key))
+            observed[key] = observed_object(desired, remote_status=builders.by_key(states, key),
+                                            data=builders.by_key(data, key))
         else:
             observed[key] = {**desired, **({"status": states[key]} if key in states else {})}
     return observed
@@ -139,10 +145,10 @@ def _model_cache_seeds() -> list[Case]:
     pool = FLEET + [HF_SECRET, grant_admitting(private)]
     return [
         settle("model-cache-resolving", private, pool, rounds=2,
-               states={"resolve-job": builders.job_running()},
+               states={"resolve-job-": builders.job_running()},
                data={"resolve-configmap": {"phase": "Resolving"}}),
         settle("model-cache-resolve-failed", private, pool, rounds=2,
-               states={"resolve-job": builders.job_failed_exit(exitcodes.PERMANENT_CODES[0])},
+               states={"resolve-job-": builders.job_failed_exit(exitcodes.PERMANENT_CODES[0])},
                data={"resolve-configmap": failed_record}),
         hydrating_model_cache(),
     ]
@@ -155,12 +161,12 @@ def hydrating_model_cache(fleet: list[dict] = FLEET, **spec: Any) -> Case:
               for index, cluster in enumerate(fleet)}
     xr = model_cache_xr(**spec)
     return settle("model-cache-ready-hydrating-failed", xr, fleet + [grant_admitting(xr)],
-                  rounds=4, states={"resolve-job": builders.job_complete(), **states},
+                  rounds=4, states={"resolve-job-": builders.job_complete(), **states},
                   data={"resolve-configmap": RESOLVED_RECORD})
 
 
 def _hydration_seeds() -> list[Case]:
-    job = hydration_objects.job_key(COMMIT, DIGEST)
+    job = hydration_objects.job_prefix(COMMIT, DIGEST)
     bound = {"volume": builders.pvc("Bound")}
     record = {"phase": "Hydrating", "bytesDone": str(GIB), "bytesTotal": str(3 * GIB),
               "filesDone": "2", "filesTotal": "5", "commit": COMMIT,
@@ -317,16 +323,39 @@ def stall_guard() -> Iterator[None]:
         signal.signal(signal.SIGPROF, previous)
 
 
-def timed_run(req: fnv1.RunFunctionRequest) -> tuple[fnv1.RunFunctionResponse, float]:
-    """The in-process server's response and the CPU seconds it took."""
+def guarded_run(req: fnv1.RunFunctionRequest) -> fnv1.RunFunctionResponse:
+    """The in-process server's response; a stall fails the test instead of hanging it."""
     with stall_guard():
-        started = time.process_time()
-        rsp = server.run(req, NOW)
-        return rsp, time.process_time() - started
+        return server.run(req, NOW)
 
 
 def respond(mutated: Mutated) -> fnv1.RunFunctionResponse:
-    return timed_run(request_of(mutated.composite, mutated.observed, mutated.required))[0]
+    return guarded_run(request_of(mutated.composite, mutated.observed, mutated.required))
+
+
+def value_count(value: Any) -> int:
+    """The values in a document, maps and lists included."""
+    if isinstance(value, dict):
+        return 1 + sum(value_count(inner) for inner in value.values())
+    if isinstance(value, list):
+        return 1 + sum(value_count(item) for item in value)
+    return 1
+
+
+def counted_run(composite: dict, observed: dict,
+                required: dict) -> tuple[fnv1.RunFunctionResponse, int, int]:
+    """The response to a request of these documents, the Python calls it took, and its budget:
+    linear in the request's values, so work that grows faster than the input exceeds it."""
+    profile = cProfile.Profile()
+    with stall_guard():
+        profile.enable()
+        try:
+            rsp = server.run(request_of(composite, observed, required), NOW)
+        finally:
+            profile.disable()
+    calls = sum(entry.callcount for entry in profile.getstats())
+    budget = WORK_BASE_CALLS + WORK_CALLS_PER_VALUE * value_count([composite, observed, required])
+    return rsp, calls, budget
 
 
 def serialized(rsp: fnv1.RunFunctionResponse) -> bytes:
@@ -334,6 +363,14 @@ def serialized(rsp: fnv1.RunFunctionResponse) -> bytes:
 
 
 # --- what every response must satisfy --------------------------------------------------------
+
+
+def answered(rsp: fnv1.RunFunctionResponse) -> bool:
+    """The response answers its request: the tag echoed, and a composition or a fatal result
+    saying why."""
+    fatal = any(r.severity == fnv1.SEVERITY_FATAL and r.message for r in rsp.results)
+    composed = bool(rsp.desired.composite.resource or rsp.desired.resources)
+    return rsp.meta.tag == "property" and (fatal or composed)
 
 
 def internal_errors(rsp: fnv1.RunFunctionResponse) -> list[str]:
@@ -417,8 +454,8 @@ kinds = pytest.mark.parametrize("kind", KINDS)
 
 @kinds
 @given(data=st.data())
-def test_no_exception_escapes_the_server(kind, data):
-    respond(data.draw(hostile_requests(kind), label="request"))
+def test_no_exception_escapes_the_server_and_every_request_is_answered(kind, data):
+    assert answered(respond(data.draw(hostile_requests(kind), label="request")))
 
 
 @kinds
@@ -430,10 +467,10 @@ def test_no_request_ends_in_an_internal_error(kind, data):
 
 @kinds
 @given(data=st.data())
-def test_every_call_takes_under_a_second_of_cpu(kind, data):
+def test_every_call_stays_within_its_work_budget(kind, data):
     mutated = data.draw(hostile_requests(kind), label="request")
-    _, cpu = timed_run(request_of(mutated.composite, mutated.observed, mutated.required))
-    assert cpu < CPU_BOUND_SECONDS
+    _, calls, budget = counted_run(mutated.composite, mutated.observed, mutated.required)
+    assert calls <= budget
 
 
 @kinds
@@ -539,21 +576,23 @@ def test_the_message_check_catches_a_long_status_message():
 @kinds
 def test_every_realistic_request_composes_cleanly(kind):
     for case in seeds(kind):
-        rsp, cpu = timed_run(request_of(case.composite, case.observed, case.required))
+        rsp, calls, budget = counted_run(case.composite, case.observed, case.required)
         fatal = [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL]
         assert (fatal, name_problems(rsp), long_messages(rsp)) == ([], [], []), case.id
         assert rsp.desired.resources or rsp.desired.composite.resource, case.id
-        assert cpu < CPU_BOUND_SECONDS, f"{case.id}: {cpu:.2f} s of CPU"
+        assert calls <= budget, f"{case.id}: {calls:,} Python calls, over its budget of {budget:,}"
 
 
 # --- every single mutation, systematically (make test-slow) ---------------------------------
 
 
-def violations(rsp: fnv1.RunFunctionResponse, cpu: float) -> list[str]:
+def violations(rsp: fnv1.RunFunctionResponse, calls: int, budget: int) -> list[str]:
     """Every property one response breaks, in words (but determinism: it takes two calls)."""
     found = [f"internal error: {message[:200]}" for message in internal_errors(rsp)]
-    if cpu >= CPU_BOUND_SECONDS:
-        found.append(f"{cpu:.1f} s of CPU")
+    if not answered(rsp):
+        found.append("no composition and no fatal result saying why")
+    if calls > budget:
+        found.append(f"{calls} Python calls, over its budget of {budget}")
     return found + name_problems(rsp) + long_messages(rsp)
 
 
@@ -570,9 +609,9 @@ def test_every_single_mutation_of_every_realistic_request_keeps_every_property(k
         doc = {"composite": case.composite, "observed": case.observed,
                "required": case.required}
         for change, mutated in single_mutations(doc):
-            req = request_of(mutated["composite"], mutated["observed"], mutated["required"])
             try:
-                problems = violations(*timed_run(req))
+                problems = violations(*counted_run(mutated["composite"], mutated["observed"],
+                                                   mutated["required"]))
             except Exception as err:  # noqa: BLE001 - escaping the server is the finding
                 problems = [f"{type(err).__name__} escaped server.run: {str(err)[:200]}"]
             for problem in problems:
@@ -607,10 +646,11 @@ def _hydration_at_scale() -> Case:
     """A ModelCacheHydration carrying 1,000 observed Jobs of earlier commits."""
     case = seeds("ModelCacheHydration")[0]
     observed = dict(case.observed)
-    job = observed[hydration_objects.job_key(COMMIT, DIGEST)]
+    prefix = hydration_objects.job_prefix(COMMIT, DIGEST)
+    job = next(job for key, job in observed.items() if key.startswith(prefix))
     for index in range(SCALE):
         earlier = f"{index:010x}{COMMIT[10:]}"
-        observed[hydration_objects.job_key(earlier, DIGEST)] = copy.deepcopy(job)
+        observed[hydration_objects.job_key(earlier, DIGEST, "0abc12")] = copy.deepcopy(job)
     return Case("hydration-1000-observed-jobs", case.composite, observed, case.required)
 
 
@@ -643,8 +683,8 @@ SCALE_CASES = {"FleetCluster": _fleet_cluster_at_scale, "ModelCache": _model_cac
 
 
 @kinds
-def test_a_thousand_clusters_or_replicas_compose_within_a_second_of_cpu(kind):
+def test_a_thousand_clusters_or_replicas_compose_within_their_work_budget(kind):
     case = SCALE_CASES[kind]()
-    rsp, cpu = timed_run(request_of(case.composite, case.observed, case.required))
+    rsp, calls, budget = counted_run(case.composite, case.observed, case.required)
     assert [r.message for r in rsp.results if r.severity == fnv1.SEVERITY_FATAL] == []
-    assert cpu < CPU_BOUND_SECONDS, f"{case.id}: {cpu:.2f} s of CPU"
+    assert calls <= budget, f"{case.id}: {calls:,} Python calls, over its budget of {budget:,}"

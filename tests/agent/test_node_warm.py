@@ -619,3 +619,17 @@ def test_an_existing_volume_file_changed_since_its_manifest_never_reaches_the_no
     assert result.code == 12
     assert not (tmp_path / "node" / MARKER).exists()
     assert "model-00000.safetensors" not in visible_bytes(tmp_path / "node", VOL_COMMIT)
+
+
+def test_an_existing_volume_whose_files_and_manifest_were_replaced_since_resolve_never_reaches_the_node(tmp_path):
+    files = model_files()
+    pinned = existing_volume(tmp_path, files)
+    replaced = {**files, "model-00000.safetensors": b"r" * len(files["model-00000.safetensors"])}
+    existing_volume(tmp_path, replaced)  # shard and manifest.json agree with each other, not with the pin
+    result = run_agent("node-warm", "--source", str(tmp_path / "claim/models"), "--dest", str(tmp_path / "node"),
+                       "--repo", REPO, "--commit", VOL_COMMIT, "--manifest-digest", pinned, "--node", "node-a",
+                       "--manifest-file", str(tmp_path / "manifest.json"), "--once")
+    assert result.code == 12, result.stderr
+    assert f"not --manifest-digest {pinned[:12]}" in result.stderr
+    assert not (tmp_path / "node" / MARKER).exists()
+    assert visible_bytes(tmp_path / "node", VOL_COMMIT) == {}

@@ -48,6 +48,19 @@ def prune(dest, *keep, kill_after=None):
     return run_agent(*args, env={KILL_AFTER_ENV: str(kill_after)} if kill_after else None)
 
 
+def wait_for_record(agent, progress, phase, timeout=120.0):
+    """Poll the progress file until its record is in `phase`: the agent got there, however loaded the machine."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and agent.poll() is None:
+        try:
+            if json.loads(progress.read_text())["phase"] == phase:
+                return
+        except (FileNotFoundError, ValueError, KeyError):
+            pass  # not written yet, or being replaced
+        time.sleep(0.05)
+    raise AssertionError(f"no {phase} record in {progress} (exit code {agent.poll()}, {timeout:.0f} s at most)")
+
+
 def etags(hub, commit):
     return {f.etag: f.content.size for f in hub.repos[REPO].commits[commit].values()}
 
@@ -230,7 +243,7 @@ def test_a_signal_while_waiting_for_the_lock_ends_the_prune_interrupted(hub, two
         agent = subprocess.Popen([AGENT, "prune", "--dest", str(tmp_path / "d"), "--repo", REPO, "--keep", new,
                                   "--wait", "--progress-file", str(progress)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        wait_for_record(agent, progress, "Pruning")  # written just before the lock is tried
         agent.send_signal(signal.SIGTERM)
         _, stderr = agent.communicate(timeout=30)
     record = json.loads(progress.read_text())

@@ -3,13 +3,17 @@ two agents on one destination: exactly one writes."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
 import subprocess
+import time
 
 import pytest
 
 from fleetcache.devtools.testhub import Fault, make_model
+from fleetcache.volume import STATE_DIR
 from tests.agent.conftest import (
     AGENT,
     REPO,
@@ -69,12 +73,34 @@ def test_kill_9_ten_times_then_a_rerun_completes_within_1_2x_bytes(hub, tmp_path
     kill_trials(hub, tmp_path, trials=10, seed=seed)
 
 
+def lock_holder(dest, agents, timeout=120.0) -> int:
+    """The pid of the one of `agents` (by pid) whose lease is on `dest`: it holds the destination lock."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(agent.poll() is None for agent in agents.values()):
+        try:
+            pid = json.loads((dest / STATE_DIR / "lease.json").read_text())["pid"]
+        except (FileNotFoundError, ValueError, KeyError):
+            pid = None  # no lease yet, or being replaced
+        if pid in agents:
+            return pid
+        time.sleep(0.05)
+    codes = [agent.poll() for agent in agents.values()]
+    raise AssertionError(f"no agent took the lock on {dest} (exit codes {codes}, {timeout:.0f} s at most)")
+
+
 def test_two_agents_started_together_exactly_one_writes(hub, tmp_path):
     commit = slow_repo(hub)
     dest = tmp_path / "dest"
-    agents = [start_agent(hub, dest), start_agent(hub, dest)]
-    codes = sorted(agent.wait(timeout=120) for agent in agents)
-    for agent in agents:
+    agents = {agent.pid: agent for agent in (start_agent(hub, dest), start_agent(hub, dest))}
+    holder = agents.pop(lock_holder(dest, agents))
+    (other,) = agents.values()
+    holder.send_signal(signal.SIGSTOP)  # it keeps the lock however long the other takes to start
+    try:
+        other_code = other.wait(timeout=120)
+    finally:
+        holder.send_signal(signal.SIGCONT)
+    codes = [holder.wait(timeout=120), other_code]
+    for agent in (holder, other):
         agent.stderr.close()
     assert codes == [0, 16]
     cdn_gets = [r for r in hub.requests("cdn") if r.method == "GET"]

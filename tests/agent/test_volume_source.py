@@ -86,6 +86,19 @@ def test_verify_in_place_passes_when_every_byte_matches_and_writes_nothing(tmp_p
     assert snapshot(root) == before
 
 
+def test_verify_in_place_refuses_a_volume_whose_files_and_manifest_were_replaced_since_resolve(tmp_path):
+    manifest = ship_manifest(tmp_path, FILES)
+    pinned = run_agent("resolve", "--manifest-file", str(manifest)).json["manifestDigest"]
+    replaced = {**FILES, "model.safetensors": b"r" * 40_000}
+    root = fill(tmp_path / "vol", replaced)
+    ship_manifest(tmp_path, replaced)  # shard and manifest.json agree with each other, not with the pin
+    run = run_agent("verify", "--dest", str(root), "--layout", "flat", "--manifest-file",
+                    str(manifest), "--manifest-digest", pinned)
+    assert run.code == exitcodes.BY_REASON["InvalidConfiguration"].code, run.stderr
+    assert f"--manifest-digest {pinned} is not the manifest's digest" in run.stderr
+    assert run.stdout == ""
+
+
 def test_a_mismatch_is_source_volume_mismatch_naming_the_files(tmp_path):
     root = fill(tmp_path / "vol", {**FILES, "model.safetensors": b"x" * 40_000})
     (root / "tokenizer/vocab.txt").unlink()
