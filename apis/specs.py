@@ -16,7 +16,7 @@ from pydantic_core import ErrorDetails
 
 from fleetcache.apis import xrds
 from fleetcache.apis.patterns import PATTERN_MEANINGS
-from fleetcache.messages import clipped, shown
+from fleetcache.messages import clipped, counted, shown
 
 
 class InputError(ValueError):
@@ -161,11 +161,11 @@ def problem_text(error: ErrorDetails) -> str:
         limit = ctx.get("min_length")
         return "must not be empty" if limit == 1 else f"{value} is shorter than {limit} characters"
     if kind == "string_too_long":
-        return f"{value} is longer than {ctx.get('max_length')} characters"
+        return f"{value} is longer than {counted(ctx.get('max_length', 0), 'character')}"
     if kind == "too_short":
-        return f"needs at least {ctx.get('min_length')} item(s)"
+        return f"needs at least {counted(ctx.get('min_length', 0), 'item')}"
     if kind == "too_long":
-        return f"has more than {ctx.get('max_length')} items"
+        return f"has more than {counted(ctx.get('max_length', 0), 'item')}"
     if kind in TYPE_NAMES:
         return f"{value} must be {TYPE_NAMES[kind]}"
     return f"{value}: {clipped(error.get('msg', 'is not valid'))}"

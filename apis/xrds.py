@@ -36,7 +36,7 @@ import jsonschema
 from fleetcache.apis.cel import evaluate_rule, is_transition_rule
 from fleetcache.apis.documents import DocumentError, load_documents
 from fleetcache.apis.patterns import PATTERN_MEANINGS
-from fleetcache.messages import clipped, shown
+from fleetcache.messages import clipped, counted, shown
 from fleetcache.shapes import DNS_LABEL, DNS_LABEL_MAX, DNS_SUBDOMAIN, DNS_SUBDOMAIN_MAX, LABEL_NAME, LABEL_VALUE
 
 APIS = Path(str(importlib.resources.files("fleetcache.apis")))
@@ -163,9 +163,12 @@ class Xrd:
                                                  f"got {shown(obj.get('apiVersion'))}"))
         if obj.get("kind") != self.kind:
             found.append(Violation("kind", f"must be {self.kind}"))
-        found += self.metadata_violations(obj)
+        meta = self.metadata_violations(obj)
+        found += meta
         defaulted = self.with_defaults(obj)
-        shape = schema_violations(self._validator, defaulted)
+        # The CRD schema caps metadata.name too: a name the metadata rules refused is said once.
+        said = {m.path for m in meta}
+        shape = [v for v in schema_violations(self._validator, defaulted) if v.path not in said]
         found += shape + list_key_violations(self.crd_schema, defaulted)
         old_defaulted = self.with_defaults(old) if old is not None else None
         # A rule cannot be evaluated on a value of the wrong type; the schema said so already.
@@ -300,7 +303,7 @@ def name_violations(name: Any, path: str, limit: int, shape: re.Pattern) -> list
     if not isinstance(name, str) or not name:
         return [Violation(path, f"is required and must be {what}, got {shown(name)}")]
     if len(name) > limit:
-        return [Violation(path, f"must be at most {limit} characters, got {len(name)}")]
+        return [Violation(path, f"must be at most {counted(limit, 'character')}, got {len(name)}")]
     if not shape.fullmatch(name):
         dots = ", dots between labels" if shape is DNS_SUBDOMAIN else ""
         return [Violation(path, f"{shown(name)} is not {what} (lower case letters, digits "
@@ -463,14 +466,14 @@ def schema_message(error: jsonschema.ValidationError) -> str:
         "enum": lambda: f"must be one of {', '.join(map(str, rule))}",
         "pattern": lambda: f"must be {PATTERN_MEANINGS[rule]}"
         if rule in PATTERN_MEANINGS else f"must match {shown(rule)}",
-        "maxLength": lambda: f"must be at most {rule} characters",
-        "minLength": lambda: f"must be at least {rule} characters",
+        "maxLength": lambda: f"must be at most {counted(rule, 'character')}",
+        "minLength": lambda: f"must be at least {counted(rule, 'character')}",
         "maximum": lambda: f"must be at most {rule}",
         "minimum": lambda: f"must be at least {rule}",
-        "maxItems": lambda: f"must have at most {rule} items",
-        "minItems": lambda: f"must have at least {rule} items",
-        "maxProperties": lambda: f"must have at most {rule} entries",
-        "minProperties": lambda: f"must have at least {rule} entries",
+        "maxItems": lambda: f"must have at most {counted(rule, 'item')}",
+        "minItems": lambda: f"must have at least {counted(rule, 'item')}",
+        "maxProperties": lambda: f"must have at most {counted(rule, 'entry', 'entries')}",
+        "minProperties": lambda: f"must have at least {counted(rule, 'entry', 'entries')}",
         "uniqueItems": lambda: "must not repeat an item",
         "format": lambda: f"must be a {rule}",
         "anyOf": lambda: "must match one of the allowed shapes",

@@ -34,3 +34,9 @@ def named(names: Sequence[str], first: int = NAMED_IN_MESSAGE, each: int | None 
     shown_names = ", ".join(n if each is None else clipped(n, each) for n in names[:first])
     more = len(names) - first
     return f"{shown_names} and {more} more" if more > 0 else shown_names
+
+
+def counted(count: int, noun: str, plural: str = "") -> str:
+    """A count and its noun in the right number ("1 cluster", "3 clusters"; `plural` when
+    it is not noun + "s": "0 copies"): every message that counts says it this one way."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

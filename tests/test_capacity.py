@@ -305,14 +305,14 @@ def test_only_an_existing_volume_takes_no_room_on_its_cluster(source, takes_room
 
 def test_a_shortfall_names_the_first_five_waiting_copies_and_counts_the_rest():
     decision = run([ready("full", 80, pinned=True)] + [new(f"ns/w{i}", 1) for i in range(7)])
-    said = decision.shortfall("80 used", "nothing is removable", "copies", "detail")
-    assert "7 copies wait for room (ns/w0, ns/w1, ns/w2, ns/w3, ns/w4 and 2 more)" in said
+    said = decision.shortfall("80 used", "nothing is removable", "hydration", "detail")
+    assert "7 hydrations waiting for room (ns/w0, ns/w1, ns/w2, ns/w3, ns/w4 and 2 more)" in said
 
 
 def test_a_shortfall_says_where_usage_stands_once_then_the_detail():
     stuck = run([ready("full", 90, pinned=True), new("ns/w", 1)])
-    assert stuck.shortfall("90 used", "nothing is removable", "copies", "5 reserved") == \
-        "90 used and nothing is removable; 1 copies wait for room (ns/w); 5 reserved"
+    assert stuck.shortfall("90 used", "nothing is removable", "hydration", "5 reserved") == \
+        "90 used and nothing is removable; 1 hydration waiting for room (ns/w); 5 reserved"
     waiting = run([ready("some", 75, pinned=True), new("ns/w", 10)])
-    assert waiting.shortfall("75 used", "nothing is removable", "copies", "") == \
-        "1 copies wait for room (ns/w); 75 used"
+    assert waiting.shortfall("75 used", "nothing is removable", "hydration", "") == \
+        "1 hydration waiting for room (ns/w); 75 used"

@@ -169,7 +169,7 @@ def test_a_hydration_that_would_pass_the_high_watermark_waits_and_capacity_is_lo
     assert outcome.status["cache"]["waiting"] == ["team-a/big"]
     low = condition(outcome, "CapacityLow")
     assert (low.status, low.reason) == ("True", "CapacityLow")
-    assert "1 hydration(s) wait for room (team-a/big)" in low.message
+    assert "1 hydration waiting for room (team-a/big)" in low.message
     assert "high watermark 80%: 80.0GiB" in low.message
     assert low.message.endswith(reasons.remedy("CapacityLow"))
 

@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import copy
 import datetime
+from pathlib import Path
 
 import lupa
 import pytest
 import yaml
+from click.testing import CliRunner
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
 
 from fleetcache import reasons
-from fleetcache.apis import specs
-from fleetcache.devtools import render
+from fleetcache.apis import specs, xrds
+from fleetcache.devtools import cli, render
 from fleetcache.functions import naming, protocol, server
 from fleetcache.functions.composers import model_cache, model_cache_grant
 from fleetcache.functions.decisions import obey_grant
 from fleetcache.functions.k8s import objects
+from tests.support.builders import composed_key
 from tests.support.fleet import (
     DIGEST,
     GIB,
@@ -42,6 +45,7 @@ from tests.support.fleet import (
 )
 from tests.test_argocd import ARGOCD_CM, lua_value
 
+ROOT = Path(__file__).resolve().parents[1]
 FLEET = [fleet_cluster("gpu-west-1"), fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2")]
 EAST = {"clusterNames": ["gpu-east-1", "gpu-east-2"]}
 
@@ -208,6 +212,46 @@ def test_admitted_says_on_how_many_clusters_and_bytes():
         f"ModelCacheGrant {GRANT} admits this cache on 3 clusters (3.0GiB each)"
 
 
+def test_admitted_on_one_cluster_says_so_in_the_singular():
+    xr = with_resolved(model_cache_xr(placement={"clusterNames": ["gpu-east-1"]}))
+    admitted = condition(compose(xr, [grant_admitting(xr, clusters=1)]), "Admitted")
+    assert admitted.message == f"ModelCacheGrant {GRANT} admits this cache on 1 cluster (3.0GiB)"
+
+
+RENDER = ROOT / "tests/fixtures/render"
+
+
+def test_the_render_fixtures_grant_is_what_compose_model_cache_grant_publishes_for_the_example():
+    """The README's render reads this grant: its rows count one copy per cluster, so the
+    rendered cache is admitted at the resolved size on each cluster, not the total."""
+    grant_doc = render.load_documents(RENDER / "required/modelcachegrant.yaml")[0]
+    record = render.load_documents(RENDER / "observed/resolve-configmap.yaml")[0]
+    data = record["status"]["atProvider"]["manifest"]["data"]
+    cache = xrds.with_defaults(render.load_documents(ROOT / "examples/fleet/modelcache.yaml")[0])
+    cache["status"] = {"resolved": {"commit": data["commit"], "bytes": int(data["bytes"]),
+                                    "manifestDigest": data["manifestDigest"]}}
+    published = model_cache_grant.compose(protocol.Request(
+        composite={k: v for k, v in grant_doc.items() if k != "status"},
+        required={model_cache_grant.MODEL_CACHES_KEY: [cache],
+                  model_cache_grant.FLEET_CLUSTERS_KEY: render.load_documents(
+                      RENDER / "required/fleetclusters.yaml"),
+                  model_cache_grant.HYDRATIONS_KEY: []}))
+    assert grant_doc["status"] == published.status
+    assert grant_doc["status"]["caches"][0]["bytes"] == int(data["bytes"])
+
+
+def test_the_readmes_render_says_the_grant_counts_the_resolved_size_on_each_cluster():
+    result = CliRunner().invoke(cli.main, [
+        "render", str(ROOT / "examples/fleet/modelcache.yaml"),
+        "--composition", str(ROOT / "compositions/modelcaches.yaml"), "--xrd", str(ROOT / "apis"),
+        "--required", str(RENDER / "required"), "--observed", str(RENDER / "observed")])
+    assert result.exit_code == 0, result.stderr
+    cache = next(yaml.safe_load_all(result.stdout))
+    admitted = next(c for c in cache["status"]["conditions"] if c["type"] == "Admitted")
+    assert admitted["message"] == "ModelCacheGrant team-a admits this cache on 3 clusters (1.4GiB each)"
+    assert cache["status"]["sizeHuman"] == "1.4GiB"
+
+
 def test_a_placement_that_grew_past_what_the_grant_counted_waits_for_its_next_decision():
     """A cluster inside the grant that came to match the selector after the grant decided
     is not reached before the grant has counted it against the budget."""
@@ -220,7 +264,7 @@ def test_a_placement_that_grew_past_what_the_grant_counted_waits_for_its_next_de
 
 def test_a_grant_resolves_before_it_admits_so_the_projection_has_the_size():
     outcome = compose(model_cache_xr(), [grant()])
-    assert "resolve-job" in outcome.desired
+    assert composed_key(outcome, "resolve-job")
     assert condition(outcome, "Admitted").reason == "AwaitingGrant"
     assert hydrations(outcome) == {}
 

@@ -258,7 +258,7 @@ def test_rows_record_what_was_admitted_for_compose_model_cache_to_obey():
     row = compose(request(caches=[cache], hydrations=[])).status["caches"][0]
     assert row == {"name": "a", "commit": COMMIT, "manifestDigest": DIGEST_A,
                    "bytes": 10 * GIB, "clusters": 2, "admitted": True, "reason": "Admitted",
-                   "message": "10.0GiB on 2 cluster(s) fits: the projection is 20.0GiB of "
+                   "message": "10.0GiB on 2 clusters fits: the projection is 20.0GiB of "
                               "100.0GiB",
                    "admittedDigest": admission.admission_digest(cache),
                    "admittedFootprint": {"manifestDigest": DIGEST_A, "bytes": 10 * GIB,
@@ -311,7 +311,7 @@ def test_used_bytes_is_absent_while_any_cache_is_unresolved():
     assert "usedBytes" not in outcome.status and outcome.status["unresolvedCaches"] == 1
     over = condition(outcome, "OverQuota")
     assert (over.status, over.reason) == ("Unknown", "UsageUnknown")
-    assert "1 ModelCache(s) naming the grant have not resolved" in over.message
+    assert "usage cannot be counted: 1 unresolved ModelCache naming the grant" in over.message
 
 
 def test_used_bytes_is_absent_until_the_hydrations_are_listed():

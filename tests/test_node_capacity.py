@@ -236,7 +236,7 @@ def test_node_capacity_low_names_what_waits_and_what_is_not_removable():
     (low,) = outcome.conditions
     assert (low.type, low.status, low.reason) == ("NodeCapacityLow", "True", "NodeCapacityLow")
     assert "no node copy is removable" in low.message
-    assert "1 node cache(s) wait for room (ml/b)" in low.message
+    assert "1 node cache waiting for room (ml/b)" in low.message
     assert "the fullest pool node has 7.0GiB free" in low.message
     assert reasons.remedy("NodeCapacityLow") in low.message
 

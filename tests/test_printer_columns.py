@@ -1,4 +1,5 @@
-"""`kubectl get` columns over the demo's final state: every column shows a value."""
+"""`kubectl get` columns over the demo's final state (every column shows a value), and over
+composers' output where something is wrong (the FAILED and REASON columns say what)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,30 @@ from pathlib import Path
 
 import pytest
 
+from fleetcache import reasons
+from fleetcache.apis.xrds import CROSSPLANE_PRINTER_COLUMNS
 from fleetcache.devtools import demo, render
 from fleetcache.devtools.demo import node_tier
+from fleetcache.functions import protocol
+from fleetcache.functions.composers import model_cache, model_deployment, model_replica
+from tests.support.deployments import (
+    CLUSTER,
+    NO_CACHE,
+    cache_required,
+    cache_row,
+    deployment,
+    replica_xr,
+)
+from tests.support.fleet import (
+    GIB,
+    fleet_cluster,
+    grant,
+    grant_admitting,
+    grant_row,
+    model_cache_xr,
+    observed_hydration,
+    with_resolved,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER = re.compile(r"^\[\?\(@\.([A-Za-z0-9_]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
@@ -129,3 +152,130 @@ def test_caches_off_the_node_tier_show_no_node_columns(final_state):
     for (kind, _, _), obj in final_state.items():
         if kind in ("ModelCache", "ModelCacheHydration", "FleetCluster") and not on_node_tier(obj):
             assert all(jsonpath(obj, path) is None for path in NODE_TIER)
+
+
+# --- what the columns say when something is wrong --------------------------------------------
+# Each composer's output as `kubectl get` prints it: the composite with the status it wrote.
+
+
+def listed(xr: dict, outcome: protocol.Outcome, kind: str) -> dict[str, object]:
+    """Our columns of `xr` once Crossplane has written the outcome's status, by header."""
+    shown = {**xr, "status": outcome.status}
+    return {c["name"]: jsonpath(shown, c["jsonPath"]) for c in printer_columns()[kind]}
+
+
+def cache_with(phases: dict[str, tuple[str, str]], **spec) -> dict[str, object]:
+    """A resolved ModelCache on the three-cluster fleet, its hydrations observed in
+    `phases` (cluster: (phase, reason)), as `kubectl get modelcaches` shows it."""
+    xr = with_resolved(model_cache_xr(**spec))
+    required = {"fleet-clusters": FLEET, "model-cache-grant": [grant_admitting(xr)]}
+    first = model_cache.compose(protocol.Request(composite=xr, required=required))
+    observed = {}
+    for key, (desired, _) in first.desired.items():
+        phase, reason = phases[desired["spec"]["clusterName"]]
+        observed[key] = observed_hydration(desired, phase, reason=reason,
+                                           done=3 * GIB if phase == "Ready" else 0)
+    outcome = model_cache.compose(protocol.Request(composite=xr, observed=observed,
+                                                   required=required))
+    return listed(xr, outcome, "ModelCache")
+
+
+FLEET = [fleet_cluster("gpu-east-1"), fleet_cluster("gpu-east-2"), fleet_cluster("gpu-west-1")]
+
+
+def test_our_columns_never_share_a_header_with_crossplanes():
+    crossplanes = {c["name"] for c in CROSSPLANE_PRINTER_COLUMNS}
+    assert {kind: sorted({c["name"] for c in columns} & crossplanes)
+            for kind, columns in printer_columns().items()} == \
+        {kind: [] for kind in printer_columns()}
+
+
+def test_a_degraded_cache_shows_one_failed_cluster_and_the_failures_own_reason():
+    shown = cache_with({"gpu-east-1": ("Ready", reasons.Hydrated),
+                        "gpu-east-2": ("Ready", reasons.Hydrated),
+                        "gpu-west-1": ("Failed", reasons.AuthFailed)})
+    assert (shown["CLUSTERS"], shown["FAILED"], shown["REASON"]) == ("2/3", 1, "AuthFailed")
+
+
+def test_a_cache_failed_on_two_clusters_shows_the_first_failed_clusters_reason():
+    shown = cache_with({"gpu-east-1": ("Ready", reasons.Hydrated),
+                        "gpu-east-2": ("Failed", reasons.DigestMismatch),
+                        "gpu-west-1": ("Failed", reasons.AuthFailed)})
+    assert (shown["FAILED"], shown["REASON"]) == (2, "DigestMismatch")
+
+
+def test_a_cache_missing_a_named_cluster_shows_why_it_is_degraded():
+    shown = cache_with({"gpu-east-1": ("Ready", reasons.Hydrated)},
+                       placement={"clusterNames": ["gpu-east-1", "gpu-ghost"]})
+    assert (shown["CLUSTERS"], shown["FAILED"], shown["REASON"]) == ("1/2", 0, "ClusterNotFound")
+
+
+@pytest.mark.parametrize("phases, reason", [
+    ({"gpu-east-1": ("Ready", ""), "gpu-east-2": ("Hydrating", ""), "gpu-west-1": ("Pending", "")},
+     "Hydrating"),
+    ({"gpu-east-1": ("Ready", ""), "gpu-east-2": ("Ready", ""), "gpu-west-1": ("Ready", "")},
+     "Complete"),
+], ids=["hydrating", "complete"])
+def test_a_cache_without_failures_shows_where_it_is_going(phases, reason):
+    shown = cache_with(phases)
+    assert (shown["FAILED"], shown["REASON"]) == (0, reason)
+
+
+def test_a_cache_its_grant_refuses_shows_the_grants_reason():
+    xr = with_resolved(model_cache_xr())
+    refused = grant(grant_row(xr, admitted=False, reason=reasons.OverQuota,
+                              message="3.0GiB on 3 clusters would pass the budget"))
+    outcome = model_cache.compose(protocol.Request(composite=xr, required={
+        "fleet-clusters": FLEET, "model-cache-grant": [refused]}))
+    assert listed(xr, outcome, "ModelCache")["REASON"] == "OverQuota"
+
+
+def test_a_failed_replica_shows_failed_and_why():
+    xr = replica_xr("Fail", hydration={"phase": "Failed", "reason": "AuthFailed", "message": ""})
+    shown = listed(xr, model_replica.compose(protocol.Request(composite=xr)), "ModelReplica")
+    assert (shown["DELIVERY"], shown["PHASE"], shown["REASON"]) == \
+        ("Fail", "Failed", "HydrationFailed")
+
+
+def deployment_round(xr: dict, cache: dict, observed: dict | None = None) -> protocol.Outcome:
+    return model_deployment.compose(protocol.Request(
+        composite=xr, observed=observed or {},
+        required={model_deployment.FLEET_CLUSTERS_KEY: [fleet_cluster(CLUSTER)], **cache}))
+
+
+def test_a_deployment_shows_its_failed_replica_and_the_replicas_own_reason():
+    xr = deployment(delivery={"onHydrationFailure": "Fail"},
+                    placement={"clusterNames": [CLUSTER]})
+    cache = cache_required(cache_row(CLUSTER, "Failed", reason="AuthFailed"))
+    first = deployment_round(xr, cache)
+    observed = {}
+    for key, (replica, _) in first.desired.items():  # each replica composed and reporting
+        said = model_replica.compose(protocol.Request(composite=replica))
+        observed[key] = {**replica, "status": {**said.status, "conditions": [
+            {"type": "Ready", "status": "False", "reason": "Creating"}]}}
+    shown = listed(xr, deployment_round(xr, cache, observed), "ModelDeployment")
+    assert (shown["REPLICAS"], shown["FAILED"], shown["REASON"]) == ("0/1", 1, "HydrationFailed")
+
+
+def test_a_deployment_whose_replica_has_not_reported_says_replicas_not_ready():
+    xr = deployment(placement={"clusterNames": [CLUSTER]})
+    shown = listed(xr, deployment_round(xr, cache_required(cache_row(CLUSTER, "Ready"))),
+                   "ModelDeployment")
+    assert (shown["REPLICAS"], shown["REASON"]) == ("0/1", "ReplicasNotReady")
+
+
+def test_a_deployment_whose_model_cache_is_missing_says_so():
+    xr = deployment(placement={"clusterNames": [CLUSTER]})
+    shown = listed(xr, deployment_round(xr, NO_CACHE), "ModelDeployment")
+    assert shown["REASON"] == "ModelCacheNotFound"
+
+
+def test_a_deployment_with_every_replica_ready_shows_available():
+    xr = deployment(placement={"clusterNames": [CLUSTER]})
+    cache = cache_required(cache_row(CLUSTER, "Ready"))
+    first = deployment_round(xr, cache)
+    observed = {key: {**replica, "status": {"reason": "Available", "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Available"}]}}
+        for key, (replica, _) in first.desired.items()}
+    shown = listed(xr, deployment_round(xr, cache, observed), "ModelDeployment")
+    assert (shown["REPLICAS"], shown["FAILED"], shown["REASON"]) == ("1/1", 0, "Available")

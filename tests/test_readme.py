@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +87,70 @@ def test_the_tours_replicas_are_where_and_how_compose_model_deployment_puts_them
                       for r, _ in outcome.desired.values())
     shown = sorted((row[0], row[1], row[2]) for row in printed_rows("modelreplicas")[1:])
     assert shown == composed
+
+
+# --- "Try the agent": the shell session runs and prints what the README shows
+
+TRY_AGENT = README[README.index("## Try the agent"):]
+TRY_AGENT = TRY_AGENT[:TRY_AGENT.index("\n## ")]
+README_PORT = 8765
+# What differs between machines and runs: the log's times, the transfer rate, the volume's size and use.
+VARYING = [(re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"), "<time>"),
+           (re.compile(r'"(bytesPerSecond|capacityBytes|usedBytes)": \d+'), r'"\1": <n>')]
+STEP = "@@ fleetcache readme step"
+
+
+def session(section: str) -> list[tuple[str, list[str]]]:
+    """The section's shell session: each `$ ` command with the lines shown under it."""
+    block = section[section.index("```sh\n") + len("```sh\n"):]
+    steps: list[tuple[str, list[str]]] = []
+    for line in block[:block.index("```")].splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        else:
+            steps[-1][1].append(line)
+    return steps
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_session(commands: list[str], tmp_path: Path) -> list[list[str]]:
+    """Each command's output (stdout and stderr), the commands run in turn in one bash from the
+    clone, on a free port instead of the README's; the whole session is killed if it hangs."""
+    port = free_port()
+    script = "exec 2>&1\n" + "".join(
+        f"echo '{STEP}'\n" + command.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
+        .replace(f"127.0.0.1:{README_PORT}", f"127.0.0.1:{port}").replace(f"--port {README_PORT}", f"--port {port}")
+        + "\n" for command in commands)
+    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return [part.replace(f"127.0.0.1:{port}", f"127.0.0.1:{README_PORT}").splitlines()
+            for part in out.split(STEP + "\n")[1:]]
+
+
+def as_shown(shown: str, printed: str) -> str:
+    """A printed line as the README would show it: the varying numbers masked, and cut where
+    the README's line ends in `…`."""
+    for pattern, mask in VARYING:
+        shown, printed = pattern.sub(mask, shown), pattern.sub(mask, printed)
+    cut = shown[:-1].rstrip()
+    return shown if shown.endswith("…") and printed.startswith(cut) else printed
+
+
+def test_try_the_agent_prints_what_the_readme_shows(tmp_path):
+    steps = session(TRY_AGENT)
+    printed = run_session([command for command, _ in steps], tmp_path)
+    for (command, shown), lines in zip(steps, printed, strict=True):
+        masked = [as_shown(s, p) for s, p in zip(shown, lines, strict=False)] + lines[len(shown):]
+        assert [as_shown(s, s) for s in shown] == masked, command

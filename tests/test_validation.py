@@ -139,6 +139,23 @@ def test_an_xr_name_the_api_server_or_crossplane_refuses_is_a_violation(name, me
     assert Violation("metadata.name", message) in xrds.violations(cache)
 
 
+@pytest.mark.parametrize("path", ["examples/fleet/modelcache.yaml", "examples/fleet/fleetclusters.yaml"])
+def test_a_name_too_long_is_refused_once(path):
+    """The metadata rules and the CRD schema's maxLength both cap the name: one problem, one
+    refusal."""
+    obj = copy.deepcopy(documents.load_documents(ROOT / path)[0])
+    obj["metadata"]["name"] = "a" * 70
+    assert [v for v in xrds.violations(obj) if v.path == "metadata.name"] == \
+        [Violation("metadata.name", "must be at most 63 characters, got 70")]
+
+
+def test_a_limit_of_one_is_said_in_the_singular():
+    cache = model_cache()
+    cache["spec"]["grantRef"]["name"] = ""
+    assert Violation("spec.grantRef.name", "must be at least 1 character, got ''") in \
+        xrds.violations(cache)
+
+
 def test_a_namespace_must_be_a_dns_label():
     cache = model_cache()
     cache["metadata"]["namespace"] = "ml.team"

@@ -960,7 +960,13 @@ class Status(BaseModel):
         ),
     ] = None
     summary: Annotated[
-        str | None, Field(description='Ready out of desired clusters, e.g. "2/3" (the READY column).')
+        str | None, Field(description='Ready out of desired clusters, e.g. "2/3" (the CLUSTERS column).')
+    ] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description="Why the cache stands where it does, in one word (the REASON column): the reason of the first failed cluster in status.clusters (e.g. AuthFailed), else the Degraded condition's (ClusterNotFound), else the Progressing condition's (e.g. Hydrating, Complete, OverQuota, AwaitingGrant)."
+        ),
     ] = None
     progress_percent: Annotated[
         StrictInt | None,

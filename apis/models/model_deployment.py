@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt
 from typing_extensions import TypeAliasType
 
 
@@ -45,6 +45,15 @@ class CommandItem(RootModel[str]):
     root: Annotated[str, Field(description='One word of the command.', max_length=4096)]
 
 
+class ConfigMapKeyRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[str | None, Field(description="The ConfigMap's name.", max_length=253)] = None
+    key: Annotated[str, Field(description='The key to select.', max_length=253)]
+    optional: Annotated[StrictBool | None, Field(description='Whether the ConfigMap or its key may be missing.')] = None
+
+
 class Delivery(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -77,6 +86,17 @@ class Delivery(BaseModel):
             validate_default=True,
         ),
     ] = {}
+
+
+class Divisor(RootModel[str]):
+    root: Annotated[
+        str,
+        Field(
+            description='The unit the value is given in, e.g. 1Mi; 1 when unset.',
+            max_length=64,
+            pattern='^(\\d+(\\.\\d*)?|\\.\\d+)([eE][+-]?\\d{1,2}|[KMGTPE]i|[numkMGTPE])?$',
+        ),
+    ]
 
 
 class Engine(BaseModel):
@@ -149,12 +169,27 @@ class EnvItem(BaseModel):
         str | None, Field(description='Literal value; $(VAR) references are expanded.', max_length=32768)
     ] = None
     value_from: Annotated[
-        dict[str, Any] | None,
+        ValueFrom | None,
         Field(
             alias='valueFrom',
-            description='A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef); the object it names must exist on every cluster.',
+            description='A Kubernetes EnvVarSource: exactly one of configMapKeyRef, secretKeyRef, fieldRef or resourceFieldRef; the object it names must exist on every cluster.',
         ),
     ] = None
+
+
+class FieldRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    api_version: Annotated[
+        str | None,
+        Field(
+            alias='apiVersion',
+            description='Version of the schema fieldPath is written in; v1 when unset.',
+            max_length=64,
+        ),
+    ] = None
+    field_path: Annotated[str, Field(alias='fieldPath', description='Path of the field to select.', max_length=512)]
 
 
 class HuggingFace(BaseModel):
@@ -386,6 +421,21 @@ class Requests(RootModel[str]):
     ]
 
 
+class ResourceFieldRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    container_name: Annotated[
+        str | None, Field(alias='containerName', description="The container; the engine's when unset.", max_length=253)
+    ] = None
+    resource: Annotated[
+        str, Field(description='The resource to select, e.g. limits.cpu or requests.memory.', max_length=256)
+    ]
+    divisor: Annotated[
+        StrictInt | Divisor | None, Field(description='The unit the value is given in, e.g. 1Mi; 1 when unset.')
+    ] = None
+
+
 class Resources(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -397,6 +447,15 @@ class Resources(BaseModel):
         dict[str, StrictInt | Limits] | None,
         Field(description='Maximum resources, e.g. nvidia.com/gpu 1 and memory 96Gi.'),
     ] = None
+
+
+class SecretKeyRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[str | None, Field(description="The Secret's name.", max_length=253)] = None
+    key: Annotated[str, Field(description='The key to select.', max_length=253)]
+    optional: Annotated[StrictBool | None, Field(description='Whether the Secret or its key may be missing.')] = None
 
 
 class Spec(BaseModel):
@@ -457,7 +516,13 @@ class Status(BaseModel):
     )
     replicas: Annotated[Replicas | None, Field(description='Replica counts.')] = None
     summary: Annotated[
-        str | None, Field(description='Ready out of desired replicas, e.g. "2/3" (the READY column).')
+        str | None, Field(description='Ready out of desired replicas, e.g. "2/3" (the REPLICAS column).')
+    ] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description="Why the deployment stands where it does, in one word (the REASON column): the ModelCacheResolved condition's reason when it is False (ModelCacheNotFound, Resolving), else the ReplicasScheduled condition's when it is False (NoClusters, MaxReplicasPerCluster), else the status.reason of the first replica not ready (in the order status.placements puts those needing attention first; ReplicasNotReady until it reports one), else Available."
+        ),
     ] = None
     model: Annotated[
         Model1 | None, Field(description='The model every replica serves; kept when the ModelCache disappears.')
@@ -475,3 +540,24 @@ class Status(BaseModel):
 
 class Value(RootModel[str]):
     root: Annotated[str, Field(description='One label value.', max_length=63)]
+
+
+class ValueFrom(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    config_map_key_ref: Annotated[
+        ConfigMapKeyRef | None,
+        Field(alias='configMapKeyRef', description="A key of a ConfigMap in the replica's namespace on its cluster."),
+    ] = None
+    secret_key_ref: Annotated[
+        SecretKeyRef | None,
+        Field(alias='secretKeyRef', description="A key of a Secret in the replica's namespace on its cluster."),
+    ] = None
+    field_ref: Annotated[
+        FieldRef | None, Field(alias='fieldRef', description='A field of the pod, e.g. metadata.name or status.podIP.')
+    ] = None
+    resource_field_ref: Annotated[
+        ResourceFieldRef | None,
+        Field(alias='resourceFieldRef', description='A resource of the engine container, e.g. limits.memory.'),
+    ] = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetcache import reasons
+from fleetcache import messages, reasons
 from fleetcache.apis import specs
 from fleetcache.apis.models.model_cache_grant import ModelCacheGrant
 from fleetcache.functions import protocol, quantities, read
@@ -106,7 +106,7 @@ def figures(spec: GrantSpec, decision: admission.Decision, used: int | None) -> 
 def quota_condition(request: protocol.Request, spec: GrantSpec, decision: admission.Decision,
                     used: int | None, outcome: protocol.Outcome) -> None:
     if used is None:
-        why = f"{decision.unresolved} ModelCache(s) naming the grant have not resolved" \
+        why = f"{messages.counted(decision.unresolved, 'unresolved ModelCache')} naming the grant" \
             if decision.unresolved else "the namespace's ModelCacheHydrations are not listed yet"
         outcome.condition("OverQuota", "Unknown", reasons.UsageUnknown,
                           reasons.with_remedy(f"usage cannot be counted: {why}", reasons.UsageUnknown))

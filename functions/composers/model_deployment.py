@@ -23,7 +23,8 @@ Lifecycle, top to bottom:
    the shared spec.engine from this ModelDeployment, so 1,000 replicas of a large engine
    spec stay far under Crossplane's message limits;
 5. report replicas, placements and the ReplicasScheduled / ReplicasReady /
-   ModelCacheResolved conditions; ready when every desired replica is ready.
+   ModelCacheResolved conditions, and the status.reason they add up to (the REASON
+   column); ready when every desired replica is ready.
 """
 
 from __future__ import annotations
@@ -163,7 +164,8 @@ def previous_replicas(request: protocol.Request) -> dict[int, Previous]:
             if not node.get("revertedAt"):
                 node["revertedAt"] = read.get_path(observed, "status.nodeCache.revertedAt")
             found[index] = Previous(cluster, str(read.get_path(observed, "spec.delivery") or ""),
-                                    read.is_true(observed, "Ready"), node)
+                                    read.is_true(observed, "Ready"), node,
+                                    reasons.reason_or_empty(read.get_path(observed, "status.reason")))
     return found
 
 
@@ -191,6 +193,7 @@ class Placement:
     commit: str = ""
     delivery_reason: str = ""  # the replica's spec.deliveryReason
     node: Mapping = field(default_factory=dict)  # the replica's spec.nodeCache on Node
+    replica_reason: str = ""  # its ModelReplica's status.reason on this cluster, once reported
 
     @property
     def previous_commit(self) -> bool:
@@ -259,9 +262,10 @@ def compose_replicas(request: protocol.Request, spec: DeploymentSpec, model: Mod
             placements.append(Placement(index, None, "", reason, False))
             continue
         chosen = decide(model, cluster, spec.policy, before)
-        ready = before is not None and before.cluster == cluster and before.ready
-        placement = Placement(index, cluster, chosen.delivery, chosen.reason, ready,
-                              chosen.commit, chosen.delivery_reason, chosen.node)
+        here = before if before is not None and before.cluster == cluster else None
+        placement = Placement(index, cluster, chosen.delivery, chosen.reason,
+                              here is not None and here.ready, chosen.commit,
+                              chosen.delivery_reason, chosen.node, here.reason if here else "")
         outcome.compose(replica_key(index), model_replica(request, engine_digest, model,
                                                           placement))
         placements.append(placement)
@@ -308,14 +312,15 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
     gone = f"; clusterNames not found: {', '.join(missing)}" if missing else ""
     if len(placed) == desired:
         outcome.condition("ReplicasScheduled", True, reasons.Scheduled,
-                          f"{desired} replicas on {len({p.cluster for p in placed})} "
-                          f"clusters{gone}")
+                          f"{messages.counted(desired, 'replica')} on "
+                          f"{messages.counted(len({p.cluster for p in placed}), 'cluster')}{gone}")
     elif not candidates:
         outcome.condition("ReplicasScheduled", False, reasons.NoClusters, reasons.with_remedy(
             f"no Ready FleetCluster matches spec.placement{gone}", reasons.NoClusters))
     else:
         outcome.condition("ReplicasScheduled", False, reasons.MaxReplicasPerCluster, reasons.with_remedy(
-            f"{len(placed)} of {desired} replicas scheduled: {len(candidates)} Ready clusters "
+            f"{len(placed)} of {messages.counted(desired, 'replica')} scheduled: "
+            f"{messages.counted(len(candidates), 'Ready cluster')} "
             f"x maxReplicasPerCluster {spec.max_per_cluster}{gone}", reasons.MaxReplicasPerCluster))
 
     if ready == desired:
@@ -344,8 +349,8 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
         outcome.condition("ModelCacheResolved", False, reasons.ModelCacheNotFound, reasons.with_remedy(
             f"{missing_cache}; {doing}", reasons.ModelCacheNotFound))
     elif model.commit:
-        stale = (f"; {previous} replicas serve a previous commit from their cluster's cache "
-                 f"until this one is Ready there") if previous else ""
+        stale = (f"; {messages.counted(previous, 'replica')} still on a previous commit from "
+                 f"the cluster's cache until this one is Ready there") if previous else ""
         outcome.condition("ModelCacheResolved", True, reasons.Resolved,
                           f"ModelCache {model.cache_name}: {model.repo}@{model.revision} is "
                           f"commit {model.commit}{stale}")
@@ -353,7 +358,24 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
         outcome.condition("ModelCacheResolved", False, reasons.Resolving,
                           f"ModelCache {model.cache_name} has not resolved {model.repo}@"
                           f"{model.revision} to a commit yet")
+    outcome.status["reason"] = headline(placements, outcome)
     outcome.composite_ready = ready == desired
+
+
+def headline(placements: list[Placement], outcome: protocol.Outcome) -> str:
+    """status.reason, the REASON column, once every condition is set: one word for where
+    the deployment stands, beside Crossplane's READY. What holds every replica back comes
+    first (its ModelCache, then scheduling), then the first replica not ready as its own
+    ModelReplica says (in the order status.placements puts those needing attention first)."""
+    said = {c.type: c for c in outcome.conditions}
+    for held_by in ("ModelCacheResolved", "ReplicasScheduled"):
+        if said[held_by].status == "False":
+            return said[held_by].reason
+    not_ready = sorted((p for p in placements if p.cluster and not p.ready),
+                       key=lambda p: (ATTENTION[p.delivery], p.index))
+    if not_ready:
+        return not_ready[0].replica_reason or reasons.ReplicasNotReady
+    return said["ReplicasReady"].reason
 
 
 def compose(request: protocol.Request) -> protocol.Outcome:

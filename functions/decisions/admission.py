@@ -252,8 +252,8 @@ def refusal(grant: Grant, cache: Cache) -> tuple[str, str]:
         return reasons.InvalidSpec, "spec.placement cannot be evaluated over the FleetClusters"
     outside = sorted(cache.targets - grant.clusters)
     if outside:
-        return reasons.OutsideGrant, f"{len(outside)} target cluster(s) are outside ModelCacheGrant " \
-                               f"{grant.name}: {messages.named(outside, NAMED, each=None)}"
+        return reasons.OutsideGrant, f"{messages.counted(len(outside), 'target cluster')} outside " \
+                               f"ModelCacheGrant {grant.name}: {messages.named(outside, NAMED, each=None)}"
     if cache.pinned and not grant.allow_pinned:
         return reasons.PinningNotAllowed, f"spec.retention.pinned is true but ModelCacheGrant " \
                                     f"{grant.name} does not set spec.allowPinned"
@@ -264,12 +264,12 @@ def admitted_message(grant: Grant, cache: Cache, needed: int) -> str:
     if not cache.content:
         return f"admitted to resolve; its size is not known yet, so the projection " \
                f"({quantities.human_bytes(needed)} of {quantities.human_bytes(grant.quota)}) does not count it"
-    return f"{quantities.human_bytes(cache.bytes)} on {len(cache.targets or ())} cluster(s) fits: " \
+    return f"{quantities.human_bytes(cache.bytes)} on {messages.counted(len(cache.targets or ()), 'cluster')} fits: " \
            f"the projection is {quantities.human_bytes(needed)} of {quantities.human_bytes(grant.quota)}"
 
 
 def over_quota_message(grant: Grant, cache: Cache, needed: int, current: int) -> str:
-    return f"{quantities.human_bytes(cache.bytes)} on {len(cache.targets or ())} cluster(s) would " \
+    return f"{quantities.human_bytes(cache.bytes)} on {messages.counted(len(cache.targets or ()), 'cluster')} would " \
            f"make the projection {quantities.human_bytes(needed)} ({needed} bytes), over the " \
            f"budget of {quantities.human_bytes(grant.quota)} ({grant.quota} bytes) of " \
            f"ModelCacheGrant {grant.name}; {quantities.human_bytes(max(0, grant.quota - current))} " \

@@ -1,8 +1,8 @@
 """How a ModelCache's clusters roll up: the counts of its per-cluster reports, the rows
-status.clusters and status.retained list (`fleet_status`), and the Progressing, Available,
+status.clusters and status.retained list (`fleet_status`), the Progressing, Available,
 Lapsed and Degraded conditions the reports add up to, with the cache's readiness
-(`fleet_conditions`). Pure: the reports (views/hydration.py report_of) in, status and
-conditions out."""
+(`fleet_conditions`), and the one reason the REASON column shows (`headline`). Pure: the
+reports (views/hydration.py report_of) in, status and conditions out."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ def fleet_conditions(reports: list[ClusterReport], resolution: Resolution, admit
         outcome.condition("Progressing", False, reasons.CredentialsSecretMissing,
                           messages.clipped("; ".join(missing_secrets), messages.MESSAGE_LIMIT))
     elif ready == desired:
-        outcome.condition("Progressing", False, reasons.Complete, f"all {desired} clusters are Ready")
+        outcome.condition("Progressing", False, reasons.Complete,
+                          f"every target is Ready ({messages.counted(desired, 'cluster')})")
     elif missing and ready + len(missing) == desired:
         outcome.condition("Progressing", False, reasons.ClusterNotFound, not_found_message(missing))
     elif evicted and ready + len(missing) + len(evicted) == desired:
@@ -130,7 +131,7 @@ def fleet_conditions(reports: list[ClusterReport], resolution: Resolution, admit
         outcome.condition("Progressing", True, resolution.reason, resolution.message)
 
     lapsed = lapsed_shortfall(reports, available)
-    counted = f"{ready} of {desired} clusters Ready"
+    counted = f"{ready} of {messages.counted(desired, 'cluster')} Ready"
     if serving:
         counted += f", {serving} serving the previous commit until the new one is Ready"
     counted += f" (needs {needed})"
@@ -159,6 +160,18 @@ def fleet_conditions(reports: list[ClusterReport], resolution: Resolution, admit
     outcome.composite_ready = available and not missing_secrets
 
 
+def headline(reports: list[ClusterReport], outcome: protocol.Outcome) -> str:
+    """status.reason, the REASON column, once every condition is set: one word for where the
+    cache stands, beside Crossplane's READY. What needs a human comes first: the first failed
+    cluster's own reason (e.g. AuthFailed, not the HydrationFailed every failure shares),
+    then why it is Degraded (the node tier's included), then where it is going (Progressing)."""
+    failures = [r for r in reports if r.phase == "Failed"]
+    if failures:
+        return failures[0].reason or reasons.HydrationFailed
+    said = {c.type: c for c in outcome.conditions}
+    return said["Degraded"].reason if said["Degraded"].status == "True" else said["Progressing"].reason
+
+
 def short_of(reports: list[ClusterReport]) -> list[ClusterReport]:
     """The targets that serve nothing warm: not Ready, and no previous commit to serve."""
     return [r for r in reports if r.phase != "Ready" and not r.serving_previous]
@@ -178,9 +191,8 @@ def report_lapsed(reports: list[ClusterReport], available: bool, lapsed: bool,
     ttl = ttl_after_last_use or "unset"
     gone = [r.name for r in short_of(reports) if r.lapsed and r.phase == "Evicted"]
     if lapsed:
-        copies = "1 copy" if len(gone) == 1 else f"{len(gone)} copies"
         outcome.condition("Lapsed", True, reasons.Lapsed,
-                          f"{copies} lapsed (no replica mounted it for "
+                          f"{messages.counted(len(gone), 'copy', 'copies')} lapsed (no replica mounted it for "
                           f"spec.retention.ttlAfterLastUse {ttl}) and evicted, on {messages.named(gone)}; "
                           "a replica placed on such a cluster warms it again")
         return

@@ -147,13 +147,14 @@ class Decision:
     def shortfall(self, where: str, unremovable: str, waiting: str, detail: str = "") -> str:
         """What CapacityLow and NodeCapacityLow say before their remedy: that usage (`where`,
         against the high watermark, said once) stays above it with nothing more removable,
-        and which copies wait for room (the first NAMED by name), then `detail`."""
+        and which copies wait for room (`waiting` names one; the first NAMED by name), then
+        `detail`."""
         said = []
         if self.stuck:
             said.append(f"{where} and {unremovable}")
         if self.waiting:
             names = messages.named(self.waiting, NAMED, each=None)
-            said.append(f"{len(self.waiting)} {waiting} wait for room ({names})"
+            said.append(f"{messages.counted(len(self.waiting), waiting)} waiting for room ({names})"
                         + ("" if self.stuck else f"; {where}")
                         + (f"; {detail}" if detail else ""))
         return "; ".join(said)

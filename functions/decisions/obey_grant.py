@@ -91,13 +91,15 @@ def admission_of(request: protocol.Request, grant_name: str, grant: dict, resolv
                                                 "decided; nothing new is composed until it decides "
                                                 "again")
     if admitted_here and len(targets) > row.clusters:
-        return Admission(reasons.AwaitingGrant, f"spec.placement matches {len(targets)} clusters, "
+        return Admission(reasons.AwaitingGrant, f"spec.placement matches {messages.counted(len(targets), 'cluster')}, "
                                                 f"more than the {row.clusters} ModelCacheGrant {name} "
                                                 "counted when it decided; nothing new is composed "
                                                 "until it decides again")
     if admitted_here:
-        return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on {row.clusters} clusters "
-                                   f"({quantities.human_bytes(row.bytes)} each)")
+        each = " each" if row.clusters != 1 else ""  # a row's bytes are one copy's
+        return Admission(ADMITTED, f"ModelCacheGrant {name} admits this cache on "
+                                   f"{messages.counted(row.clusters, 'cluster')} "
+                                   f"({quantities.human_bytes(row.bytes)}{each})")
     holds = bool(row.admitted_digest) and has_copies
     kept = "; the copies it admitted before keep serving" if holds else ""
     if not row.admitted and row.reason in REFUSALS:

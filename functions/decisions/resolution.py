@@ -57,7 +57,7 @@ def manifest_problem(origin: sources.Source, record: dict, result: dict | None) 
 def empty_source(origin: sources.Source, source: dict, resolved: dict) -> Resolution:
     return Resolution(None, reasons.InvalidSource, reasons.with_remedy(
         f"{origin.described} resolved to commit {resolved['commit'][:10]} with "
-        f"{resolved['files']} files ({resolved['bytes']} bytes) selected: "
+        f"{messages.counted(resolved['files'], 'file')} ({resolved['bytes']} bytes) selected: "
         f"spec.source.allowPatterns {messages.shown(source['allowPatterns'])} and "
         f"ignorePatterns {messages.shown(source['ignorePatterns'])} select no file; fix the "
         "patterns so they match the repository's files", reasons.InvalidSource))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fleetcache import reasons
+from fleetcache import messages, reasons
 from fleetcache.functions import read
 from fleetcache.functions.decisions import mirror
 from fleetcache.functions.views.hydration import ClusterReport, pinned_to
@@ -29,8 +29,8 @@ class Plan:
         """Why a target that got nothing new waits, on its report."""
         if target.name in self.queued:
             report.reason = reasons.RolloutQueued
-            report.message = (f"waiting for a rollout slot: {max_concurrent} clusters "
-                              "hydrate at once (spec.rollout.maxConcurrent)")
+            report.message = (f"waiting for a rollout slot: spec.rollout.maxConcurrent lets "
+                              f"{messages.counted(max_concurrent, 'cluster')} hydrate at once")
             if report.serving_commit:
                 report.message += f"; serving {report.serving_commit[:10]} until then"
         if fleet is not None and target.name in self.for_mirror:

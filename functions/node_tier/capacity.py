@@ -189,7 +189,7 @@ def condition(cluster: str, settings: Settings, decision: capacity.Decision, fre
             f"{settings.high}%: {quantities.human_bytes(decision.high)})"
     said = decision.shortfall(
         where, "no node copy is removable: every remaining one is pinned, used by a replica or "
-        "not Ready on its nodes", "node cache(s)", "" if free is None else
+        "not Ready on its nodes", "node cache", "" if free is None else
         f"the fullest pool node has {quantities.human_bytes(free)} free (if the disks hold less than "
         "capacityPerNode, set it to what they hold, so unused node copies are evicted)")
     outcome.condition("NodeCapacityLow", True, reasons.NodeCapacityLow,

@@ -51,7 +51,7 @@ def degraded_message(failing: list[ClusterNodes]) -> str:
     named = ", ".join(f"{r.cluster} ({r.counts['failedNodes']} of {r.counts['desiredNodes']} "
                       f"nodes{': ' + r.first_reason if r.first_reason else ''})"
                       for r in failing[:NAMED])
-    more = f" and {len(failing) - NAMED} more clusters" if len(failing) > NAMED else ""
+    more = f" and {messages.counted(len(failing) - NAMED, 'more cluster')}" if len(failing) > NAMED else ""
     first = failing[0].first_reason
     remedy = reasons.remedy(first) if first else ""
     message = f"node copies failed on {named}{more}. " + (remedy or reasons.remedy(reasons.NodeTierDegraded))

@@ -1,7 +1,7 @@
 """What compose-model-deployment writes into a ModelReplica's spec and compose-model-replica
 reads back: the engine (spec.engine, with the digest that says which engine a replica was
 composed with) and the warm cache it mounts (spec.cache); and what the deployment reads back
-of its replicas at its next compose (where each ran, how, and whether it was Ready)."""
+of its replicas at its next compose (where each ran, how, whether it was Ready, and why not)."""
 
 from __future__ import annotations
 
@@ -103,6 +103,7 @@ class Previous:
     delivery: str
     ready: bool
     node: Mapping = field(default_factory=dict)  # spec.nodeCache of a Node replica
+    reason: str = ""  # its status.reason, when it has a reason's shape
 
     @property
     def reverted_at(self) -> str:
