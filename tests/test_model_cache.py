@@ -14,6 +14,7 @@ from fleetcache.functions.composers import model_cache
 from fleetcache.functions.decisions import cache_rollup
 from fleetcache.functions.views import model_cache as model_cache_view
 from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
+from tests.support.builders import composed_key
 from tests.support.fleet import (
     COMMIT,
     GIB,
@@ -64,8 +65,8 @@ def first_round_observed(xr: dict, record: dict | None = None, job_status: dict 
         observed["resolve-configmap"] = observed_object(first.desired["resolve-configmap"][0],
                                                         data=record)
     if job_status is not None:
-        observed["resolve-job"] = observed_object(first.desired["resolve-job"][0],
-                                                  remote_status=job_status)
+        key = composed_key(first, "resolve-job-")
+        observed[key] = observed_object(first.desired[key][0], remote_status=job_status)
     return observed
 
 
@@ -160,7 +161,7 @@ def test_no_target_at_all_is_not_progressing_with_no_clusters():
 def test_resolve_runs_on_the_first_ready_target_cluster_by_name():
     fleet = [fleet_cluster("gpu-a", ready=False), *FLEET]
     outcome = compose(model_cache_xr(), fleet)
-    job = outcome.desired["resolve-job"][0]
+    job = outcome.desired[composed_key(outcome, "resolve-job")][0]
     assert job["spec"]["providerConfigRef"] == {"kind": "ClusterProviderConfig",
                                                 "name": "gpu-east-1"}
     args = job["spec"]["forProvider"]["manifest"]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -175,16 +176,18 @@ def test_every_resolve_step_manifest_is_valid_kubernetes():
                                                 "tokenSecretRef": {"name": "hf-token"}}})
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"},
               "data": {"HF_TOKEN": "eA=="}}
-    manifests = dict(iter_remote_manifests(compose(xr, secrets=[secret])))
+    outcome = compose(xr, secrets=[secret])
+    manifests = dict(iter_remote_manifests(outcome))
     assert set(manifests) == {"resolve-namespace", "resolve-serviceaccount", "resolve-role",
                               "resolve-rolebinding", "resolve-configmap", "resolve-token",
-                              "resolve-job"}
+                              composed_key(outcome, "resolve-job-")}
     for manifest in manifests.values():
         assert_valid_k8s(manifest)
 
 
 def test_the_resolve_job_passes_pod_security_restricted():
-    job = dict(iter_remote_manifests(compose(model_cache_xr())))["resolve-job"]
+    outcome = compose(model_cache_xr())
+    job = dict(iter_remote_manifests(outcome))[composed_key(outcome, "resolve-job-")]
     assert restricted_violations(job["spec"]["template"]["spec"]) == []
 
 
@@ -238,7 +241,7 @@ def test_token_secret_missing_composes_no_job_and_deletes_nothing():
     outcome = compose(xr, observed=already, secrets=[])
     resolved = condition(outcome, "Resolved")
     assert (resolved.status, resolved.reason) == ("False", "TokenSecretMissing")
-    assert "resolve-job" not in outcome.desired
+    assert not composed_key(outcome, "resolve-job")
     assert set(outcome.desired) == {"hydration-gpu-east-1"}
 
 
@@ -271,7 +274,7 @@ def test_a_changed_source_resolves_again_and_keeps_the_existing_hydrations():
     changed = copy.deepcopy(xr)
     changed["spec"]["source"]["huggingFace"]["revision"] = "v2"
     outcome = compose(changed, observed=observed)
-    assert "resolve-job" in outcome.desired
+    assert composed_key(outcome, "resolve-job")
     assert set(hydrations(outcome)) == {"gpu-east-1", "gpu-east-2", "gpu-west-1"}
     assert all(h["spec"]["commit"] == COMMIT for h in hydrations(outcome).values())
 
@@ -605,7 +608,7 @@ def test_a_resolve_that_selects_nothing_is_invalid_source_and_fans_out_nothing(f
     assert (resolved.status, resolved.reason) == ("False", "InvalidSource")
     assert "spec.source.allowPatterns" in resolved.message
     assert not hydrations(outcome)
-    assert "resolve-job" in outcome.desired  # kept: no resolve Job reruns in a loop
+    assert composed_key(outcome, "resolve-job")  # kept: no resolve Job reruns in a loop
     assert "resolved" not in outcome.status
 
 
@@ -625,7 +628,7 @@ def test_a_malformed_status_resolved_reads_as_absent_with_a_warning(resolved):
     xr["status"] = {"resolved": resolved}
     outcome = compose(xr)
     assert condition(outcome, "Resolved").reason == "Resolving"
-    assert "resolve-job" in outcome.desired
+    assert composed_key(outcome, "resolve-job")
     assert any("status.resolved" in w and len(w) < 400 for w in outcome.warnings)
 
 
@@ -758,7 +761,7 @@ def resolving_update(observed: dict, fleet: list[dict]) -> protocol.Outcome:
 
 
 def compare_args(outcome: protocol.Outcome) -> list[str]:
-    args = outcome.desired["resolve-job"][0]["spec"]["forProvider"]["manifest"]["spec"][
+    args = outcome.desired[composed_key(outcome, "resolve-job")][0]["spec"]["forProvider"]["manifest"]["spec"][
         "template"]["spec"]["containers"][0]["args"]
     return [b for a, b in zip(args, args[1:], strict=False) if a == "--compare"]
 
@@ -794,7 +797,8 @@ def test_a_composed_resolve_job_keeps_its_compare_commits_while_the_fleet_moves(
     """A Job is immutable: its args must not change under provider-kubernetes."""
     fleet, observed = old_commit_fleet()
     first = resolving_update(observed, fleet)
-    observed["resolve-job"] = observed_object(first.desired["resolve-job"][0])
+    key = composed_key(first, "resolve-job-")
+    observed[key] = observed_object(first.desired[key][0])
     for key in ("hydration-gpu-0", "hydration-gpu-1", "hydration-gpu-2"):
         observed[key] = serving(observed[key], SECOND_COMMIT)
         observed[key]["spec"]["commit"] = SECOND_COMMIT

@@ -16,6 +16,7 @@ from fleetcache.functions.decisions import sources
 from fleetcache.functions.k8s import agent_job, hydration_objects, job_mounts
 from tests.support.builders import (
     CLUSTER,
+    composed_key,
     hydration_request,
     hydration_xr,
     job_complete,
@@ -63,7 +64,7 @@ def compose(xr: dict, observed: dict | None = None, secrets: list | None = None)
 
 
 def resolve_job(outcome: protocol.Outcome) -> dict:
-    return outcome.desired["resolve-job"][0]["spec"]["forProvider"]["manifest"]
+    return outcome.desired[composed_key(outcome, "resolve-job")][0]["spec"]["forProvider"]["manifest"]
 
 
 def args_of(job: dict) -> list[str]:
@@ -169,7 +170,7 @@ def test_a_missing_credentials_secret_holds_the_resolve_naming_the_field():
     resolved_condition = condition(outcome, "Resolved")
     assert resolved_condition.status == "False"
     assert "spec.source.s3.credentialsSecretRef" in resolved_condition.message
-    assert "resolve-job" not in outcome.desired
+    assert not composed_key(outcome, "resolve-job")
 
 
 def test_a_volume_with_a_manifest_file_resolves_it_from_the_claim_mounted_read_only():
@@ -469,10 +470,10 @@ def test_a_latched_s3_result_without_its_manifest_resolves_again():
     xr = cache(S3_SOURCE)
     latched = resolved(xr, record()).status["resolved"]
     stripped = {k: v for k, v in latched.items() if k != "manifest"}
-    assert "resolve-job" not in compose(with_status(xr, resolved=latched),
-                                        secrets=[SECRET]).desired
+    assert not composed_key(compose(with_status(xr, resolved=latched), secrets=[SECRET]),
+                            "resolve-job")
     again = compose(with_status(xr, resolved=stripped), secrets=[SECRET])
-    assert "resolve-job" in again.desired and hydrations(again) == {}
+    assert composed_key(again, "resolve-job") and hydrations(again) == {}
 
 
 def test_once_ready_the_credentials_and_the_manifest_configmap_are_no_longer_composed():

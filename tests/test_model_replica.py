@@ -296,13 +296,17 @@ def test_nothing_is_deleted_before_the_cluster_and_deployment_are_fetched():
 # --- holding the cache -----------------------------------------------------------------------
 
 
-def test_a_cache_replica_holds_its_model_cache_with_a_usage_that_replays_deletion():
-    usage, ready = compose(replica_xr("Cache")).desired[composer.CACHE_USAGE_KEY]
+def test_a_cache_replica_holds_its_cache_with_a_usage_by_its_engine_object_that_replays_deletion():
+    """`by` is the engine's Deployment Object, not the replica that owns the Usage: a Usage
+    by its own owner never goes under foreground deletion (design/deployments.md)."""
+    desired = compose(replica_xr("Cache")).desired
+    usage, ready = desired[composer.CACHE_USAGE_KEY]
+    engine, _ = desired[composer.ENGINE_KEY]
     assert usage["spec"] == {
         "of": {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
                "resourceRef": {"name": CACHE}},
-        "by": {"apiVersion": naming.API_VERSION, "kind": "ModelReplica",
-               "resourceRef": {"name": replica_xr("Cache")["metadata"]["name"]}},
+        "by": {"apiVersion": engine["apiVersion"], "kind": "Object",
+               "resourceRef": {"name": engine["metadata"]["name"]}},
         "replayDeletion": True}
     assert (usage["apiVersion"], usage["kind"], ready) == (composer.USAGE_API_VERSION, "Usage",
                                                           True)

@@ -170,6 +170,9 @@ def update(tmp_path_factory):
             held = bool(fleet.kind("ModelCache")) and fleet.unavailable() == []
             control.delete(("ModelDeployment", NAMESPACE, "chat"))
             fleet.until(lambda: not fleet.kind("ModelCache"), "the held deletion to replay")
+            fleet.until(lambda: not fleet.kind("ModelCacheHydration")
+                        and not any(volume.exists() for volume in volumes.values()),
+                        "the garbage collector to delete what the cache composed")
             yield {"v1": v1, "v2": v2, "rounds": rounds, "volumes": volumes,
                    "unavailable_after": unavailable_after, "before": before, "peak": peak,
                    "after": after, "kept": kept, "hydrations": hydrations,

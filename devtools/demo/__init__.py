@@ -55,6 +55,7 @@ from fleetcache.devtools.simulation import (
     Cluster,
     ControlPlane,
     Provider,
+    RealisticTiming,
     all_text,
     function_server,
     kubectl_table,
@@ -87,6 +88,7 @@ class Pace:
 # The pause between rounds is short: a round of the whole fleet's reconciles already gives
 # the agents time to move (a longer one was most of the full demo's wall time).
 FULL = Pace(model_bytes=150 * 2**20, deadline=300.0, pause=0.1)
+REALISTIC_SECONDS_PER_ROUND = 5.0
 FAST = Pace(model_bytes=12 * 2**20, deadline=180.0, pause=0.1)
 
 
@@ -314,17 +316,24 @@ def verify_caches(clusters: dict[str, Cluster], commit: str, out: Echo) -> list[
 
 
 def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
-        on_composite: Callable[[dict], None] | None = None, workdir: Path | None = None) -> int:
+        on_composite: Callable[[dict], None] | None = None, workdir: Path | None = None,
+        realistic_timing: bool = False) -> int:
     """Play the fleet until it converges; 0 when it ends as the story says, else 1.
 
     `on_composite` sees every composite of every act after each reconcile that ran its
-    functions (the Argo CD health checks and the printer-column test read those)."""
+    functions (the Argo CD health checks and the printer-column test read those).
+    `realistic_timing`: provider-kubernetes reconciles at its own pace on a compressed clock
+    of REALISTIC_SECONDS_PER_ROUND a round (design/provider-timing.md), and act one says how
+    many rounds and simulated seconds it took; the deadlines grow tenfold."""
     pace = FAST if fast else FULL
+    if realistic_timing:
+        pace = Pace(pace.model_bytes, pace.deadline * 10, pace.pause)
     started = time.monotonic()
     token = "hf_" + secrets.token_hex(16)
     compositions, schemas = rendering.repo_definitions(repo_root)
     model = make_model(pace.model_bytes, shards=4, seed=7)
-    clock = Clock()
+    clock = Clock(REALISTIC_SECONDS_PER_ROUND if realistic_timing else None)
+    timing = RealisticTiming(clock) if realistic_timing else None
     with tempfile.TemporaryDirectory(prefix="fleetcache-demo-", dir=workdir) as tmp, \
             TestHub() as hub, TestHub() as broken_mirror, \
             function_server(clock) as address, rendering.channel_to(address) as channel:
@@ -344,10 +353,10 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
 
         clusters = {name: Cluster(name, Path(tmp) / name,
                                   broken_mirror.endpoint if name == BROKEN_MIRROR_CLUSTER
-                                  else None)
+                                  else None, clock if timing else None)
                     for name, _ in CLUSTERS}
         control = ControlPlane(pipeline, compositions, schemas,
-                               Provider(clusters, lambda: control.secrets()))
+                               Provider(clusters, lambda: control.secrets(), timing))
         out(f"fleetcache demo: function server {address}, hub {hub.endpoint} "
             f"({REPO}, {quantities.human_bytes(sum(c.size for c in model.values()))}, private), "
             f"{BROKEN_MIRROR_CLUSTER} behind a broken mirror\n")
@@ -359,7 +368,7 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
         out(f"applied: 5 FleetClusters (us-east: 3, us-west: 2), Secret hf-token, "
             f"ModelCacheGrant {GRANT} ({GRANT_QUOTA} over the fleet), ModelCache tiny-chat")
         try:
-            converged = play(control, clusters, pace, started, token, out)
+            converged = play(control, clusters, pace, started, token, out, clock)
             commit = read.get_path(tiny_chat(control), "status.resolved.commit", "")
             report(control, out)
             out("\nEvery Ready cluster re-verifies its cache (fleetcache-agent verify):")
@@ -404,13 +413,14 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
 
 
 def play(control: ControlPlane, clusters: dict[str, Cluster], pace: Pace, started: float,
-         token: str, out: Echo) -> bool:
+         token: str, out: Echo, clock: Clock) -> bool:
     """Reconcile rounds until the story's ending holds, printing what changed."""
     deployment_applied = False
     last_view: list[str] = []
     round_number = 0
     while time.monotonic() - started < pace.deadline:
         round_number += 1
+        clock.tick()
         now = step(control, clusters.values())
         cache = tiny_chat(control)
         if not deployment_applied and read.get_path(cache, "status.resolved.commit"):
@@ -435,6 +445,9 @@ def play(control: ControlPlane, clusters: dict[str, Cluster], pace: Pace, starte
         control.events.clear()
         busy = any(c.running_pods() for c in clusters.values())
         if deployment_applied and not busy and not expected_problems(control, token):
+            if clock.seconds_per_round:
+                out(f"\nact one converged in {round_number} rounds, {clock.seconds():.0f} "
+                    "simulated seconds (realistic timing)")
             return True
         time.sleep(pace.pause)
     return False

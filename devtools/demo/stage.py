@@ -35,6 +35,7 @@ class Stage:
     rounds: int = 0
 
     def round(self) -> None:
+        self.clock.tick()
         step(self.control, self.clusters.values())
         self.rounds += 1
         time.sleep(self.pause)

@@ -21,10 +21,16 @@ class Objects(dict[Key, dict]):
 
     def apply(self, manifest: dict) -> None:
         """provider-kubernetes' apply: the manifest replaces the stored object, whose status
-        (the controllers' to write) is kept."""
+        (the controllers' to write) is kept, and whose metadata.generation counts the
+        changes of its spec as the API server's does (controllers report the one they saw as
+        status.observedGeneration)."""
         key = key_of(manifest)
         current = self.get(key)
         applied = copy.deepcopy(manifest)
+        generation = (current or {}).get("metadata", {}).get("generation", 0)
+        if current is None or current.get("spec") != applied.get("spec"):
+            generation += 1
+        applied.setdefault("metadata", {})["generation"] = generation
         if current is not None and "status" in current:
             applied["status"] = current["status"]
         self[key] = applied

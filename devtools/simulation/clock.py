@@ -18,16 +18,33 @@ from fleetcache.functions.server import FunctionRunner
 
 class Clock:
     """The composers' `now` in a simulation: wall-clock time plus whatever the story skips
-    (a TTL of hours passes in one call of `advance`)."""
+    (a TTL of hours passes in one call of `advance`). With `seconds_per_round` it is a
+    compressed clock instead, the one realistic timing runs on (timing.RealisticTiming):
+    every round (`tick`) is that many seconds however long the machine took, so
+    provider-kubernetes' 10-minute poll is a number of rounds, the same on any machine."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds_per_round: float | None = None) -> None:
         self.skipped = datetime.timedelta()
+        self.seconds_per_round = seconds_per_round
+        self.started = datetime.datetime.now(datetime.UTC)
+        self.rounds = 0
 
     def now(self) -> datetime.datetime:
-        return datetime.datetime.now(datetime.UTC) + self.skipped
+        if self.seconds_per_round is None:
+            return datetime.datetime.now(datetime.UTC) + self.skipped
+        return self.started + self.skipped + datetime.timedelta(
+            seconds=self.rounds * self.seconds_per_round)
 
     def advance(self, by: datetime.timedelta) -> None:
         self.skipped += by
+
+    def tick(self) -> None:
+        """A round passed (the compressed clock's only way forward, besides `advance`)."""
+        self.rounds += 1
+
+    def seconds(self) -> float:
+        """Seconds since the clock started, skips included: what the controllers time by."""
+        return (self.now() - self.started).total_seconds()
 
 
 @contextlib.contextmanager

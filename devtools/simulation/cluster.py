@@ -6,10 +6,12 @@ processes), `Workloads` (Deployments and DaemonSets), `Kubelet` (pods on nodes),
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from fleetcache.devtools.simulation.api import Key, Objects
+from fleetcache.devtools.simulation.clock import Clock
 from fleetcache.devtools.simulation.jobs import JobController
 from fleetcache.devtools.simulation.kubelet import Kubelet
 from fleetcache.devtools.simulation.nodes import Node
@@ -22,16 +24,21 @@ from fleetcache.devtools.simulation.workloads import Workloads
 class Cluster:
     """A cluster's API objects plus the controllers fleetcache relies on, in a directory."""
 
-    def __init__(self, name: str, root: Path, endpoint_override: str | None = None):
+    def __init__(self, name: str, root: Path, endpoint_override: str | None = None,
+                 clock: Clock | None = None):
+        """`clock`: the realistic timing's, which finished Jobs' TTLs run on (none: never
+        collected)."""
         self.name = name
         self.root = root
         self.objects = Objects()
         self.nodes: dict[str, Node] = {}  # none: pods are not placed (the first acts' clusters)
         self.volumes = Volumes(root, self.objects)
-        self.job_controller = JobController(root, self.objects, self.volumes, endpoint_override)
+        self.job_controller = JobController(root, self.objects, self.volumes, endpoint_override,
+                                            clock)
         self.stand_ins = StandIns(root, self.objects, self.nodes, self.label_node)
         self.kubelet = Kubelet(self.objects, self.nodes, self.volumes, self.stand_ins)
         self.workloads = Workloads(root, self.objects, self.nodes, self.volumes, self.kubelet)
+        self.terminating: set[Key] = set()  # PVCs deleted while a pod uses them
         root.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -63,14 +70,41 @@ class Cluster:
         self.objects.apply(manifest)
 
     def delete(self, key: Key) -> None:
+        """A DELETE. A PVC a pod still uses only turns Terminating (the `kubernetes.io/
+        pvc-protection` finalizer): it goes, with its volume, once no pod uses it
+        (pkg/controller/volume/pvcprotection)."""
+        if key[0] == "PersistentVolumeClaim" and key in self.objects and self.claim_used(key):
+            self.terminating.add(key)
+            self.objects[key].setdefault("metadata", {}).setdefault(
+                "deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            return
+        self.terminating.discard(key)
         gone = self.objects.pop(key, None) or {}
         self.volumes.release(key, gone)
         self.stand_ins.forget(key)
         self.workloads.forget(key)
         self.job_controller.forget(key)
 
+    def claim_used(self, claim: Key) -> bool:
+        """Whether a pod uses the claim: a running Job attempt mounts it, or a Deployment or
+        DaemonSet (whose pods stand for it) has it in its template."""
+        if any(run.pod is not None and run.pod.process.poll() is None and claim in run.pod.claims
+               for run in self.job_controller.jobs.values()):
+            return True
+        return any(key[0] in ("Deployment", "DaemonSet") and key[1] == claim[1] and any(
+            (volume.get("persistentVolumeClaim") or {}).get("claimName") == claim[2]
+            for volume in (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "volumes", []))
+            for key, obj in self.objects.items())
+
     # -- controllers --------------------------------------------------------------------------
     def tick(self, now: float) -> None:
+        for key in sorted(self.terminating):
+            if key not in self.objects or not self.claim_used(key):
+                self.delete(key)
+            else:  # an apply does not undo a deletion
+                self.objects[key].setdefault("metadata", {}).setdefault(
+                    "deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.stand_ins.sync_slots()
         for key, obj in list(self.objects.items()):
             kind = key[0]

@@ -1,7 +1,11 @@
 """A simulated cluster's Job controller: each attempt a real `fleetcache-agent` process with
 its volumes mapped to directories, its progress record copied into its ConfigMap, and the
 Job's status derived as the Job controller does (podFailurePolicy, backoffLimit,
-activeDeadlineSeconds)."""
+activeDeadlineSeconds). With a clock (realistic timing), a Job's first pod starts
+`POD_START_SECONDS` after the Job appears (scheduling, image, container start), and the
+TTL-after-finished controller runs too: a finished Job is deleted once
+ttlSecondsAfterFinished of the clock's seconds passed since it finished
+(pkg/controller/ttlafterfinished)."""
 
 from __future__ import annotations
 
@@ -18,7 +22,10 @@ from pathlib import Path
 
 from fleetcache.agent.progress import configmap_data
 from fleetcache.devtools.simulation.api import Key, Objects
+from fleetcache.devtools.simulation.clock import Clock
 from fleetcache.devtools.simulation.storage import Volumes, translate
+
+POD_START_SECONDS = 5.0
 
 
 @dataclass
@@ -41,6 +48,8 @@ class JobRun:
     pod: Pod | None = None
     started_at: float = 0.0
     finished: bool = False
+    finished_at: float = 0.0  # the clock's seconds when it finished
+    created_at: float = 0.0  # the clock's seconds when the controller first saw it
 
 
 class JobController:
@@ -48,21 +57,25 @@ class JobController:
     `--endpoint` elsewhere (a broken mirror in front of the cluster, its own test hub)."""
 
     def __init__(self, root: Path, objects: Objects, volumes: Volumes,
-                 endpoint_override: str | None = None):
+                 endpoint_override: str | None = None, clock: Clock | None = None):
         self.root = root
         self.objects = objects
         self.volumes = volumes
         self.endpoint_override = endpoint_override
+        self.clock = clock
         self.jobs: dict[Key, JobRun] = {}
 
     def run_job(self, key: Key, job: dict, now: float) -> None:
-        run = self.jobs.setdefault(key, JobRun(started_at=now))
+        run = self.jobs.setdefault(key, JobRun(started_at=now, created_at=self.seconds()))
         spec = job["spec"]
         status = job.setdefault("status", {"startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                      time.gmtime())})
         if run.finished:
+            self.collect(key, job, run)
             return
         if run.pod is None:
+            if run.attempts == 0 and self.seconds() < run.created_at + POD_START_SECONDS:
+                return  # the first pod is still being scheduled and started
             self.start_pod(key, job, run)
         pod = run.pod
         assert pod is not None
@@ -96,8 +109,20 @@ class JobController:
         else:
             run.pod = None  # the Job controller starts a replacement pod on the next tick
 
+    def seconds(self) -> float:
+        """The clock's seconds; without a clock every pod starts at once and no TTL runs."""
+        return self.clock.seconds() if self.clock is not None else float("inf")
+
+    def collect(self, key: Key, job: dict, run: JobRun) -> None:
+        """The TTL-after-finished controller: the Job goes (its pods with it, foreground)."""
+        ttl = job["spec"].get("ttlSecondsAfterFinished")
+        if self.clock is not None and ttl is not None and self.seconds() >= run.finished_at + ttl:
+            self.objects.pop(key, None)
+            self.forget(key)
+
     def finish(self, job: dict, run: JobRun, condition: str, reason: str, message: str) -> None:
         run.finished = True
+        run.finished_at = self.seconds()
         cond = {"type": condition, "status": "True"}
         if reason:
             cond.update(reason=reason, message=message)

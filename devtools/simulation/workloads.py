@@ -21,6 +21,11 @@ from fleetcache.devtools.simulation.storage import Volumes, translate
 from fleetcache.functions import read
 
 
+def generation_of(resource: dict) -> int:
+    """The metadata.generation a controller reports having seen (api.Objects counts it)."""
+    return resource.get("metadata", {}).get("generation", 1)
+
+
 def template_hash(template: Mapping) -> str:
     """pod-template-hash: a changed template is a new generation of pods."""
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
@@ -58,7 +63,7 @@ class Workloads:
                     {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
                      "message": f"the engine cannot find {env.get('FLEETCACHE_MODEL')}"}]}
         return {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
-                "updatedReplicas": replicas, "observedGeneration": 1,
+                "updatedReplicas": replicas, "observedGeneration": generation_of(deployment),
                 "conditions": [{"type": "Available", "status": "True",
                                 "reason": "MinimumReplicasAvailable"}]}
 
@@ -85,7 +90,7 @@ class Workloads:
         return {"desiredNumberScheduled": len(eligible), "currentNumberScheduled": len(pods),
                 "updatedNumberScheduled": len(pods), "numberMisscheduled": 0,
                 "numberReady": ready, "numberAvailable": ready,
-                "numberUnavailable": len(eligible) - ready, "observedGeneration": 1}
+                "numberUnavailable": len(eligible) - ready, "observedGeneration": generation_of(daemonset)}
 
     def run_deployment(self, key: Key, deployment: dict) -> dict:
         """Pods scheduled onto nodes (filters: taints, node affinity, volume node affinity;
@@ -114,7 +119,7 @@ class Workloads:
         available = min(replicas, sum(1 for pod in pods if self.available(pod)))
         status = {"replicas": len(pods), "readyReplicas": available,
                   "availableReplicas": available, "updatedReplicas": len(updated),
-                  "observedGeneration": 1}
+                  "observedGeneration": generation_of(deployment)}
         if available < replicas:
             why = next((pod.message or self.engine_problem(pod) or f"pod {pod.name} is not ready"
                         for pod in updated if not self.available(pod)), "")

@@ -184,7 +184,7 @@ def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: 
             f"{quantities.human_bytes(decision.high)})"
     said = decision.shortfall(
         where, "no copy is removable: every remaining copy is pinned, mounted by a replica or "
-        "not measured yet", "hydration(s)", f"{quantities.human_bytes(decision.reserved)} is reserved "
+        "not measured yet", "hydration", f"{quantities.human_bytes(decision.reserved)} is reserved "
         "by downloads admitted or running")
     outcome.condition("CapacityLow", True, reasons.CapacityLow, reasons.with_remedy(said, reasons.CapacityLow))
 
@@ -210,9 +210,11 @@ def compose_node_tier(request: protocol.Request, spec: ClusterSpec, outcome: pro
 
     def remote(key: str, manifest: dict, policies: tuple[str, ...] | None = None) -> None:
         seen = bool(objects.remote_manifest(request.observed.get(key)))
+        awaited = key == node_agent.AGENT_KEY  # the NodeAgent condition reads its numbers
         outcome.compose(key, objects.remote_object(
             naming.child_name(spec.name, key), OBJECT_NAMESPACE, manifest, spec.provider_config,
-            management_policies=policies, labels=labels), seen)
+            management_policies=policies, labels=labels, watch=awaited,
+            readiness_query=objects.ROLLED_OUT_QUERY if awaited else None), seen)
 
     for key, (manifest, policies) in node_agent.manifests(
             node_cache, spec.node_slots, spec.image, labels).items():

@@ -20,7 +20,7 @@ Lifecycle, top to bottom:
    is pinned, then for spec.retention.afterRemoval (functions/decisions/retention.py decides);
 7. report per-cluster progress, what is retained, and the Admitted/Resolved/Progressing/
    Available/Degraded/Lapsed conditions (functions/decisions/cache_rollup.py rolls the
-   clusters up).
+   clusters up), and last the status.reason those add up to (the REASON column).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from fleetcache.apis import specs
 from fleetcache.apis.models.model_cache import ModelCache
 from fleetcache.functions import naming, protocol, quantities, read
 from fleetcache.functions.decisions import mirror, obey_grant, retention, rollout, sources
-from fleetcache.functions.decisions.cache_rollup import fleet_conditions, fleet_status
+from fleetcache.functions.decisions.cache_rollup import fleet_conditions, fleet_status, headline
 from fleetcache.functions.decisions.resolution import (
     Resolution,
     empty_source,
@@ -159,12 +159,13 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
             "no Ready target cluster to resolve the source on", reason))
 
     names = ResolveNames(request.name, spec.source_digest)
-    record = read.mapping_at(objects.remote_manifest(request.observed.get(names.key("configmap"))),
-                            "data")
+    record = resolve_job.record_of(request.observed, names)
     result = result_of(spec.origin, record)
     unpinned = manifest_problem(spec.origin, record, result)
+    job = agent_job.JobState.of(objects.remote_manifest(resolve_job.observed_job(request.observed,
+                                                                                  names)))
     if unpinned:  # kept composed: the record stays, and no Job reruns until the spec changes
-        compose_resolve_step(request, spec, resolver, names, outcome)
+        compose_resolve_step(request, spec, resolver, names, outcome, resolved=True)
         return Resolution(None, reasons.InvalidSource, reasons.with_remedy(
             f"resolving {spec.origin.described}: {unpinned}", reasons.InvalidSource))
     if result and not is_empty(result):
@@ -172,8 +173,8 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
     if record.get("phase") == "Resolved" and result is None:
         outcome.warnings.append(f"the resolve record's commit {messages.shown(record.get('commit'))} "
                                 "is not a 40-hex commit hash; waiting for a valid record")
-    job = agent_job.JobState.of(objects.remote_manifest(request.observed.get(names.key("job"))))
-    compose_resolve_step(request, spec, resolver, names, outcome)
+    compose_resolve_step(request, spec, resolver, names, outcome,
+                         resolved=job.complete or result is not None)
     if result:  # kept composed: the record stays, and no Job reruns until the spec changes
         return empty_source(spec.origin, spec.source, result)
     if record.get("phase") == "Failed" or job.failed:
@@ -187,7 +188,7 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
 def compare_commits(request: protocol.Request, spec: CacheSpec, names: ResolveNames) -> list[str]:
     """The resolve Job's --compare commits. A Job is immutable, so once it was composed its
     commits stay as they were; a fleet that moves meanwhile only costs some headroom."""
-    composed = resolve_job.composed_compares(request.observed.get(names.key("job")))
+    composed = resolve_job.composed_compares(resolve_job.observed_job(request.observed, names))
     if composed is not None:
         return composed[:COMPARED_MAX]
     return served_commits((h for k, h in sorted(request.observed.items()) if k.startswith(HYDRATION_PREFIX)),
@@ -195,7 +196,9 @@ def compare_commits(request: protocol.Request, spec: CacheSpec, names: ResolveNa
 
 
 def compose_resolve_step(request: protocol.Request, spec: CacheSpec, cluster: FleetClusterView,
-                         names: ResolveNames, outcome: protocol.Outcome) -> None:
+                         names: ResolveNames, outcome: protocol.Outcome, *, resolved: bool) -> None:
+    """resolved: the Job completed or its record says Resolved, so it is never run again
+    (resolve_job.compose_job)."""
     namespace = request.namespace
     labels = resolve_job.labels_for(request.name)
     resolve_job.compose_record(outcome, names, namespace, cluster.provider_config, labels)
@@ -214,8 +217,8 @@ def compose_resolve_step(request: protocol.Request, spec: CacheSpec, cluster: Fl
             args += ["--compare", commit]
     job = resolve_job.job_manifest(names, namespace, cluster.agent_image, args, labels,
                                    agent_job.JobPolicy.of(spec.job))
-    resolve_job.compose_remote(outcome, names, namespace, cluster.provider_config, "job",
-                               job_mounts.with_mounts(job, mounts))
+    resolve_job.compose_job(outcome, names, namespace, cluster.provider_config,
+                            job_mounts.with_mounts(job, mounts), resolved)
 
 
 # --- 4. admission: obey the grant (functions/decisions/obey_grant.py) ----------------------
@@ -372,7 +375,8 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
     if resolved:
         outcome.condition("Resolved", True, reasons.Resolved,
                           f"{spec.origin.described} is commit {resolved['commit']} "
-                          f"({resolved['files']} files, {quantities.human_bytes(resolved['bytes'])})")
+                          f"({messages.counted(resolved['files'], 'file')}, "
+                          f"{quantities.human_bytes(resolved['bytes'])})")
     else:
         outcome.condition("Resolved", False, resolution.reason, resolution.message)
     fleet_conditions(reports, resolution, admitted, spec.min_ready, spec.retention.ttl_after_last_use,
@@ -433,4 +437,5 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     node_rollup.apply(spec.storage.get("tier", "Volume"),
                       {t.name: request.observed.get(hydration_key(t.name)) for t in targets},
                       outcome)
+    outcome.status["reason"] = headline(reports, outcome)
     return outcome

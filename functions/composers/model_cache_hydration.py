@@ -33,7 +33,7 @@ Secret from the XR namespace's Secret (functions/k8s/job_mounts.py secret_object
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetcache import messages, reasons, shapes
@@ -54,6 +54,7 @@ from fleetcache.functions.decisions.resolution import pinned_manifest
 from fleetcache.functions.k8s import agent_job, job_mounts, objects
 from fleetcache.functions.k8s.hydration_objects import (
     ACCESS_KEYS,
+    FINAL_PHASES,
     MANIFEST_KEY,
     MIRROR_SECRET_KEY,
     NAMESPACE_KEY,
@@ -62,6 +63,7 @@ from fleetcache.functions.k8s.hydration_objects import (
     TOKEN_KEY,
     VOLUME_KEY,
     Names,
+    job_prefix,
     labels_for,
     prune_args,
     resize_refusal,
@@ -188,12 +190,21 @@ def exists(request: protocol.Request, key: str) -> bool:
     return bool(objects.remote_manifest(request.observed.get(key)))
 
 
+def observed_job(request: protocol.Request, names: Names) -> dict | None:
+    """The fetch Job of this content: the one of this template, else one of an earlier
+    template (another agent image, say), which goes once the new one is composed."""
+    if names.job_key in request.observed:
+        return request.observed[names.job_key]
+    prefix = job_prefix(names.commit, names.manifest_digest)
+    return next((request.observed[k] for k in sorted(request.observed) if k.startswith(prefix)), None)
+
+
 def observe(request: protocol.Request, spec: HydrationSpec, names: Names) -> Seen:
     status = request.status
     latched = status.get("phase") == "Ready" and \
         read.get_path(status, "resolved.commit") == spec.commit and \
         read.get_path(status, "resolved.manifestDigest") in (None, spec.manifest_digest)
-    job = objects.remote_manifest(request.observed.get(names.job_key))
+    job = objects.remote_manifest(observed_job(request, names))
     measured = objects.remote_manifest(request.observed.get(PROGRESS_KEY)).get("data")
     measured = measured if isinstance(measured, dict) else {}
     record = measured
@@ -297,6 +308,31 @@ def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
     return args
 
 
+def job_secrets(spec: HydrationSpec, names: Names) -> list[tuple[str, str, str, job_mounts.SecretRef]]:
+    """The Secrets the fetch Job mounts: key, volume name, remote name, the XR namespace's
+    Secret it is copied from."""
+    return [(key, what, remote_name, ref) for key, what, remote_name, ref in (
+        (TOKEN_KEY, "token", names.token, spec.secret),
+        (MIRROR_SECRET_KEY, "mirror-secret", names.mirror_secret, mirror.secret(spec.mirror)))
+        if ref is not None]
+
+
+def fetch_job(spec: HydrationSpec, names: Names, namespace: str, image: str,
+              pinned: list[dict] | None) -> dict:
+    """The agent's fetch (or verify) Job with everything it mounts."""
+    mounts = [job_mounts.secret_mount(what, remote_name, ref)
+              for _, what, remote_name, ref in job_secrets(spec, names)]
+    if spec.origin.pinned_manifest and pinned is not None:
+        mounts.append(job_mounts.manifest_mount(names.manifest))
+    if spec.existing_volume:
+        mounts.append(job_mounts.claim_mount(spec.origin.fields["claimName"]))
+    return job_mounts.with_mounts(agent_job.agent_job_manifest(
+        name=names.job, namespace=namespace, image=image,
+        args=fetch_args(spec, names, namespace), service_account=names.agent,
+        labels=labels_for(spec.cache, spec.cluster), policy=spec.policy,
+        cache_claim=None if spec.existing_volume else names.volume), mounts)
+
+
 def compose_remote(request: protocol.Request, spec: HydrationSpec, cluster: FleetClusterView,
                    names: Names, seen: Seen, phase: Phase, pruning: Pruning,
                    outcome: protocol.Outcome, pinned: list[dict] | None = None) -> None:
@@ -316,10 +352,11 @@ def compose_remote(request: protocol.Request, spec: HydrationSpec, cluster: Flee
         remote(VOLUME_KEY, "volume", volume_manifest(
             names, namespace, labels, spec.size, spec.access_mode or cluster.access_mode,
             spec.storage_class or cluster.storage_class, existing_volume, ACCESS_MODES),
-               seen.volume_bound, readiness_query=PVC_BOUND_QUERY)
+               seen.volume_bound, readiness_query=PVC_BOUND_QUERY, watch=True)
     remote(PROGRESS_KEY, "progress",
            agent_job.progress_configmap_manifest(names.progress, namespace, labels),
-           exists(request, PROGRESS_KEY), management_policies=objects.OBSERVE_CREATE_DELETE)
+           exists(request, PROGRESS_KEY), management_policies=objects.OBSERVE_CREATE_DELETE,
+           readiness_query=objects.record_final_query(FINAL_PHASES, spec.commit), watch=True)
     if phase.ready and not pruning.needed:
         return  # the Jobs, the token and the access are done with
     for key, manifest in zip(ACCESS_KEYS, agent_job.progress_access_manifests(
@@ -333,34 +370,24 @@ def compose_remote(request: protocol.Request, spec: HydrationSpec, cluster: Flee
                 image=cluster.agent_image,
                 args=prune_args(spec.repo, f"{namespace}/{names.progress}", pruning.keep),
                 service_account=names.agent, labels=labels, policy=spec.policy,
-                cache_claim=names.volume), pruning.job.complete)
+                cache_claim=names.volume), pruning.job.complete,
+                readiness_query=objects.JOB_FINISHED_QUERY, watch=True)
         return
     running_prune = prune_in_flight(request)
     if running_prune and not seen.job_exists:
         objects.carry_over(request, outcome, [running_prune])  # it ends before the fetch starts
         return
-    mounts = []
-    for key, what, remote_name, ref in (
-            (TOKEN_KEY, "token", names.token, spec.secret),
-            (MIRROR_SECRET_KEY, "mirror-secret", names.mirror_secret, mirror.secret(spec.mirror))):
-        if ref is not None:
-            outcome.compose(key, job_mounts.secret_object(
-                names.object(what), remote_name, namespace, cluster.provider_config, ref,
-                labels), exists(request, key))
-            mounts.append(job_mounts.secret_mount(what, remote_name, ref))
+    for key, what, remote_name, ref in job_secrets(spec, names):
+        outcome.compose(key, job_mounts.secret_object(
+            names.object(what), remote_name, namespace, cluster.provider_config, ref,
+            labels), exists(request, key))
     if spec.origin.pinned_manifest and pinned is not None:
         remote(MANIFEST_KEY, "manifest", job_mounts.manifest_configmap(
             names.manifest, namespace, pinned, labels), exists(request, MANIFEST_KEY))
-        mounts.append(job_mounts.manifest_mount(names.manifest))
-    if spec.existing_volume:
-        mounts.append(job_mounts.claim_mount(spec.origin.fields["claimName"]))
     if seen.job_exists or not (seen.missing or seen.resize_refused):  # gate creation only
-        remote(names.job_key, names.job_key, job_mounts.with_mounts(agent_job.agent_job_manifest(
-            name=names.job, namespace=namespace, image=cluster.agent_image,
-            args=fetch_args(spec, names, namespace), service_account=names.agent,
-            labels=labels, policy=spec.policy,
-            cache_claim=None if spec.existing_volume else names.volume), mounts),
-            seen.job.complete)
+        remote(names.job_key, names.job_key,
+               fetch_job(spec, names, namespace, cluster.agent_image, pinned),
+               seen.job.complete, readiness_query=objects.JOB_FINISHED_QUERY, watch=True)
 
 
 # --- 5. report ----------------------------------------------------------------------------
@@ -375,7 +402,7 @@ def report(request: protocol.Request, spec: HydrationSpec, names: Names, seen: S
     if phase.phase == "Hydrating":
         message = f"{progress['percent']}% ({quantities.human_bytes(progress['bytesDone'])} of " \
                   f"{quantities.human_bytes(progress['bytesTotal'])}, {progress['filesDone']}/" \
-                  f"{progress['filesTotal']} files): {message}"
+                  f"{messages.counted(progress['filesTotal'], 'file')}): {message}"
     if serving.commit and serving.commit != spec.commit:
         message = f"{message.rstrip('.')}; the volume keeps serving {serving.commit[:10]} " \
                   f"until {spec.commit[:10]} is Ready"
@@ -414,6 +441,9 @@ def compose(request: protocol.Request) -> protocol.Outcome:
                                                   spec.commit, spec.manifest_digest)
     cluster = look_up_cluster(request.required.get(FLEET_CLUSTER_KEY), spec.cluster)
     names = Names(request.name, spec.cache, spec.commit, spec.manifest_digest)
+    if cluster.view is not None:  # the Job is named for its template (agent_job.template_digest)
+        names = replace(names, template=agent_job.template_digest(fetch_job(
+            spec, names, request.namespace, cluster.view.agent_image, manifest)))
     seen = observe(request, spec, names)
     phase = decide(spec, names, seen, cluster)
     use = use_of(request, spec, request.required.get(REPLICAS_KEY), ready_time_of(request, phase))

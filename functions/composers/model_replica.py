@@ -13,7 +13,8 @@ Lifecycle, top to bottom:
    the environment contract of DESIGN.md §3, and a Service (k8s/engine.py); a Node pod
    mounts the node copy and the cluster volume, links one of them in an init container and
    is placed on warm nodes (node_tier/delivery.py), Require reverting to Prefer once after
-   its timeout;
+   its timeout; Cache and Node hold their ModelCache with a Crossplane Usage by the
+   engine's Deployment Object (cache_usage);
 4. report: the replica is ready when its Deployment is available (a CEL readiness query
    on the Object).
 
@@ -52,7 +53,8 @@ FLEET_CLUSTER_KEY = "fleet-cluster"
 CACHE_USAGE_KEY = "cache-usage"
 USAGE_API_VERSION = "protection.crossplane.io/v1beta1"
 DEPLOYMENT_KEY = "model-deployment"
-REMOTE_KEYS = ("namespace", "deployment", "service")
+ENGINE_KEY = "deployment"  # the Object of the engine's Deployment, the pod that mounts the cache
+REMOTE_KEYS = ("namespace", ENGINE_KEY, "service")
 # What a Deployment's Progressing=False may say that a replica passes on; any other reads as NotProgressing.
 STALLED = (reasons.ProgressDeadlineExceeded,)
 
@@ -213,19 +215,24 @@ def engine_pod(spec: ReplicaSpec, node_pod: NodePod | None = None) -> Pod:
     return Pod(spec.delivery, environment(spec), volumes, mounts)
 
 
+def object_name(spec: ReplicaSpec, what: str) -> str:
+    """The name of the Object this replica composes under the key `what`."""
+    return naming.child_name(spec.name, what)
+
+
 def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: FleetClusterView,
                    outcome: protocol.Outcome, node_pod: NodePod | None = None) -> None:
     name = remote_name(spec.name)
 
     def remote(what: str, manifest: dict, **kwargs: Any) -> None:
         outcome.compose(what, objects.remote_object(
-            naming.child_name(spec.name, what), spec.namespace, manifest, cluster.provider_config,
+            object_name(spec, what), spec.namespace, manifest, cluster.provider_config,
             labels={LABEL_REPLICA: naming.label_value(spec.name)}, **kwargs))
 
     remote("namespace", objects.namespace_manifest(spec.namespace),
            management_policies=objects.CREATE_ONLY)
-    remote("deployment", deployment_manifest(name, spec.namespace, spec.labels, engine,
-                                             engine_pod(spec, node_pod)),
+    remote(ENGINE_KEY, deployment_manifest(name, spec.namespace, spec.labels, engine,
+                                           engine_pod(spec, node_pod)),
            readiness_query=AVAILABLE_QUERY)
     remote("service", service_manifest(name, spec.namespace, spec.labels, engine))
 
@@ -338,9 +345,13 @@ def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protoco
 
 
 def cache_usage(spec: ReplicaSpec, cache: CacheMount) -> dict:
-    """A Crossplane Usage of the ModelCache by this replica: while a replica mounts the
-    cache, Crossplane's admission webhook refuses to delete the ModelCache (and with it
-    every volume), and replays the deletion once the last such replica is gone."""
+    """A Crossplane Usage of the ModelCache by this replica's engine Deployment Object: while
+    the engine that mounts the cache may run, Crossplane's admission webhook refuses to delete
+    the ModelCache (and with it every volume), and replays the deletion once the last such
+    Usage is gone. `by` is the Object, not the replica: a composed Usage waits for its `by`
+    to be gone before it goes, and under foreground deletion the replica waits for the
+    Usage it owns, so a Usage by the replica itself held both for ever
+    (design/deployments.md, "Holding the cache")."""
     return {
         "apiVersion": USAGE_API_VERSION,
         "kind": "Usage",
@@ -349,8 +360,8 @@ def cache_usage(spec: ReplicaSpec, cache: CacheMount) -> dict:
         "spec": {
             "of": {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
                    "resourceRef": {"name": cache.model_cache}},
-            "by": {"apiVersion": naming.API_VERSION, "kind": "ModelReplica",
-                   "resourceRef": {"name": spec.name}},
+            "by": {"apiVersion": objects.OBJECT_API_VERSION, "kind": "Object",
+                   "resourceRef": {"name": object_name(spec, ENGINE_KEY)}},
             "replayDeletion": True,
         },
     }

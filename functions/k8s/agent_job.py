@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetcache import __version__, exitcodes, reasons
+from fleetcache.functions import naming
 from fleetcache.functions.read import condition_of, is_true, mapping_at
 from fleetcache.messages import clipped
 from fleetcache.reasons import reason_or_empty, remedy, with_remedy
@@ -156,6 +157,17 @@ def agent_job_manifest(
         },
     }
 
+
+
+IMMUTABLE_JOB_FIELDS = ("template", "podFailurePolicy", "completions", "completionMode")
+
+
+def template_digest(job: Mapping) -> str:
+    """Six hex digits of what the API server never lets change on a Job (its pod template
+    and podFailurePolicy, pkg/apis/batch/validation ValidateJobSpecUpdate): carried in the
+    Job's name, a changed template is a new Job rather than an update refused for ever."""
+    spec = mapping_at(job, "spec")
+    return naming.digest_of({k: spec.get(k) for k in IMMUTABLE_JOB_FIELDS})[:6]
 
 
 # At most 3 digits (exit codes are 0-255): a 5,000-digit "exit code" in a hostile message

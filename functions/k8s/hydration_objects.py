@@ -27,14 +27,24 @@ PRUNE_PREFIX = "prune-"
 RESIZE_REFUSED = ("only dynamically provisioned pvc can be resized",
                   "must support resize")
 PVC_BOUND_QUERY = "has(object.status) && has(object.status.phase) && object.status.phase == 'Bound'"
+# The progress record is final for a commit once its fetch or prune ended: until then the
+# provider re-reads it every 30 s (objects.record_final_query).
+FINAL_PHASES = ("Ready", "Failed", "Pruned")
 
 
 def content_id(commit: str, manifest_digest: str) -> str:
     return f"{commit[:10]}-{manifest_digest[:6]}" if manifest_digest else commit[:10]
 
 
-def job_key(commit: str, manifest_digest: str) -> str:
-    return f"{JOB_PREFIX}{content_id(commit, manifest_digest)}"
+def job_key(commit: str, manifest_digest: str, template: str) -> str:
+    """The fetch Job's Object key: its content and its template's digest, so a new template
+    is a new Object, and Crossplane deletes the old one."""
+    return f"{job_prefix(commit, manifest_digest)}{template}"
+
+
+def job_prefix(commit: str, manifest_digest: str) -> str:
+    """What every fetch Job of this content is keyed under, whatever its template."""
+    return f"{JOB_PREFIX}{content_id(commit, manifest_digest)}-"
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,7 @@ class Names:
     cache: str
     commit: str
     manifest_digest: str
+    template: str = ""  # agent_job.template_digest of the fetch Job ("" before it is known)
 
     def object(self, what: str) -> str:
         return naming.child_name(self.hydration, what)
@@ -76,18 +87,19 @@ class Names:
 
     @property
     def content(self) -> str:
-        """What this Job fetches: the commit and the filtered manifest. A Job's template is
-        immutable, so new content (a new commit, or new patterns on the same commit) needs
-        a new Job, named apart from the old."""
+        """What this Job fetches: the commit and the filtered manifest."""
         return content_id(self.commit, self.manifest_digest)
 
     @property
     def job(self) -> str:
-        return naming.child_name(self.cache, "hydrate", self.content)
+        """A Job's template is immutable (the API server refuses a changed one), so new
+        content or a new template (another agent image, bandwidth, mirror role) is a new
+        Job, named apart from the old."""
+        return naming.child_name(self.cache, "hydrate", self.content, self.template)
 
     @property
     def job_key(self) -> str:
-        return job_key(self.commit, self.manifest_digest)
+        return job_key(self.commit, self.manifest_digest, self.template)
 
 
 def labels_for(cache: str, cluster: str) -> dict[str, str]:

@@ -1,10 +1,16 @@
 """provider-kubernetes Objects: wrapping a manifest for another cluster, reading what the
-provider saw there, and carrying an observed Object over unchanged."""
+provider saw there, and carrying an observed Object over unchanged.
+
+provider-kubernetes re-reads an Object every `--poll` (10 minutes) once it is Ready and every
+30 s while it is not (design/provider-timing.md), so an Object whose remote state a composer
+waits on carries a readiness query that stays false until that state is final, and asks to
+be watched (honoured with the provider's `--enable-watches`, ignored without)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from fleetcache import shapes
 from fleetcache.functions.k8s.agent_job import TOKEN_SECRET_KEY
 from fleetcache.functions.protocol import Outcome, Request
 from fleetcache.functions.read import get_path, mapping_at
@@ -15,6 +21,34 @@ PROVIDER_CONFIG_KIND = "ClusterProviderConfig"
 
 CREATE_ONLY = ("Observe", "Create")
 OBSERVE_CREATE_DELETE = ("Observe", "Create", "Delete")
+OBSERVE_DELETE = ("Observe", "Delete")  # a finished Job's: never recreated once TTL collects it
+
+JOB_FINISHED_QUERY = ("has(object.status) && has(object.status.conditions) && "
+                      "object.status.conditions.exists(c, (c.type == 'Complete' || "
+                      "c.type == 'Failed') && c.status == 'True')")
+ROLLED_OUT_QUERY = (
+    "has(object.status) && has(object.status.desiredNumberScheduled) && "
+    "has(object.status.numberReady) && "
+    "object.status.numberReady == object.status.desiredNumberScheduled && "
+    "(!has(object.status.updatedNumberScheduled) || "
+    "object.status.updatedNumberScheduled == object.status.desiredNumberScheduled) && "
+    "(!has(object.metadata.generation) || (has(object.status.observedGeneration) && "
+    "object.status.observedGeneration == object.metadata.generation))")
+
+
+def record_final_query(phases: Iterable[str], commit: str = "") -> str:
+    """A record ConfigMap is final once the agent wrote one of `phases` (for `commit`, when
+    given): until then provider-kubernetes re-reads it every 30 s, not every 10 minutes."""
+    query = ("has(object.data) && has(object.data.phase) && object.data.phase in ["
+             + ", ".join(f"'{phase}'" for phase in phases) + "]")
+    return query + (f" && has(object.data.commit) && object.data.commit == '{commit}'"
+                    if shapes.is_resolved_commit(commit) else "")
+
+
+def awaited_query(awaited: bool) -> str:
+    """For an Object whose state no query can judge (a record per node): not Ready while its
+    composer still waits on it, so the provider re-reads it every 30 s until then."""
+    return "false" if awaited else "true"
 
 
 def remote_object(
@@ -27,8 +61,10 @@ def remote_object(
     readiness_query: str | None = None,
     references: list[dict] | None = None,
     labels: Mapping[str, str] | None = None,
+    watch: bool = False,
 ) -> dict:
-    """Wrap a manifest for another cluster in a namespaced provider-kubernetes Object."""
+    """Wrap a manifest for another cluster in a namespaced provider-kubernetes Object;
+    `watch` for one whose remote changes a composer waits on."""
     spec: dict = {
         "forProvider": {"manifest": manifest},
         "providerConfigRef": {"kind": PROVIDER_CONFIG_KIND, "name": provider_config},
@@ -39,6 +75,8 @@ def remote_object(
         spec["readiness"] = {"policy": "DeriveFromCelQuery", "celQuery": readiness_query}
     if references:
         spec["references"] = references
+    if watch:
+        spec["watch"] = True
     metadata: dict = {"name": name, "namespace": namespace}
     if labels:
         metadata["labels"] = dict(labels)

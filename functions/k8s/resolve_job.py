@@ -2,11 +2,13 @@
 `resolve` Job, the ConfigMap it writes its record to (Observe/Create/Delete), the
 ServiceAccount/Role/RoleBinding that may patch only that ConfigMap, and the namespace
 (create only). The Job and ConfigMap are named for the source, so a changed spec.source
-resolves again in a new Job."""
+resolves again in a new Job; the Job also for its template (agent_job.template_digest), which
+the API server never lets change. Both are re-read by provider-kubernetes every 30 s until
+they are final (objects.JOB_FINISHED_QUERY, objects.record_final_query) and watched."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetcache import shapes
@@ -14,20 +16,37 @@ from fleetcache.functions import naming, protocol, read
 from fleetcache.functions.k8s import agent_job, objects
 
 RESOLVE_PREFIX = "resolve-"  # the keys of the resolve step's Objects
+JOB = "job"
+RECORD_FINAL = ("Resolved", "Failed")
 
 
 @dataclass(frozen=True)
 class ResolveNames:
     cache: str
     source_digest: str
+    template: str = ""  # agent_job.template_digest of the Job
 
     def key(self, what: str) -> str:
         return f"{RESOLVE_PREFIX}{what}"
 
     @property
+    def job_prefix(self) -> str:
+        """What the Job of this source is keyed under (less "resolve-"), whatever its template."""
+        return f"{JOB}-{self.source_digest[:10]}-"
+
+    @property
+    def job_what(self) -> str:
+        return f"{self.job_prefix}{self.template}"
+
+    @property
     def remote(self) -> str:
-        """Job and ConfigMap share this name; it changes with the source."""
+        """The record ConfigMap's name; it changes with the source."""
         return naming.child_name(self.cache, "resolve", self.source_digest[:10])
+
+    @property
+    def job(self) -> str:
+        """The Job's name: the source's, and its template's."""
+        return naming.child_name(self.cache, "resolve", self.source_digest[:10], self.template)
 
     @property
     def service_account(self) -> str:
@@ -40,6 +59,23 @@ class ResolveNames:
 def labels_for(cache: str) -> dict[str, str]:
     return {naming.LABEL_MANAGED_BY: "fleetcache", naming.LABEL_COMPONENT: "resolve",
             naming.LABEL_MODEL_CACHE: naming.label_value(cache)}
+
+
+def observed_job(observed: dict[str, dict], names: ResolveNames) -> dict | None:
+    """The Object of this source's resolve Job as observed, whatever its template (another
+    source's is no longer composed, and tells nothing about this one)."""
+    prefix = names.key(names.job_prefix)
+    return next((observed[k] for k in sorted(observed) if k.startswith(prefix)), None)
+
+
+def record_of(observed: dict[str, dict], names: ResolveNames) -> dict:
+    """This source's resolve record as provider-kubernetes last saw it: {} until the record
+    ConfigMap it observed is this source's (after a change of source it still shows the last
+    source's until the provider re-reads it)."""
+    configmap = objects.remote_manifest(observed.get(names.key("configmap")))
+    if read.get_path(configmap, "metadata.name") != names.remote:
+        return {}
+    return read.mapping_at(configmap, "data")
 
 
 def composed_compares(observed_job: dict | None) -> list[str] | None:
@@ -63,15 +99,28 @@ def compose_record(outcome: protocol.Outcome, names: ResolveNames, namespace: st
         compose_remote(outcome, names, namespace, provider_config, manifest["kind"].lower(), manifest)
     compose_remote(outcome, names, namespace, provider_config, "configmap",
                    agent_job.progress_configmap_manifest(names.remote, namespace, labels),
-                   management_policies=objects.OBSERVE_CREATE_DELETE)
+                   management_policies=objects.OBSERVE_CREATE_DELETE,
+                   readiness_query=objects.record_final_query(RECORD_FINAL), watch=True)
 
 
 def job_manifest(names: ResolveNames, namespace: str, image: str, args: list[str], labels: dict[str, str],
                  policy: agent_job.JobPolicy) -> dict:
     """The resolve Job, without the volumes its source needs mounted."""
     return agent_job.agent_job_manifest(
-        name=names.remote, namespace=namespace, image=image, args=args,
+        name=names.job, namespace=namespace, image=image, args=args,
         service_account=names.service_account, labels=labels, policy=policy)
+
+
+def compose_job(outcome: protocol.Outcome, names: ResolveNames, namespace: str, provider_config: str,
+                job: dict, resolved: bool) -> None:
+    """The Job under its template's name. Once it resolved (Complete, or its record says
+    Resolved) it is only observed: when ttlSecondsAfterFinished collects it,
+    provider-kubernetes would otherwise create it again and the source would resolve anew."""
+    names = replace(names, template=agent_job.template_digest(job))
+    job["metadata"]["name"] = names.job
+    compose_remote(outcome, names, namespace, provider_config, names.job_what, job,
+                   management_policies=objects.OBSERVE_DELETE if resolved else None,
+                   readiness_query=objects.JOB_FINISHED_QUERY, watch=True)
 
 
 def compose_remote(outcome: protocol.Outcome, names: ResolveNames, namespace: str, provider_config: str,

@@ -84,16 +84,22 @@ def compose_objects(request: protocol.Request, h: Hydration, names: Names, node_
     claim = objects.remote_manifest(request.observed.get(CLAIM_KEY))
     remote(PV_KEY, pv_manifest(h, names, node_cache), seen(PV_KEY))
     remote(CLAIM_KEY, claim_manifest(h, names, node_cache, claim),
-           read.get_path(claim, "status.phase") == "Bound", readiness_query=CLAIM_BOUND_QUERY)
+           read.get_path(claim, "status.phase") == "Bound", readiness_query=CLAIM_BOUND_QUERY,
+           watch=True)
+    # The per-node records say nothing a query can add up: the provider re-reads them every
+    # 30 s until this tier last reported Ready.
+    settled = read.get_path(request.status, "nodeTier.phase") == "Ready"
     remote(STATUS_KEY, status_manifest(h, names), seen(STATUS_KEY),
-           management_policies=objects.OBSERVE_CREATE_DELETE)
+           management_policies=objects.OBSERVE_CREATE_DELETE,
+           readiness_query=objects.awaited_query(not settled), watch=True)
     for key, manifest in zip(ACCESS_KEYS, access_manifests(h, names), strict=True):
         remote(key, manifest, seen(key))
     if keep is None:  # which commits replicas read is not known yet: the warmers stay as they are
         objects.carry_over(request, outcome, [WARMER_KEY])
         return
     remote(WARMER_KEY, warmer_manifest(h, names, node_cache, cluster.agent_image,
-                                       volume_claim, keep), seen(WARMER_KEY))
+                                       volume_claim, keep), seen(WARMER_KEY),
+           readiness_query=objects.ROLLED_OUT_QUERY, watch=True)
 
 
 # --- 5. the hook: decide, compose, report --------------------------------------------------

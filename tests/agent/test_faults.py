@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
+import urllib3
 
+from fleetcache.agent.hub import QUICK_ATTEMPTS, describe
 from fleetcache.devtools.testhub import Fault, PatternContent
 from tests.agent.conftest import REPO, expected_bytes, fetch_args, published_files_verify, run_agent, snapshot_dir
 
@@ -104,6 +107,40 @@ def test_persistent_resets_exit_17(hub, tiny, tmp_path):
 def test_an_unreachable_endpoint_exits_17(tmp_path):
     result = run_agent("fetch", "--endpoint", "http://127.0.0.1:9", "--repo", REPO, "--dest", str(tmp_path))
     assert result.code == 17 and "SourceUnreachable" in result.stderr
+
+
+def closed_port() -> int:
+    """A port nothing listens on: taken from the system, then let go."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_refused_connection_says_refused_naming_the_host_and_port_not_a_timeout():
+    port = closed_port()
+    result = run_agent("resolve", "--endpoint", f"http://127.0.0.1:{port}", "--repo", REPO)
+    failure = result.stderr.splitlines()[-1]
+    assert result.code == 17 and f"connection refused by 127.0.0.1:{port}" in failure
+    assert "no answer within the timeout" not in failure
+
+
+def test_a_refused_s3_endpoint_says_refused_too():
+    port = closed_port()
+    result = run_agent("resolve", "--s3-bucket", "bucket-a", "--s3-endpoint", f"http://127.0.0.1:{port}",
+                       env={"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret"})
+    assert result.code == 17 and f"connection refused by 127.0.0.1:{port}" in result.stderr.splitlines()[-1]
+
+
+def test_a_refused_connection_gets_a_few_quick_retries_then_the_jobs_own():
+    result = run_agent("resolve", "--endpoint", f"http://127.0.0.1:{closed_port()}", "--repo", REPO)
+    assert result.code == 17 and result.stderr.count("retrying listing") == QUICK_ATTEMPTS - 1
+
+
+def test_a_name_that_does_not_resolve_says_so():
+    failure = urllib3.exceptions.NameResolutionError(
+        "hub.invalid", urllib3.connection.HTTPConnection("hub.invalid", 80), socket.gaierror(-2, "unknown"))
+    failure.__cause__ = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    assert describe(failure) == "the name hub.invalid does not resolve (Name or service not known)"
 
 
 def test_a_416_from_the_cdn_is_retried_with_a_fresh_redirect(hub, tmp_path):

@@ -99,6 +99,20 @@ def hydration_request(xr: dict | None = None, *, observed: dict | None = None,
     return protocol.Request(composite=xr, observed=observed or {}, required=required)
 
 
+def composed_key(outcome: protocol.Outcome, prefix: str) -> str:
+    """The key a composer gave its Job: a Job's key carries its template's digest
+    (agent_job.template_digest), so tests find it by the prefix it starts with ("" if none)."""
+    return next((k for k in outcome.desired if k.startswith(prefix)), "")
+
+
+def by_key(values: Mapping[str, dict], key: str) -> dict | None:
+    """`values[key]`, or the value given under a prefix of `key` ending in "-" (a Job's
+    key without its template digest)."""
+    if key in values:
+        return values[key]
+    return next((v for k, v in values.items() if k.endswith("-") and key.startswith(k)), None)
+
+
 # --- remote states ------------------------------------------------------------------------
 
 
@@ -139,8 +153,8 @@ def observe(outcome: protocol.Outcome, *, skip: tuple[str, ...] = (),
         if key in skip:
             continue
         if resource.get("kind") == "Object":
-            observed[key] = observed_object(resource, remote_status=states.get(key),
-                                            data=data.get(key))
+            observed[key] = observed_object(resource, remote_status=by_key(states, key),
+                                            data=by_key(data, key))
         else:
             observed[key] = copy.deepcopy(resource)
     return observed

@@ -11,7 +11,7 @@ from pathlib import Path
 from fleetcache.devtools import render as rendering
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-from fleetcache.devtools.simulation import Cluster
+from fleetcache.devtools.simulation import Clock, Cluster
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import Fault, TestHub
 from tests.support.plane import control_plane
@@ -31,7 +31,7 @@ def mirror_fleet(root: Path, fleet_clusters: list[dict], buckets: list[str]
         proxy.inject(Fault("corrupt", path="/lfs/*", host="cdn", times=None, offset=4096))
         clusters = {name: Cluster(name, root / name) for name in names}
         control = control_plane(channel, clusters)
-        stage = Stage(control, clusters, (hub,), None, act.NAMESPACE, "", "", MODEL_BYTES,
+        stage = Stage(control, clusters, (hub,), Clock(), act.NAMESPACE, "", "", MODEL_BYTES,
                       tuple(names), 0.05, time.monotonic() + DEADLINE, lambda line: None)
         try:
             for cluster in fleet_clusters:

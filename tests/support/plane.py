@@ -9,13 +9,15 @@ import grpc
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache.devtools import render as rendering
-from fleetcache.devtools.simulation import Cluster, ControlPlane, Provider
+from fleetcache.devtools.simulation import Cluster, ControlPlane, Provider, RealisticTiming
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def control_plane(channel: grpc.Channel, clusters: dict[str, Cluster]) -> ControlPlane:
-    """A control plane whose composites run the repo's pipelines through `channel`."""
+def control_plane(channel: grpc.Channel, clusters: dict[str, Cluster],
+                  timing: RealisticTiming | None = None) -> ControlPlane:
+    """A control plane whose composites run the repo's pipelines through `channel`; with
+    `timing`, provider-kubernetes reconciles its Objects at the real provider's pace."""
     compositions, schemas = rendering.repo_definitions(ROOT)
     stub = grpcv1.FunctionRunnerServiceStub(channel)
 
@@ -23,5 +25,5 @@ def control_plane(channel: grpc.Channel, clusters: dict[str, Cluster]) -> Contro
         return rendering.run_pipeline(stub, composite, composition, observed, required)
 
     control = ControlPlane(pipeline, compositions, schemas,
-                           Provider(clusters, lambda: control.secrets()))
+                           Provider(clusters, lambda: control.secrets(), timing))
     return control

@@ -1,0 +1,248 @@
+"""The simulation's provider-kubernetes and API server, against what upstream does
+(design/simulation.md cites the code): refusals reported as Synced=False in the provider's
+words, a remote object recreated or left alone by its management policies, and with
+realistic timing, each Object re-read when the real provider would re-read it."""
+
+from __future__ import annotations
+
+import time
+
+from fleetcache.devtools.simulation import Clock, Cluster, Provider, ProviderFlags, RealisticTiming
+from fleetcache.functions import read
+from fleetcache.functions.k8s import objects
+
+NS = "ml"
+SECONDS_PER_ROUND = 5.0
+
+
+def namespace() -> dict:
+    return objects.remote_object("ns", NS, objects.namespace_manifest(NS), "c",
+                                 management_policies=objects.CREATE_ONLY)
+
+
+def configmap(phase: str = "Pending", **kwargs) -> dict:
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "record", "namespace": NS}, "data": {"phase": phase}}
+    return objects.remote_object("record", NS, manifest, "c", **kwargs)
+
+
+def record(**kwargs) -> dict:
+    """A record an agent writes: created once, never overwritten (as the composers compose it)."""
+    return configmap(management_policies=objects.OBSERVE_CREATE_DELETE, **kwargs)
+
+
+def job(image: str = "agent:v1", ttl: int | None = None) -> dict:
+    spec: dict = {"backoffLimit": 0, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "agent", "image": image,
+                                                  "args": ["--help"]}]}}}
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
+    manifest = {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "fetch", "namespace": NS}, "spec": spec}
+    return objects.remote_object("fetch", NS, manifest, "c")
+
+
+def synced(observed: dict) -> dict:
+    return read.condition_of(observed, "Synced")
+
+
+def plain(tmp_path) -> tuple[Provider, Cluster]:
+    cluster = Cluster("c", tmp_path / "c")
+    return Provider({"c": cluster}, list), cluster
+
+
+def realistic(tmp_path, **flags) -> tuple[Provider, Cluster, Clock]:
+    clock = Clock(SECONDS_PER_ROUND)
+    cluster = Cluster("c", tmp_path / "c", clock=clock)
+    return Provider({"c": cluster}, list, RealisticTiming(clock, ProviderFlags(**flags))), \
+        cluster, clock
+
+
+def rounds(clock: Clock, seconds: float) -> None:
+    for _ in range(int(seconds // SECONDS_PER_ROUND)):
+        clock.tick()
+
+
+# --- the API server's refusals ----------------------------------------------------------------
+
+
+def test_an_object_in_a_namespace_that_does_not_exist_is_refused_with_the_providers_message(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(configmap())
+    assert synced(provider.observe(configmap())) == {
+        "type": "Synced", "status": "False", "reason": "ReconcileError",
+        "message": 'create failed: cannot create object: cannot create object: '
+                   'namespaces "ml" not found'}
+    assert cluster.get(("ConfigMap", NS, "record")) is None
+
+
+def test_a_refused_object_is_created_once_its_namespace_exists(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(configmap())
+    provider.apply(namespace())
+    assert synced(provider.observe(configmap()))["status"] == "True"
+    assert cluster.get(("ConfigMap", NS, "record")) is not None
+
+
+def test_a_changed_job_template_is_refused_and_the_job_stays_as_it_was(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    provider.apply(job("agent:v1"))
+    provider.apply(job("agent:v2"))
+    observed = provider.observe(job("agent:v2"))
+    assert synced(observed)["message"] == (
+        'observe failed: cannot get desired state: cannot dry run SSA: Job.batch "fetch" is '
+        "invalid: spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable")
+    containers = cluster.get(("Job", NS, "fetch"))["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["image"] == "agent:v1"
+    assert read.get_path(observed, "status.atProvider.manifest.metadata.name") == "fetch"
+
+
+def test_a_changed_ttl_of_a_job_is_applied(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    provider.apply(job(ttl=60))
+    provider.apply(job(ttl=120))
+    assert synced(provider.observe(job(ttl=120)))["status"] == "True"
+    assert cluster.get(("Job", NS, "fetch"))["spec"]["ttlSecondsAfterFinished"] == 120
+
+
+def test_a_claim_past_the_namespaces_quota_is_refused_with_the_quota_plugins_message(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota",
+                   "metadata": {"name": "storage", "namespace": NS},
+                   "spec": {"hard": {"requests.storage": "10Gi", "persistentvolumeclaims": "5"}}})
+    claim = objects.remote_object("cache", NS, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "cache", "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}},
+        "c")
+    provider.apply(claim)
+    assert synced(provider.observe(claim))["message"] == (
+        'create failed: cannot create object: cannot create object: persistentvolumeclaims '
+        '"cache" is forbidden: exceeded quota: storage, requested: requests.storage=20Gi, '
+        "used: requests.storage=0, limited: requests.storage=10Gi")
+
+
+# --- a remote object that is gone -------------------------------------------------------------
+
+
+def test_a_deleted_remote_object_is_created_again_by_an_object_that_may_create(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    provider.apply(configmap())
+    cluster.delete(("ConfigMap", NS, "record"))
+    provider.observe(configmap())
+    assert cluster.get(("ConfigMap", NS, "record")) is not None
+
+
+def test_a_deleted_remote_object_an_object_only_observes_keeps_its_last_observation(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    provider.apply(configmap())
+    observing = configmap(management_policies=objects.OBSERVE_DELETE)
+    provider.apply(observing)
+    cluster.delete(("ConfigMap", NS, "record"))
+    observed = provider.observe(observing)
+    assert cluster.get(("ConfigMap", NS, "record")) is None
+    assert read.get_path(observed, "status.atProvider.manifest.data") == {"phase": "Pending"}
+
+
+# --- realistic timing ---------------------------------------------------------------------------
+
+
+def changed_remote(cluster: Cluster) -> None:
+    cluster.objects[("ConfigMap", NS, "record")]["data"] = {"phase": "Ready"}
+
+
+def seen_phase(provider: Provider, obj: dict) -> str:
+    return read.get_path(provider.observe(obj), "status.atProvider.manifest.data.phase", "")
+
+
+def settled(provider: Provider, clock: Clock, obj: dict) -> None:
+    """Created, then re-read once after the create's requeue."""
+    provider.apply(namespace())
+    provider.apply(obj)
+    clock.tick()
+    provider.observe(obj)
+
+
+def test_a_ready_object_is_reread_only_after_the_poll_interval(tmp_path):
+    provider, cluster, clock = realistic(tmp_path)
+    settled(provider, clock, record())
+    changed_remote(cluster)
+    rounds(clock, 600 * 0.9 - SECONDS_PER_ROUND)
+    assert seen_phase(provider, record()) == "Pending"
+    rounds(clock, 600 * 0.2)
+    assert seen_phase(provider, record()) == "Ready"
+
+
+def test_an_object_not_ready_is_reread_every_30_seconds(tmp_path):
+    provider, cluster, clock = realistic(tmp_path)
+    waiting = record(readiness_query="object.data.phase == 'Ready'")
+    settled(provider, clock, waiting)
+    changed_remote(cluster)
+    rounds(clock, 30 * 1.1 + SECONDS_PER_ROUND)
+    assert seen_phase(provider, waiting) == "Ready"
+
+
+def test_with_watches_a_watched_objects_change_is_read_at_once(tmp_path):
+    provider, cluster, clock = realistic(tmp_path, enable_watches=True)
+    watched = record(watch=True)
+    settled(provider, clock, watched)
+    changed_remote(cluster)
+    assert seen_phase(provider, watched) == "Ready"
+
+
+def test_without_the_providers_watches_flag_spec_watch_changes_nothing(tmp_path):
+    provider, cluster, clock = realistic(tmp_path)
+    watched = record(watch=True)
+    settled(provider, clock, watched)
+    changed_remote(cluster)
+    clock.tick()
+    assert seen_phase(provider, watched) == "Pending"
+
+
+def test_a_changed_spec_is_reconciled_at_once(tmp_path):
+    provider, cluster, clock = realistic(tmp_path)
+    settled(provider, clock, configmap())
+    provider.apply(configmap("Changed"))
+    assert cluster.get(("ConfigMap", NS, "record"))["data"] == {"phase": "Changed"}
+
+
+def test_drift_of_an_object_that_may_update_is_undone_at_its_next_reconcile(tmp_path):
+    provider, cluster, clock = realistic(tmp_path, enable_watches=True)
+    settled(provider, clock, configmap(watch=True))
+    changed_remote(cluster)
+    assert seen_phase(provider, configmap(watch=True)) == "Pending"
+    assert cluster.get(("ConfigMap", NS, "record"))["data"] == {"phase": "Pending"}
+
+
+def test_a_refused_object_is_retried_with_backoff(tmp_path):
+    provider, cluster, clock = realistic(tmp_path)
+    provider.apply(configmap())
+    provider.apply(namespace())
+    provider.observe(configmap())
+    assert cluster.get(("ConfigMap", NS, "record")) is None  # the retry is a second away
+    clock.tick()
+    provider.observe(configmap())
+    assert cluster.get(("ConfigMap", NS, "record")) is not None
+
+
+def test_a_finished_job_is_collected_ttl_seconds_after_it_finished(tmp_path):
+    provider, cluster, clock = realistic(tmp_path)
+    provider.apply(namespace())
+    provider.apply(job(ttl=30))
+    deadline = time.monotonic() + 30
+    while not read.is_true(cluster.get(("Job", NS, "fetch")), "Failed"):
+        assert time.monotonic() < deadline, "the Job never finished"
+        clock.tick()
+        cluster.tick(time.monotonic())
+        time.sleep(0.05)
+    rounds(clock, 25)
+    cluster.tick(time.monotonic())
+    assert cluster.get(("Job", NS, "fetch")) is not None
+    rounds(clock, 10)
+    cluster.tick(time.monotonic())
+    assert cluster.get(("Job", NS, "fetch")) is None
