@@ -457,9 +457,10 @@ def report(control: ControlPlane, out: Echo) -> None:
     cache = tiny_chat(control)
     status = cache.get("status", {})
     out("\n$ kubectl get modelcache tiny-chat")
-    for line in kubectl_table([["NAME", "READY", "SIZE", "COMMIT", "PROGRESS"],
-                       ["tiny-chat", status.get("summary", ""), status.get("sizeHuman", ""),
-                        status.get("commitShort", ""), str(status.get("progressPercent", 0))]]):
+    for line in kubectl_table([["NAME", "CLUSTERS", "FAILED", "SIZE", "COMMIT", "PROGRESS", "REASON"],
+                       ["tiny-chat", status.get("summary", ""), str(status.get("failedClusters", 0)),
+                        status.get("sizeHuman", ""), status.get("commitShort", ""),
+                        str(status.get("progressPercent", 0)), status.get("reason", "")]]):
         out(line)
     degraded = read.condition_of(cache, "Degraded")
     out(f"  Degraded={degraded.get('status')} {degraded.get('reason')}: {degraded.get('message')}")
@@ -478,10 +479,11 @@ def report(control: ControlPlane, out: Echo) -> None:
     if deployments:
         replicas = deployments[0].get("status", {}).get("replicas", {})
         out("\n$ kubectl get modeldeployment tiny-chat")
-        for line in kubectl_table([["NAME", "READY", "CACHE", "SOURCE", "WAITING"],
+        for line in kubectl_table([["NAME", "REPLICAS", "CACHE", "SOURCE", "WAITING", "FAILED", "REASON"],
                            ["tiny-chat", deployments[0].get("status", {}).get("summary", ""),
                             str(replicas.get("cache", 0)), str(replicas.get("source", 0)),
-                            str(replicas.get("waiting", 0))]]):
+                            str(replicas.get("waiting", 0)), str(replicas.get("failed", 0)),
+                            deployments[0].get("status", {}).get("reason", "")]]):
             out(line)
     failed = [x for x in control.of_kind("ModelCacheHydration")
               if x.get("status", {}).get("phase") == "Failed"]

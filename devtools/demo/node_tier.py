@@ -287,7 +287,7 @@ def columns(stage: Stage) -> list[str]:
     cache = control.xrs.get(("ModelCache", NAMESPACE, CACHE), {}).get("status", {})
     tables = {
         f"modelcache -n {NAMESPACE} {CACHE}": [
-            ["NAME", "READY", "SIZE", "NODES"],
+            ["NAME", "CLUSTERS", "SIZE", "NODES"],
             [CACHE, cache.get("summary", ""), cache.get("sizeHuman", ""),
              get_path(cache, "nodeTier.summary", "<none>")]],
         f"fleetcluster {' '.join(CLUSTERS)}": [["NAME", "NODE-CACHE"]] + [
