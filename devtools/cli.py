@@ -243,8 +243,13 @@ def without_conditions(composite: dict) -> dict:
 @click.option("--repo-root", type=click.Path(exists=True, file_okay=False),
               default=str(Path(__file__).resolve().parents[1]),
               help="Where examples/ and compositions/ live.")
-def demo(fast: bool, repo_root: str) -> None:
+@click.option("--realistic-timing", is_flag=True,
+              help="Pace provider-kubernetes as it runs by default (10m poll when Ready, 30s "
+                   "when not, no watches) on a compressed clock of 5 s a round "
+                   "(design/provider-timing.md).")
+def demo(fast: bool, repo_root: str, realistic_timing: bool) -> None:
     """Play a small fleet end to end against the real function server."""
     from fleetcache.devtools import demo as demo_module
 
-    sys.exit(demo_module.run(Path(repo_root), fast=fast, out=click.echo))
+    sys.exit(demo_module.run(Path(repo_root), fast=fast, out=click.echo,
+                             realistic_timing=realistic_timing))

@@ -7,8 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
-from fleetcache.devtools import demo
+from fleetcache.devtools import cli, demo
 from fleetcache.devtools.demo import day_two, node_tier, tenants
 from tests.support import xrd
 
@@ -221,3 +222,11 @@ def test_every_manifest_of_the_node_tier_act_is_valid_against_its_xrd():
                      node_tier.grant(), node_tier.model_cache("http://127.0.0.1:1"),
                      node_tier.model_deployment()]:
         xrd.assert_valid(resource)
+
+
+def test_demo_realistic_timing_flag_plays_the_demo_at_the_providers_pace(monkeypatch):
+    calls = []
+    monkeypatch.setattr(demo, "run", lambda root, **kwargs: calls.append(kwargs) or 0)
+    result = CliRunner().invoke(cli.main, ["demo", "--fast", "--realistic-timing"])
+    assert result.exit_code == 0, result.output
+    assert calls and calls[0]["realistic_timing"] is True and calls[0]["fast"] is True
