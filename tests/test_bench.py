@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RATIO = r"\d+\.\d+"
-MEDIAN = r"(\d+\.\d+|n/a) median of \d+ rounds? \(.*\)"  # a smoke slope may be noise around zero
+MEDIAN = r"(-?\d+\.\d+|n/a) median of \d+ rounds? \(.*\)"  # a smoke slope is noise around zero, either sign
 
 
 def smoke(script: str) -> str:
