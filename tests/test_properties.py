@@ -29,6 +29,8 @@ import functools
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -502,17 +504,32 @@ def grpc_stub():
         yield grpcv1.FunctionRunnerServiceStub(channel)
 
 
+# The server's servicer on the tests' clock (NOW), served by the SDK as fleetcache-function serves it.
+SERVE_AT_NOW = (
+    "import datetime, sys; from crossplane.function import runtime; from fleetcache.functions import server; "
+    "runtime.serve(server.FunctionRunner(lambda: datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)), "
+    "sys.argv[1], creds=None, insecure=True, "
+    "options=[('grpc.max_receive_message_length', server.MAX_REQUEST_MIB * server.MiB)])")
+
+
 @pytest.fixture(scope="module")
 def other_process_stub():
-    """fleetcache-function in a process of its own, with another string-hash seed, so a
-    composer whose output follows set or hash order answers differently there."""
+    """The function server in a process of its own, with another string-hash seed, so a
+    composer whose output follows set or hash order answers differently there; on the tests'
+    clock, so a composer that writes the time (a retention latch) answers the same."""
+    assert NOW == datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC), "SERVE_AT_NOW names NOW's date"
     ours = os.environ.get("PYTHONHASHSEED", "random")
-    with contextlib.ExitStack() as stack:
-        with pytest.MonkeyPatch.context() as patch:  # the variable is read at start only
-            patch.setenv("PYTHONHASHSEED", "1" if ours == "random" else str(int(ours) + 1))
-            address = stack.enter_context(render.function_process())
-        channel = stack.enter_context(render.channel_to(address))
-        yield grpcv1.FunctionRunnerServiceStub(channel)
+    env = {**os.environ, "PYTHONHASHSEED": "1" if ours == "random" else str(int(ours) + 1)}
+    address = f"127.0.0.1:{render.free_port()}"
+    process = subprocess.Popen([sys.executable, "-c", SERVE_AT_NOW, address], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        render.wait_until_serving(address, process)
+        with render.channel_to(address) as channel:
+            yield grpcv1.FunctionRunnerServiceStub(channel)
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 SHARE = max(2, settings().max_examples // 4)  # of the examples, sent over gRPC as well
