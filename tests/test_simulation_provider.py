@@ -1,7 +1,9 @@
 """The simulation's provider-kubernetes and API server, against what upstream does
 (design/simulation.md cites the code): refusals reported as Synced=False in the provider's
 words, a remote object recreated or left alone by its management policies, and with
-realistic timing, each Object re-read when the real provider would re-read it."""
+realistic timing, each Object re-read when the real provider would re-read it; a deleted
+Object's finalizer kept until its remote object is gone (not while its cluster is unreachable
+or a pod holds its PVC)."""
 
 from __future__ import annotations
 
@@ -147,6 +149,69 @@ def test_a_deleted_remote_object_an_object_only_observes_keeps_its_last_observat
     observed = provider.observe(observing)
     assert cluster.get(("ConfigMap", NS, "record")) is None
     assert read.get_path(observed, "status.atProvider.manifest.data") == {"phase": "Pending"}
+
+
+# --- a deleted Object ----------------------------------------------------------------------------
+
+
+def claim() -> dict:
+    manifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "cache", "namespace": NS},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}}
+    return objects.remote_object("cache", NS, manifest, "c")
+
+
+def engine_mounting_the_claim() -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "engine", "namespace": NS},
+            "spec": {"template": {"spec": {"containers": [{"name": "engine"}], "volumes": [
+                {"name": "cache", "persistentVolumeClaim": {"claimName": "cache"}}]}}}}
+
+
+def test_a_deleted_objects_finalizer_waits_while_its_cluster_is_unreachable(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    provider.apply(configmap())
+    provider.unreachable.add("c")
+    assert provider.delete(configmap()) is False
+    assert cluster.get(("ConfigMap", NS, "record")) is not None
+    provider.unreachable.clear()
+    assert provider.delete(configmap()) is True
+    assert cluster.get(("ConfigMap", NS, "record")) is None
+
+
+def test_an_unreachable_cluster_leaves_its_objects_synced_false(tmp_path):
+    provider, _ = plain(tmp_path)
+    provider.unreachable.add("c")
+    assert synced(provider.observe(namespace()))["status"] == "False"
+    assert "unreachable" in synced(provider.observe(namespace()))["message"]
+
+
+def test_a_pvc_a_pod_uses_stays_terminating_and_keeps_its_objects_finalizer(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    provider.apply(claim())
+    cluster.tick(time.monotonic())
+    cluster.apply(engine_mounting_the_claim())
+    (cluster.volume_dir(NS, "cache") / "model").write_text("weights")
+    assert provider.delete(claim()) is False
+    cluster.tick(time.monotonic())
+    assert "deletionTimestamp" in cluster.get(("PersistentVolumeClaim", NS, "cache"))["metadata"]
+    assert (cluster.volume_dir(NS, "cache") / "model").read_text() == "weights"
+
+
+def test_a_terminating_pvc_goes_with_its_volume_once_no_pod_uses_it(tmp_path):
+    provider, cluster = plain(tmp_path)
+    provider.apply(namespace())
+    provider.apply(claim())
+    cluster.tick(time.monotonic())
+    cluster.apply(engine_mounting_the_claim())
+    provider.delete(claim())
+    cluster.tick(time.monotonic())
+    assert cluster.get(("PersistentVolumeClaim", NS, "cache")) is not None
+    cluster.delete(("Deployment", NS, "engine"))
+    cluster.tick(time.monotonic())
+    assert cluster.get(("PersistentVolumeClaim", NS, "cache")) is None
+    assert not cluster.volume_dir(NS, "cache").exists()
 
 
 # --- realistic timing ---------------------------------------------------------------------------

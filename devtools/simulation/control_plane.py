@@ -161,11 +161,11 @@ class ControlPlane:
     def finalize_objects(self) -> None:
         """provider-kubernetes' managed reconciler on a deleted Object: once its finalizer is
         the only one left (crossplane-runtime waits for the others), the remote object is
-        deleted under the management policies and the finalizer removed."""
+        deleted under the management policies, and the finalizer removed once it is gone
+        (`Provider.delete`: not while its cluster is unreachable or a pod holds its PVC)."""
         for key in [k for k in sorted(self.others) if k[0] == "Object"]:
             obj = self.others[key]
-            if deleting(obj) and finalizers(obj) == [MANAGED_FINALIZER]:
-                self.provider.delete(obj)
+            if deleting(obj) and finalizers(obj) == [MANAGED_FINALIZER] and self.provider.delete(obj):
                 self.api.remove_finalizer(key, MANAGED_FINALIZER)
 
     def of_kind(self, kind: str) -> list[dict]:

@@ -16,7 +16,8 @@ reconciler runs it (pkg/reconciler/managed/reconciler.go):
 Without timing every Object is reconciled every round; with a timing.RealisticTiming, only
 when the provider would (at once on a new spec, after a backoff on errors, every 30 s while
 not Ready, every `--poll` once Ready, at once on a watched change). A ClusterProviderConfig
-is the cluster of the same name, usable at once."""
+is the cluster of the same name, usable at once, unless the cluster is in `unreachable`
+(every reconcile fails); a deleted Object's finalizer goes once its remote object is gone."""
 
 from __future__ import annotations
 
@@ -65,10 +66,12 @@ class Provider:
         self.secrets = control_plane_secrets
         self.timing = timing
         self.managed: dict[Key, Managed] = {}
+        self.unreachable: set[str] = set()  # clusters whose API server cannot be reached now
         self._cel: dict[str, Any] = {}
 
     def cluster_of(self, obj: dict) -> Cluster | None:
-        return self.clusters.get(read.get_path(obj, "spec.providerConfigRef.name", ""))
+        name = read.get_path(obj, "spec.providerConfigRef.name", "")
+        return None if name in self.unreachable else self.clusters.get(name)
 
     # -- what Crossplane does to an Object --------------------------------------------------------
     def apply(self, obj: dict) -> None:
@@ -92,12 +95,22 @@ class Provider:
         observed["status"] = copy.deepcopy(state.status)
         return observed
 
-    def delete(self, obj: dict) -> None:
+    def delete(self, obj: dict) -> bool:
+        """The managed reconciler on a deleted Object: whether its finalizer may go. Without
+        Delete in its policies at once; else once the remote object is gone, which takes a
+        reachable cluster (crossplane-runtime pkg/reconciler/managed/reconciler.go: connect,
+        observe, delete, requeue until it no longer exists; a PVC a pod uses stays)."""
         self.managed.pop(key_of(obj), None)
+        if not DELETE & set(obj["spec"].get("managementPolicies") or ["*"]):
+            return True
+        if read.get_path(obj, "spec.providerConfigRef.name", "") in self.unreachable:
+            return False
         cluster = self.cluster_of(obj)
-        policies = set(obj["spec"].get("managementPolicies") or ["*"])
-        if cluster is not None and DELETE & policies:
-            cluster.delete(key_of(obj["spec"]["forProvider"]["manifest"]))
+        if cluster is None:  # no such cluster: nothing to delete there (not modelled further)
+            return True
+        remote = key_of(obj["spec"]["forProvider"]["manifest"])
+        cluster.delete(remote)
+        return cluster.get(remote) is None
 
     def due(self, obj: dict, state: Managed) -> bool:
         if self.timing is None or self.timing.now() >= state.due:
@@ -113,10 +126,12 @@ class Provider:
     # -- one reconcile of the managed reconciler ---------------------------------------------------
     def reconcile(self, obj: dict, state: Managed) -> None:
         cluster = self.cluster_of(obj)
+        name = read.get_path(obj, "spec.providerConfigRef.name", "")
         if cluster is None:
             self.finish(state, reconcile_error(
-                "connect failed: cannot get provider config: ClusterProviderConfig "
-                f"{read.get_path(obj, 'spec.providerConfigRef.name', '')!r} not found"),
+                f"observe failed: cannot get object: dial tcp: connect: {name} is unreachable"
+                if name in self.unreachable else
+                f"connect failed: cannot get provider config: ClusterProviderConfig {name!r} not found"),
                 requeue=True)
             return
         manifest = copy.deepcopy(obj["spec"]["forProvider"]["manifest"])
