@@ -137,6 +137,13 @@ def test_a_completed_resolve_job_is_only_observed_so_its_ttl_does_not_rerun_it()
     assert spec_of(outcome, RESOLVE_JOB)["managementPolicies"] == ["Observe", "Delete"]
 
 
+def test_a_completed_resolve_job_whose_record_was_lost_is_created_again_once_collected():
+    """Its record ConfigMap deleted and created again empty: only a new run writes it."""
+    xr = model_cache_xr()
+    outcome = compose_cache(xr, observed=first_round_observed(xr, {"phase": "Pending"}, job_complete()))
+    assert "managementPolicies" not in spec_of(outcome, RESOLVE_JOB)
+
+
 def test_a_failed_resolve_job_is_created_again_once_its_ttl_collected_it():
     """As a failed hydration's: the TTL is the retry interval (design/composers.md)."""
     xr = model_cache_xr()

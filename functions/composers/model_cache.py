@@ -173,8 +173,7 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
     if record.get("phase") == "Resolved" and result is None:
         outcome.warnings.append(f"the resolve record's commit {messages.shown(record.get('commit'))} "
                                 "is not a 40-hex commit hash; waiting for a valid record")
-    compose_resolve_step(request, spec, resolver, names, outcome,
-                         resolved=job.complete or result is not None)
+    compose_resolve_step(request, spec, resolver, names, outcome, resolved=result is not None)
     if result:  # kept composed: the record stays, and no Job reruns until the spec changes
         return empty_source(spec.origin, spec.source, result)
     if record.get("phase") == "Failed" or job.failed:
@@ -197,8 +196,10 @@ def compare_commits(request: protocol.Request, spec: CacheSpec, names: ResolveNa
 
 def compose_resolve_step(request: protocol.Request, spec: CacheSpec, cluster: FleetClusterView,
                          names: ResolveNames, outcome: protocol.Outcome, *, resolved: bool) -> None:
-    """resolved: the Job completed or its record says Resolved, so it is never run again
-    (resolve_job.compose_job)."""
+    """resolved: its record says Resolved, so the Job is never run again
+    (resolve_job.compose_job). A completed Job whose record is lost (its ConfigMap deleted
+    and created again empty) is not: it runs again once its TTL collected it, instead of
+    leaving the cache Resolving for ever."""
     namespace = request.namespace
     labels = resolve_job.labels_for(request.name)
     resolve_job.compose_record(outcome, names, namespace, cluster.provider_config, labels)
