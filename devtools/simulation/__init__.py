@@ -21,6 +21,8 @@ tests; design/simulation.md says exactly where each part differs from the real t
 - `clock`: the composers' `Clock` (compressed with `seconds_per_round`) and the in-process
   `function_server` that reads it.
 - `kubectl`: tables as `kubectl get` prints them.
+- `faults`: faults at random over a tiny fleet, seed by seed; `invariants`: what must hold
+  after every round of it (design/simulation.md, "Faults at random").
 """
 
 from fleetcache.devtools.simulation.api import Key, Objects, key_of
