@@ -58,11 +58,22 @@ QUANTITY_FUNCTIONS: dict[str, Callable[..., Any]] = {  # CEL values, and the opa
 }
 
 
+def cel_join(items: Any, separator: Any = "") -> celpy.celtypes.StringType:
+    """`list.join(sep)` of cel-go's strings extension, which Kubernetes' CEL environment
+    includes (k8s.io/apiserver/pkg/cel/environment/base.go: ext.Strings)."""
+    if not (isinstance(items, list) and all(isinstance(i, str) for i in items) and isinstance(separator, str)):
+        raise TypeError("join() joins a list of strings with a string")
+    return celpy.celtypes.StringType(separator.join(items))
+
+
+LIBRARY_FUNCTIONS = {**QUANTITY_FUNCTIONS, "join": cel_join}
+
+
 @functools.cache
 def compile_rule(rule: str) -> celpy.Runner:
     """A runnable program for one CEL rule, compiled once per process (raises on a syntax
-    error), with the quantity library."""
-    return _CEL.program(_CEL.compile(rule), functions=QUANTITY_FUNCTIONS)
+    error), with the quantity library and the strings extension's join."""
+    return _CEL.program(_CEL.compile(rule), functions=LIBRARY_FUNCTIONS)
 
 
 @functools.cache

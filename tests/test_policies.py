@@ -129,8 +129,15 @@ def test_a_refusal_names_the_grant_and_what_to_do():
         "spec.retention.pinned: ModelCacheGrant team-a does not set spec.allowPinned "
         "(PinningNotAllowed); set pinned to false or ask the platform team to allow pinning"]
     assert policy_refusals(model_cache(("gpu-lab-1", "gpu-lab-2", "gpu-east-1")), grant()) == [
-        "spec.placement.clusterNames names 2 cluster(s) outside ModelCacheGrant team-a "
+        "spec.placement.clusterNames names 2 clusters outside ModelCacheGrant team-a: gpu-lab-1, gpu-lab-2 "
         "(OutsideGrant); name only clusters in its spec.clusters.clusterNames"]
+
+
+def test_a_refusal_spells_out_three_names_and_counts_the_rest():
+    outside = tuple(f"gpu-lab-{i}" for i in range(1, 6))
+    assert policy_refusals(model_cache(outside), grant()) == [
+        "spec.placement.clusterNames names 5 clusters outside ModelCacheGrant team-a: gpu-lab-1, gpu-lab-2, "
+        "gpu-lab-3 and 2 more (OutsideGrant); name only clusters in its spec.clusters.clusterNames"]
 
 
 def test_every_grant_of_the_namespace_is_a_param_and_only_the_named_one_speaks():
