@@ -66,7 +66,7 @@ def cel_join(items: Any, separator: Any = "") -> celpy.celtypes.StringType:
     return celpy.celtypes.StringType(separator.join(items))
 
 
-LIBRARY_FUNCTIONS = {**QUANTITY_FUNCTIONS, "join": cel_join}
+LIBRARY_FUNCTIONS: dict[str, Callable[..., Any]] = {**QUANTITY_FUNCTIONS, "join": cel_join}
 
 
 @functools.cache

@@ -29,6 +29,9 @@ FIXED_SEEDS = (33, 54, 74)
 REGRESSION_SEEDS = {
     160: "the resolve record's ConfigMap was deleted while its Job ran: the Job completed, the "
          "record never said Resolved, and the cache stayed Resolving for ever",
+    12: "the resolve step's Objects kept their keys and names when the resolving cluster changed: "
+        "provider-kubernetes re-pointed each Object and left the old record ConfigMap, ServiceAccount, "
+        "Role, RoleBinding and Job on the old cluster",
 }
 SLOW_SEEDS = range(1000)
 COMMIT = "a" * 40

@@ -62,8 +62,8 @@ def first_round_observed(xr: dict, record: dict | None = None, job_status: dict 
     first = compose(xr)
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
     if record is not None:
-        observed["resolve-configmap"] = observed_object(first.desired["resolve-configmap"][0],
-                                                        data=record)
+        key = composed_key(first, "resolve-configmap-")
+        observed[key] = observed_object(first.desired[key][0], data=record)
     if job_status is not None:
         key = composed_key(first, "resolve-job-")
         observed[key] = observed_object(first.desired[key][0], remote_status=job_status)
@@ -178,9 +178,8 @@ def test_every_resolve_step_manifest_is_valid_kubernetes():
               "data": {"HF_TOKEN": "eA=="}}
     outcome = compose(xr, secrets=[secret])
     manifests = dict(iter_remote_manifests(outcome))
-    assert set(manifests) == {"resolve-namespace", "resolve-serviceaccount", "resolve-role",
-                              "resolve-rolebinding", "resolve-configmap", "resolve-token",
-                              composed_key(outcome, "resolve-job-")}
+    assert sorted(m["kind"] for m in manifests.values()) == [
+        "ConfigMap", "Job", "Namespace", "Role", "RoleBinding", "Secret", "ServiceAccount"]
     for manifest in manifests.values():
         assert_valid_k8s(manifest)
 
@@ -192,15 +191,18 @@ def test_the_resolve_job_passes_pod_security_restricted():
 
 
 def test_the_resolver_may_only_get_and_patch_its_own_configmap():
-    manifests = dict(iter_remote_manifests(compose(model_cache_xr())))
-    rules = manifests["resolve-role"]["rules"]
+    outcome = compose(model_cache_xr())
+    manifests = dict(iter_remote_manifests(outcome))
+    rules = manifests[composed_key(outcome, "resolve-role-")]["rules"]
+    record = manifests[composed_key(outcome, "resolve-configmap-")]
     assert rules == [{"apiGroups": [""], "resources": ["configmaps"],
-                      "resourceNames": [manifests["resolve-configmap"]["metadata"]["name"]],
+                      "resourceNames": [record["metadata"]["name"]],
                       "verbs": ["get", "patch"]}]
 
 
 def test_resolve_result_configmap_is_observe_create_delete_only():
-    configmap = compose(model_cache_xr()).desired["resolve-configmap"][0]
+    outcome = compose(model_cache_xr())
+    configmap = outcome.desired[composed_key(outcome, "resolve-configmap-")][0]
     assert configmap["spec"]["managementPolicies"] == ["Observe", "Create", "Delete"]
 
 
@@ -262,7 +264,7 @@ def test_token_secret_is_copied_by_reference_never_by_value():
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"},
               "data": {"HF_TOKEN": "c2VjcmV0LXRva2Vu"}}
     outcome = compose(xr, secrets=[secret])
-    token = outcome.desired["resolve-token"][0]
+    token = outcome.desired[composed_key(outcome, "resolve-token-")][0]
     assert token["spec"]["references"][0]["patchesFrom"]["fieldPath"] == "data.HF_TOKEN"
     assert "c2VjcmV0LXRva2Vu" not in repr(outcome)
 

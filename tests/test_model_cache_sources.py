@@ -89,8 +89,8 @@ def resolved(xr: dict, data: dict) -> protocol.Outcome:
     """The cache composed again with its resolve record observed."""
     first = compose(xr, secrets=[SECRET])
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
-    observed["resolve-configmap"] = observed_object(first.desired["resolve-configmap"][0],
-                                                    data=data)
+    key = composed_key(first, "resolve-configmap-")
+    observed[key] = observed_object(first.desired[key][0], data=data)
     return compose(xr, observed, secrets=[SECRET])
 
 
@@ -144,7 +144,7 @@ def test_an_s3_source_resolves_with_the_s3_flags_and_its_credentials_as_files():
 
 def test_s3_credentials_are_copied_key_by_key_from_the_users_secret_never_inlined():
     outcome = compose(cache(S3_SOURCE), secrets=[SECRET])
-    secret = outcome.desired["resolve-token"][0]
+    secret = outcome.desired[composed_key(outcome, "resolve-token-")][0]
     assert "data" not in secret["spec"]["forProvider"]["manifest"]
     assert [(r["patchesFrom"]["name"], r["patchesFrom"]["fieldPath"], r["toFieldPath"])
             for r in secret["spec"]["references"]] == [
@@ -158,7 +158,8 @@ def test_custom_credential_keys_are_read_from_the_users_secret_under_their_names
     source["s3"]["credentialsSecretRef"] = {"name": "s3-keys", "accessKeyIdKey": "id",
                                             "secretAccessKeyKey": "key"}
     secret = {**SECRET, "data": {"id": "a", "key": "b"}}
-    secret_object = compose(cache(source), secrets=[secret]).desired["resolve-token"][0]
+    outcome = compose(cache(source), secrets=[secret])
+    secret_object = outcome.desired[composed_key(outcome, "resolve-token-")][0]
     refs = secret_object["spec"]["references"]
     assert [r["patchesFrom"]["fieldPath"] for r in refs] == ["data.id", "data.key"]
     assert [r["toFieldPath"] for r in refs] == ["data.AWS_ACCESS_KEY_ID",
@@ -235,8 +236,8 @@ def test_a_hub_source_latches_no_manifest():
     observed = {k: observed_object(r) for k, (r, _) in first.desired.items()}
     hub_record = {"phase": "Resolved", "commit": "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9",
                   "bytes": "10", "files": "1", "manifestDigest": DIGEST}
-    observed["resolve-configmap"] = observed_object(first.desired["resolve-configmap"][0],
-                                                    data=hub_record)
+    key = composed_key(first, "resolve-configmap-")
+    observed[key] = observed_object(first.desired[key][0], data=hub_record)
     assert "manifest" not in compose(xr, observed).status["resolved"]
 
 

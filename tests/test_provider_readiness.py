@@ -118,7 +118,7 @@ def test_the_resolve_jobs_object_is_not_ready_until_the_job_ended_and_is_watched
 
 
 def test_the_resolve_record_is_final_once_resolved_or_failed():
-    query = spec_of(compose_cache(model_cache_xr()), "resolve-configmap")["readiness"]["celQuery"]
+    query = spec_of(compose_cache(model_cache_xr()), "resolve-configmap-")["readiness"]["celQuery"]
     assert [ready(query, {"data": {"phase": phase}})
             for phase in ("Pending", "Resolving", "Resolved", "Failed")] == \
         [False, False, True, True]

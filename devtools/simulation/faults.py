@@ -122,12 +122,6 @@ KNOWN_BUGS = (
         "never fetched again"),
         r"^mounts-verified: .* is not on the volume$",
         r"^converges: Model(Replica|Deployment)/\S+ settled not Ready: Starting"),
-    KnownBug("resolve-leftovers", 12, (
-        "the resolve step's Objects keep their composed keys and names when the record "
-        "ConfigMap's name changes with spec.source, or the resolving cluster changes (placement "
-        "edited): provider-kubernetes re-points each Object and leaves the old remote objects "
-        "(record ConfigMap, ServiceAccount, Role, RoleBinding, a Job) on the cluster for ever"),
-        r"^deletions-complete: \w+ \S+/\S+-resolver?-\S* is left on "),
 )
 
 

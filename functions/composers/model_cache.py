@@ -158,7 +158,7 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
         return Resolution(None, reason, reasons.with_remedy(
             "no Ready target cluster to resolve the source on", reason))
 
-    names = ResolveNames(request.name, spec.source_digest)
+    names = ResolveNames(request.name, spec.source_digest, resolver.name)
     record = resolve_job.record_of(request.observed, names)
     result = result_of(spec.origin, record)
     unpinned = manifest_problem(spec.origin, record, result)

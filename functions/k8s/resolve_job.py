@@ -4,7 +4,14 @@ ServiceAccount/Role/RoleBinding that may patch only that ConfigMap, and the name
 (create only). The Job and ConfigMap are named for the source, so a changed spec.source
 resolves again in a new Job; the Job also for its template (agent_job.template_digest), which
 the API server never lets change. Both are re-read by provider-kubernetes every 30 s until
-they are final (objects.JOB_FINISHED_QUERY, objects.record_final_query) and watched."""
+they are final (objects.JOB_FINISHED_QUERY, objects.record_final_query) and watched.
+
+Each Object's key and name carry the remote object's identity: the cluster it is on, and
+its own name. provider-kubernetes only reads, writes and deletes the object its manifest
+names now, through the providerConfigRef it names now (internal/controller/namespaced/object/
+object.go): an Object re-pointed at another name or cluster would leave the old remote object
+there for ever. A new identity is a new key, so Crossplane deletes the old Object, and its
+provider the old remote object (design/model-cache.md, "Moving the resolve step")."""
 
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from fleetcache.functions.k8s import agent_job, objects
 
 RESOLVE_PREFIX = "resolve-"  # the keys of the resolve step's Objects
 JOB = "job"
+RECORD = "configmap"
 RECORD_FINAL = ("Resolved", "Failed")
 
 
@@ -24,14 +32,28 @@ RECORD_FINAL = ("Resolved", "Failed")
 class ResolveNames:
     cache: str
     source_digest: str
+    cluster: str  # the FleetCluster the step runs on
     template: str = ""  # agent_job.template_digest of the Job
 
+    @property
+    def where(self) -> str:
+        """The cluster, in every key and Object name of the step."""
+        return naming.short_digest(self.cluster, length=8)
+
     def key(self, what: str) -> str:
-        return f"{RESOLVE_PREFIX}{what}"
+        """`what` names the remote object on its cluster: its kind, and for the record and
+        the Job the source (and template) their remote names carry."""
+        return f"{RESOLVE_PREFIX}{what}-{self.where}"
+
+    @property
+    def record_what(self) -> str:
+        """What the record ConfigMap is keyed under (less "resolve-"): its remote name's."""
+        return f"{RECORD}-{self.source_digest[:10]}"
 
     @property
     def job_prefix(self) -> str:
-        """What the Job of this source is keyed under (less "resolve-"), whatever its template."""
+        """What the Job of this source starts its key with (less "resolve-"), whatever its
+        template and cluster."""
         return f"{JOB}-{self.source_digest[:10]}-"
 
     @property
@@ -53,7 +75,7 @@ class ResolveNames:
         return naming.child_name(self.cache, "resolver")
 
     def object_name(self, what: str) -> str:
-        return naming.child_name(self.cache, "resolve", what)
+        return naming.child_name(self.cache, "resolve", what, self.where)
 
 
 def labels_for(cache: str) -> dict[str, str]:
@@ -62,19 +84,18 @@ def labels_for(cache: str) -> dict[str, str]:
 
 
 def observed_job(observed: dict[str, dict], names: ResolveNames) -> dict | None:
-    """The Object of this source's resolve Job as observed, whatever its template (another
-    source's is no longer composed, and tells nothing about this one)."""
-    prefix = names.key(names.job_prefix)
-    return next((observed[k] for k in sorted(observed) if k.startswith(prefix)), None)
+    """The Object of this source's resolve Job on this cluster as observed, whatever its
+    template (another source's, or another cluster's, is no longer composed, and tells
+    nothing about this one)."""
+    prefix, suffix = f"{RESOLVE_PREFIX}{names.job_prefix}", f"-{names.where}"
+    return next((observed[k] for k in sorted(observed)
+                 if k.startswith(prefix) and k.endswith(suffix)), None)
 
 
 def record_of(observed: dict[str, dict], names: ResolveNames) -> dict:
-    """This source's resolve record as provider-kubernetes last saw it: {} until the record
-    ConfigMap it observed is this source's (after a change of source it still shows the last
-    source's until the provider re-reads it)."""
-    configmap = objects.remote_manifest(observed.get(names.key("configmap")))
-    if read.get_path(configmap, "metadata.name") != names.remote:
-        return {}
+    """This source's resolve record on this cluster as provider-kubernetes last saw it ({}
+    until it observed one)."""
+    configmap = objects.remote_manifest(observed.get(names.key(names.record_what)))
     return read.mapping_at(configmap, "data")
 
 
@@ -97,7 +118,7 @@ def compose_record(outcome: protocol.Outcome, names: ResolveNames, namespace: st
     for manifest in agent_job.progress_access_manifests(names.service_account, names.remote,
                                                         namespace, labels):
         compose_remote(outcome, names, namespace, provider_config, manifest["kind"].lower(), manifest)
-    compose_remote(outcome, names, namespace, provider_config, "configmap",
+    compose_remote(outcome, names, namespace, provider_config, names.record_what,
                    agent_job.progress_configmap_manifest(names.remote, namespace, labels),
                    management_policies=objects.OBSERVE_CREATE_DELETE,
                    readiness_query=objects.record_final_query(RECORD_FINAL), watch=True)
