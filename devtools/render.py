@@ -4,8 +4,9 @@
 The function server is reached over gRPC on loopback: either a `fleetcache-function`
 process started here (the default), an in-process server (tests, the demo), or the
 `--address` of one already running. Requirement rounds are answered from a set of
-"required" resources the way Crossplane answers them: call, fetch what was asked for,
-call again until the requirements stop changing.
+"required" resources the way Crossplane answers them (internal/xfn/required_resources.go,
+FetchingFunctionRunner): call, fetch what was asked for, call again until the requirements
+stop changing, at most MAX_REQUIREMENT_ROUNDS calls.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import socket
 import subprocess
 import sys
@@ -28,6 +30,7 @@ import yaml
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
+from google.protobuf import json_format
 
 from fleetcache import messages
 from fleetcache.apis.documents import load_documents
@@ -39,7 +42,13 @@ from fleetcache.functions.k8s import objects
 
 RESOURCE_NAME_ANNOTATION = "crossplane.io/composition-resource-name"
 COMPOSITE_LABEL = "crossplane.io/composite"  # Crossplane's label naming a composed resource's XR
-MAX_REQUIREMENT_ROUNDS = 5
+# internal/xfn/required_resources.go, MaxRequirementsIterations: the calls after the first
+# one a step may take to settle its requirements; one more and the step fails.
+MAX_REQUIREMENTS_ITERATIONS = 5
+MAX_REQUIREMENT_ROUNDS = MAX_REQUIREMENTS_ITERATIONS + 1  # a step's calls, at most
+# Crossplane's own condition types, which it never takes from a function (apis/core/v2 and
+# apis/apiextensions/v1 conditions.go, IsSystemConditionType).
+SYSTEM_CONDITION_TYPES = frozenset({"Ready", "Synced", "Healthy", "UpToDate", "Responsive"})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # 5,000 clusters make a request of about 10 MB
 GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
@@ -48,6 +57,11 @@ GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 class RenderError(ValueError):
     """Render could not run (a Composition for another kind, an observed resource without
     its resource name, a function server that does not answer); one line."""
+
+
+class PipelineError(RenderError):
+    """A step Crossplane would give up on (its requirements did not settle), in Crossplane's
+    words: the composite reconcile fails with it, as with a fatal result."""
 
 
 # --- function server on loopback -------------------------------------------------------
@@ -181,14 +195,30 @@ def channel_to(address: str, tls: TLSFiles | None = None) -> grpc.Channel:
 
 @dataclass
 class Rendered:
+    """What a pipeline run leaves: the composite (its status merged on success, as it was
+    on a fatal result), what it composes, the results, and what Crossplane keeps of the run:
+    the conditions the steps reported (system types dropped), each step's last requirements
+    (`step/name` -> ResourceSelector as JSON, what v2.4 watches) and the response TTL in
+    seconds (the shortest a step gave; 0: none)."""
+
     composite: dict
     resources: list[dict] = field(default_factory=list)
     results: list[dict] = field(default_factory=list)
     context: dict = field(default_factory=dict)
+    conditions: list[dict] = field(default_factory=list)
+    requirements: dict[str, dict] = field(default_factory=dict)
+    ttl: float = 0.0
 
     @property
     def fatal(self) -> list[str]:
         return [r["message"] for r in self.results if r.get("severity") == "SEVERITY_FATAL"]
+
+    @property
+    def failure(self) -> str:
+        """The first fatal result as Crossplane's PipelineFatalError words it, or ""."""
+        first = next((r for r in self.results if r.get("severity") == "SEVERITY_FATAL"), None)
+        return "" if first is None else \
+            f"pipeline step {go_quoted(first['step'])} returned a fatal result: {first['message']}"
 
     def by_kind(self, kind: str) -> list[dict]:
         return [r for r in self.resources if r.get("kind") == kind]
@@ -201,6 +231,11 @@ class Rendered:
             docs.append({"apiVersion": "render.crossplane.io/v1beta1", "kind": "Context",
                          "fields": self.context})
         return docs
+
+
+def go_quoted(text: str) -> str:
+    """`text` as Go's %q prints it (Crossplane's messages quote step names so)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def matches(selector: fnv1.ResourceSelector, candidate: dict) -> bool:
@@ -217,10 +252,20 @@ def matches(selector: fnv1.ResourceSelector, candidate: dict) -> bool:
 
 def answer_requirements(requirements: fnv1.Requirements, available: list[dict]
                         ) -> dict[str, list[dict]]:
-    return {key: sorted((r for r in available if matches(selector, r)),
-                        key=lambda r: (r.get("metadata", {}).get("namespace", ""),
-                                       r.get("metadata", {}).get("name", "")))
-            for key, selector in requirements.resources.items()}
+    return {key: answer(selector, available) for key, selector in requirements.resources.items()}
+
+
+def answer(selector: fnv1.ResourceSelector, available: list[dict]) -> list[dict]:
+    """What Crossplane fetches for one selector, sorted by namespace and name as it sorts."""
+    return sorted((r for r in available if matches(selector, r)),
+                  key=lambda r: (r.get("metadata", {}).get("namespace", ""),
+                                 r.get("metadata", {}).get("name", "")))
+
+
+def answer_selectors(selectors: dict[str, dict], available: list[dict]) -> dict[str, list[dict]]:
+    """`Rendered.requirements` answered from `available` (what a watch on them would see)."""
+    return {key: answer(json_format.ParseDict(selector, fnv1.ResourceSelector()), available)
+            for key, selector in selectors.items()}
 
 
 def build_request(composite: dict, observed: dict[str, dict], desired: fnv1.State,
@@ -252,7 +297,10 @@ class FunctionRunner(Protocol):
 def run_pipeline(stub: FunctionRunner, composite: dict, composition: dict,
                  observed: list[dict] | None = None, required: list[dict] | None = None
                  ) -> Rendered:
-    """Run every step, answering requirement rounds, and assemble the render output."""
+    """Run every step as Crossplane's FunctionComposer does (composition_functions.go): each
+    step observes the composite as it is and gets the desired state and context the last one
+    returned; a fatal result stops the pipeline with the composite unchanged (the conditions
+    reported so far are kept); a step whose requirements do not settle raises PipelineError."""
     observed_by_key = {}
     for res in observed or []:
         key = (res.get("metadata", {}).get("annotations", {}) or {}).get(RESOURCE_NAME_ANNOTATION)
@@ -264,52 +312,98 @@ def run_pipeline(stub: FunctionRunner, composite: dict, composition: dict,
     desired = fnv1.State()
     context = None
     results: list[dict] = []
+    conditions: list[dict] = []
+    requirements: dict[str, dict] = {}
+    ttl = 0.0
     for step in composition.get("spec", {}).get("pipeline", []):
-        answered: dict[str, list[dict]] = {}
-        for round_ in range(MAX_REQUIREMENT_ROUNDS):
-            req = build_request(composite, observed_by_key, desired, context, step.get("input"),
-                                answered, tag=f"{step.get('step')}-{round_}")
-            rsp = stub.RunFunction(req, timeout=60)
-            wanted = answer_requirements(rsp.requirements, required or [])
-            if set(wanted) <= set(answered) and all(wanted[k] == answered[k] for k in wanted):
-                break
-            answered = wanted
+        name = str(step.get("step"))
+        rsp = run_step(stub, name, step.get("input"), composite, observed_by_key, desired,
+                       context, required or [])
         results += [{"severity": fnv1.Severity.Name(r.severity), "message": r.message,
-                     "step": step.get("step")} for r in rsp.results]
+                     "step": name} for r in rsp.results]
+        conditions += reported_conditions(rsp)
+        requirements.update({f"{name}/{key}": json_format.MessageToDict(selector)
+                             for key, selector in rsp.requirements.resources.items()})
         if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
-            return Rendered(composite=copy.deepcopy(composite), results=results)
+            return Rendered(composite=copy.deepcopy(composite), results=results,
+                            conditions=conditions, requirements=requirements)
+        step_ttl = rsp.meta.ttl.ToTimedelta().total_seconds()
+        if step_ttl > 0 and (ttl == 0 or step_ttl < ttl):
+            ttl = step_ttl
         desired, context = rsp.desired, rsp.context
-        composite = merge_status(composite, rsp)
     return Rendered(
-        composite=composite,
+        composite=status_after(composite, desired, conditions),
         resources=[composed(composite, key, desired.resources[key])
                    for key in sorted(desired.resources)],
         results=results,
         context=resource.struct_to_dict(context) if context is not None else {},
+        conditions=conditions,
+        requirements=requirements,
+        ttl=ttl,
     )
 
 
-def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse) -> dict:
-    """The XR's status after the step, as Crossplane's server-side apply leaves it: the
-    fields the function wrote, replacing the ones it wrote before (a field it no longer
-    writes is removed), and the conditions, which are merged by type."""
-    out = copy.deepcopy(composite)
-    desired = function_server.plain(resource.struct_to_dict(rsp.desired.composite.resource))
-    previous = out.get("status", {}).get("conditions", [])
-    out["status"] = {**desired.get("status", {}), "conditions": previous}
-    conditions = {c["type"]: c for c in previous}
+def run_step(stub: FunctionRunner, name: str, step_input: dict | None, composite: dict,
+             observed: dict[str, dict], desired: fnv1.State, context: Any,
+             available: list[dict]) -> fnv1.RunFunctionResponse:
+    """One step, as FetchingFunctionRunner runs it: call, fetch what the requirements select,
+    call again, until a call returns the requirements the one before it did (a response
+    without requirements equals none at all) or a fatal result; the context carries from call
+    to call. After MAX_REQUIREMENT_ROUNDS calls Crossplane gives up."""
+    previous: fnv1.Requirements | None = None
+    answered: dict[str, list[dict]] = {}
+    for iteration in range(MAX_REQUIREMENT_ROUNDS):
+        req = build_request(composite, observed, desired, context, step_input, answered,
+                            tag=f"{name}-{iteration}")
+        rsp = stub.RunFunction(req, timeout=60)
+        if any(r.severity == fnv1.SEVERITY_FATAL for r in rsp.results):
+            return rsp
+        current = rsp.requirements if rsp.HasField("requirements") else None
+        if current == previous:
+            return rsp
+        previous = current
+        answered = answer_requirements(current, available) if current is not None else {}
+        context = rsp.context
+    raise PipelineError(f"cannot run Composition pipeline step {go_quoted(name)}: requirements "
+                        f"didn't stabilize after the maximum number of iterations "
+                        f"({MAX_REQUIREMENTS_ITERATIONS})")
+
+
+def reported_conditions(rsp: fnv1.RunFunctionResponse) -> list[dict]:
+    """The conditions a response reports, as Crossplane sets them on the XR: an unspecified
+    status is Unknown, and Crossplane's own types are never taken from a function."""
+    out = []
     for cond in rsp.conditions:
-        conditions[cond.type] = {
-            "type": cond.type,
-            "status": fnv1.Status.Name(cond.status).removeprefix("STATUS_CONDITION_").title(),
-            "reason": cond.reason,
-            **({"message": cond.message} if cond.message else {}),
-        }
-    if rsp.desired.composite.ready != fnv1.READY_UNSPECIFIED:
-        ready = rsp.desired.composite.ready == fnv1.READY_TRUE
-        conditions["Ready"] = {"type": "Ready", "status": "True" if ready else "False",
-                               "reason": "Available" if ready else "Creating"}
-    out["status"]["conditions"] = [conditions[k] for k in sorted(conditions)]
+        if cond.type in SYSTEM_CONDITION_TYPES:
+            continue
+        status = {fnv1.STATUS_CONDITION_TRUE: "True",
+                  fnv1.STATUS_CONDITION_FALSE: "False"}.get(cond.status, "Unknown")
+        out.append({"type": cond.type, "status": status, "reason": cond.reason,
+                    **({"message": cond.message} if cond.message else {})})
+    return out
+
+
+def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse) -> dict:
+    """The XR's status after one response (`status_after` with its conditions)."""
+    return status_after(composite, rsp.desired, reported_conditions(rsp))
+
+
+def status_after(composite: dict, desired: fnv1.State, conditions: list[dict]) -> dict:
+    """The XR's status after a pipeline, as Crossplane's server-side apply leaves it: the
+    fields the pipeline wrote, replacing the ones it wrote before (a field it no longer
+    writes is removed), and the conditions, which are merged by type; Ready as the last
+    desired composite says."""
+    out = copy.deepcopy(composite)
+    written = function_server.plain(resource.struct_to_dict(desired.composite.resource))
+    previous = out.get("status", {}).get("conditions", [])
+    out["status"] = {**written.get("status", {}), "conditions": previous}
+    merged = {c["type"]: c for c in previous}
+    merged.update({c["type"]: c for c in conditions})
+    if desired.composite.ready != fnv1.READY_UNSPECIFIED:
+        ready = desired.composite.ready == fnv1.READY_TRUE
+        merged["Ready"] = {"type": "Ready", "status": "True" if ready else "False",
+                           "reason": "Available" if ready else "Creating"}
+    out["status"]["conditions"] = [merged[k] for k in sorted(merged)]
     if not out["status"]["conditions"]:
         del out["status"]["conditions"]
     return out

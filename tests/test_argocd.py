@@ -11,7 +11,9 @@ import yaml
 
 from fleetcache import reasons
 from fleetcache.devtools import demo
+from fleetcache.devtools import render as rendering
 from fleetcache.devtools.demo import node_tier as demo_node_tier
+from fleetcache.devtools.simulation import ControlPlane, Provider, key_of
 from fleetcache.functions import read
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,10 +208,38 @@ def test_a_grant_over_its_budget_is_degraded_with_the_numbers(health, demo_round
 def test_a_composite_crossplane_cannot_sync_is_degraded_with_crossplanes_message(health,
                                                                                 demo_rounds):
     cache = copy.deepcopy(last_of(demo_rounds, "ModelCache", "tiny-chat"))
-    cache["status"]["conditions"].append({"type": "Synced", "status": "False",
-                                          "reason": "ReconcileError",
-                                          "message": "spec.placement: set exactly one"})
+    cache["status"]["conditions"] = [
+        c for c in cache["status"]["conditions"] if c["type"] != "Synced"] + [
+        {"type": "Synced", "status": "False", "reason": "ReconcileError",
+         "message": "spec.placement: set exactly one"}]
     assert health(cache) == ("Degraded", "spec.placement: set exactly one")
+
+
+def after_a_fatal_result(composite: dict) -> dict:
+    """`composite` as the control plane leaves it once its function answers with a fatal
+    result (Crossplane's rule: Synced=False, the step's unreported conditions Unknown)."""
+    kind, name = composite["kind"], composite["metadata"]["name"]
+
+    def refusing(xr, _composition, _observed, _required) -> rendering.Rendered:
+        return rendering.Rendered(composite=xr, results=[{
+            "severity": "SEVERITY_FATAL", "step": "compose",
+            "message": f"{kind} {name}: spec.placement must set exactly one"}])
+
+    control = ControlPlane(refusing, {kind: {}}, {}, Provider({}, list))
+    control.xrs[key_of(composite)] = copy.deepcopy(composite)
+    control.reconcile(key_of(composite))
+    return control.xrs[key_of(composite)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_healthy_composite_whose_function_turns_fatal_is_degraded_with_crossplanes_message(
+        health, demo_rounds, kind):
+    """Ready and the status fields stay as they were: only Synced tells."""
+    healthy = next(c for c in reversed(states(demo_rounds, kind)) if health(c)[0] == "Healthy")
+    failed = after_a_fatal_result(healthy)
+    synced = read.condition_of(failed, "Synced")["message"]
+    assert "returned a fatal result" in synced
+    assert health(failed) == ("Degraded", synced)
 
 
 def test_a_composite_without_status_yet_is_progressing(health):

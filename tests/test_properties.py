@@ -148,10 +148,10 @@ def _model_cache_seeds() -> list[Case]:
     return [
         settle("model-cache-resolving", private, pool, rounds=2,
                states={"resolve-job-": builders.job_running()},
-               data={"resolve-configmap": {"phase": "Resolving"}}),
+               data={"resolve-configmap-": {"phase": "Resolving"}}),
         settle("model-cache-resolve-failed", private, pool, rounds=2,
                states={"resolve-job-": builders.job_failed_exit(exitcodes.PERMANENT_CODES[0])},
-               data={"resolve-configmap": failed_record}),
+               data={"resolve-configmap-": failed_record}),
         hydrating_model_cache(),
     ]
 
@@ -164,7 +164,7 @@ def hydrating_model_cache(fleet: list[dict] = FLEET, **spec: Any) -> Case:
     xr = model_cache_xr(**spec)
     return settle("model-cache-ready-hydrating-failed", xr, fleet + [grant_admitting(xr)],
                   rounds=4, states={"resolve-job-": builders.job_complete(), **states},
-                  data={"resolve-configmap": RESOLVED_RECORD})
+                  data={"resolve-configmap-": RESOLVED_RECORD})
 
 
 def _hydration_seeds() -> list[Case]:

@@ -4,14 +4,18 @@ tests; design/simulation.md says exactly where each part differs from the real t
 - `control_plane`: `ControlPlane`, the API server and Crossplane (composites defaulted from
   their XRDs, each one's Composition pipeline run against the real function server, required
   resources answered, what comes back applied, what no longer does deleted in the
-  foreground); `step`, one round of it and of the clusters. `deletion`: its API server's
+  foreground, Synced set, a failed compose's conditions Unknown; with realistic timing, each
+  composite reconciled only when Crossplane's watches or requeues would); `step`, one round
+  of it and of the clusters. `deletion`: its API server's
   deletions (finalizers, foreground and background), the garbage collector and Crossplane's
   Usage webhook and controller.
 - `provider`: `Provider`, provider-kubernetes (Objects applied under their management
   policies, patched from control-plane Secrets, refused where the API server refuses,
   observed with their readiness policy); `admission`, what a cluster's API server refuses.
 - `timing`: `RealisticTiming`, when the provider reconciles an Object (poll intervals,
-  backoff, watches) on a compressed `Clock`; off, every Object is observed every round.
+  backoff, watches) and when Crossplane reconciles a composite (`crossplane`: "v2.0-2.3",
+  required resources unwatched, or "v2.4") on a compressed `Clock`; off, every Object is
+  observed and every composite reconciled every round.
 - `cluster`: `Cluster`, one cluster's API and controllers, delegating to:
   `api` (its object store), `storage` (PVCs bound to directories), `jobs` (the Job
   controller: each attempt a real `fleetcache-agent` process), `workloads` (the Deployment
