@@ -285,6 +285,12 @@ VolumeNotExpandable = Reason(
            "recreate the volume in a storage class with allowVolumeExpansion: true (spec.storage.storageClassName on "
            "the ModelCache, then delete this ModelCacheHydration), or set spec.storage.size on the ModelCache large "
            "enough for two commits, or delete this ModelCacheHydration to recreate the volume at the new size.")
+VolumeReplaced = Reason(
+    "VolumeReplaced",
+    where="ModelCacheHydration REASON and a Warning event on it (kubectl describe modelcachehydration)",
+    remedy="None needed: the cache PVC was deleted (on the cluster, or its Object on the control plane) and "
+           "provider-kubernetes created it again empty, so the copy is fetched again and no replica is sent to it "
+           "until it is Ready. If it recurs, look for what deletes the PVC (kubectl get events on the cluster).")
 ModelCacheNotFound = Reason(
     "ModelCacheNotFound",
     where="ModelDeployment `ModelCacheResolved` condition; ModelDeployment `status.placements[].reason`; "

@@ -5,9 +5,8 @@ stop (design/simulation.md, "Faults at random").
 `make test` plays FIXED_SEEDS, chosen to cover every kind of fault; `make test-slow` plays
 SLOW_SEEDS. A failing seed's message starts with its one-line reproducer
 (`python -m fleetcache.devtools.simulation.faults --seed N`); `FLEETCACHE_FAULT_SEED=N` plays
-only seed N here. The seed of each bug the runs found and that was fixed is played too
-(REGRESSION_SEEDS); each bug not fixed yet stays a strict xfail on its regression seed
-(faults.KNOWN_BUGS). The first tests are the checks themselves: each fires on a
+only seed N here. The seed of each bug the runs found is played too (REGRESSION_SEEDS),
+committed with its fix. The first tests are the checks themselves: each fires on a
 state that breaks it, and stays quiet on one that does not."""
 
 from __future__ import annotations
@@ -32,6 +31,9 @@ REGRESSION_SEEDS = {
     12: "the resolve step's Objects kept their keys and names when the resolving cluster changed: "
         "provider-kubernetes re-pointed each Object and left the old record ConfigMap, ServiceAccount, "
         "Role, RoleBinding and Job on the old cluster",
+    55: "a copy's PVC was deleted with its Object and created again empty by provider-kubernetes: "
+        "the hydration took the Job that had completed on the old PVC for a Ready copy, and a "
+        "replica was sent to a commit that was not on the volume",
 }
 SLOW_SEEDS = range(1000)
 COMMIT = "a" * 40
@@ -232,26 +234,12 @@ def test_a_regression_seed_breaks_no_invariant_any_more(seed):
     assert outcome.violations == [], f"{REGRESSION_SEEDS[seed]}\n{outcome.report()}"
 
 
-class KnownBugShows(AssertionError):
-    """The regression seed of a known bug still breaks the invariants it names, and no other."""
-
-
-@pytest.mark.parametrize("bug", faults.KNOWN_BUGS, ids=lambda bug: f"{bug.name}-seed-{bug.seed}")
-@pytest.mark.xfail(raises=KnownBugShows, strict=True,
-                   reason="a known bug (faults.KNOWN_BUGS); once fixed this passes: remove its entry")
-def test_the_regression_seed_of_a_known_bug_breaks_no_invariant(bug):
-    outcome = faults.play(bug.seed)
-    assert not outcome.violations or bug.explains(outcome.violations), outcome.report()
-    if outcome.violations:
-        raise KnownBugShows(outcome.report())
-
-
 @pytest.mark.slow
-def test_a_thousand_seeds_break_no_invariant_but_the_known_bugs():
+def test_a_thousand_seeds_break_no_invariant():
     reports = []
     outcomes = faults.play_many(list(SLOW_SEEDS), jobs=max(2, os.cpu_count() or 2),
                                 echo=reports.append)
-    unexplained = [o.report() for o in outcomes if o.violations and not faults.known_bug(o.violations)]
+    failed = [o.report() for o in outcomes if o.violations]
     assert len(outcomes) == len(SLOW_SEEDS)
-    assert unexplained == [], "\n\n".join(unexplained + reports[-1:])
+    assert failed == [], "\n\n".join(failed + reports[-1:])
 

@@ -303,12 +303,28 @@ def test_an_s3_hydration_requires_its_model_cache_by_name():
         naming.API_VERSION, "ModelCache", match_name="qwen", namespace="ml")
 
 
+MANIFEST_KEY = f"manifest-{S3_COMMIT[:10]}-{DIGEST[:6]}"
+
+
 def test_the_manifest_configmap_carries_the_latched_manifest_named_for_its_content():
     outcome, _ = settled(s3_hydration())
-    configmap = outcome.desired["manifest"][0]["spec"]["forProvider"]["manifest"]
+    configmap = outcome.desired[MANIFEST_KEY][0]["spec"]["forProvider"]["manifest"]
     assert configmap["metadata"]["name"] == naming.child_name("qwen", "manifest",
                                                            f"{S3_COMMIT[:10]}-{DIGEST[:6]}")
     assert json.loads(configmap["data"]["manifest.json"]) == MANIFEST
+
+
+def test_a_re_pinned_manifest_is_a_new_object_so_the_old_configmap_is_deleted():
+    first, observed = settled(s3_hydration())
+    new_commit = "c" * 40
+    outcome = compose_hydration(hydration_xr(
+        source={**S3_SOURCE, "allowPatterns": [], "ignorePatterns": []},
+        commit=new_commit, manifestDigest=DIGEST), observed, commit=new_commit)
+    new_key = f"manifest-{new_commit[:10]}-{DIGEST[:6]}"
+    assert MANIFEST_KEY in first.desired
+    assert new_key in outcome.desired and MANIFEST_KEY not in outcome.desired
+    assert outcome.desired[new_key][0]["spec"]["forProvider"]["manifest"]["metadata"]["name"] == \
+        naming.child_name("qwen", "manifest", f"{new_commit[:10]}-{DIGEST[:6]}")
 
 
 def test_an_s3_fetch_pins_commit_digest_and_manifest_file():
@@ -479,11 +495,11 @@ def test_a_latched_s3_result_without_its_manifest_resolves_again():
 
 def test_once_ready_the_credentials_and_the_manifest_configmap_are_no_longer_composed():
     first, _ = settled(s3_hydration())
-    assert {"token-secret", "manifest"} <= set(first.desired)
+    assert {"token-secret", MANIFEST_KEY} <= set(first.desired)
     job_key = next(k for k in first.desired if k.startswith(hydration_objects.JOB_PREFIX))
     observed = observe(first, states={"volume": {"phase": "Bound"}, job_key: job_complete()})
     request = hydration_request(s3_hydration(), observed=observed, replicas=[])
     request.required["model-cache"] = [model_cache_with(S3_COMMIT, MANIFEST)]
     outcome = model_cache_hydration.compose(request)
     assert outcome.status["phase"] == "Ready"
-    assert not {"token-secret", "manifest", job_key} & set(outcome.desired)
+    assert not {"token-secret", MANIFEST_KEY, job_key} & set(outcome.desired)

@@ -619,6 +619,13 @@ class Status(BaseModel):
             description='Name of the cache PVC on the cluster (in the namespace named like this one).',
         ),
     ] = None
+    volume_uid: Annotated[
+        str | None,
+        Field(
+            alias='volumeUID',
+            description='The metadata.uid of the cache PVC this status speaks of, as provider-kubernetes last saw it; absent for an existing volume (spec.source.volume). A PVC with another uid, or none, was deleted and created again empty: the Ready phase and servingCommit are dropped and the copy is fetched again (reason VolumeReplaced).',
+        ),
+    ] = None
     serving_commit: Annotated[
         str | None,
         Field(

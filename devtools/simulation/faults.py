@@ -24,7 +24,6 @@ import datetime
 import json
 import multiprocessing
 import random
-import re
 import shutil
 import signal
 import sys
@@ -91,42 +90,6 @@ KINDS = (KILL_AGENT, DELETE_REMOTE, DELETE_OBJECT, UNREACHABLE, REFUSE_WRITES, Q
          HUB_FAILING, CLOCK_SKIP, CAPACITY, REVISION, PLACEMENT, PIN, SCALE, DELETE_CACHE,
          DELETE_DEPLOYMENT)
 WINDOWS = (UNREACHABLE, REFUSE_WRITES, QUOTA, HUB_FAILING)  # faults that last `rounds`
-
-
-@dataclass(frozen=True)
-class KnownBug:
-    """A bug the fault runs found and that is not fixed yet: what it is, the regression seed
-    that shows it (tests/test_fault_seeds.py keeps it as a strict xfail), and the violations
-    it causes (`primary`; `follows`: only alongside a primary one). A seed whose every
-    violation is one of these is reported as that bug, not as a new failure. Remove the
-    entry with the fix."""
-
-    name: str
-    seed: int
-    what: str
-    primary: str  # a regular expression over a violation's line
-    follows: str = "$^"
-
-    def explains(self, violations: list[str]) -> bool:
-        lines = [v.split(": ", 1)[1] for v in violations]
-        return any(re.search(self.primary, line) for line in lines) and all(
-            re.search(self.primary, line) or re.search(self.follows, line) for line in lines)
-
-
-KNOWN_BUGS = (
-    KnownBug("replaced-volume", 55, (
-        "a Ready copy whose PVC is deleted while no engine mounts it (its Object deleted on the "
-        "control plane, or the PVC on the cluster) gets an empty PVC from provider-kubernetes, "
-        "but compose-model-cache-hydration keeps its Ready latch and servingCommit, so the next "
-        "replica is sent to a commit that is not on the volume and never starts; the copy is "
-        "never fetched again"),
-        r"^mounts-verified: .* is not on the volume$",
-        r"^converges: Model(Replica|Deployment)/\S+ settled not Ready: Starting"),
-)
-
-
-def known_bug(violations: list[str]) -> KnownBug | None:
-    return next((bug for bug in KNOWN_BUGS if bug.explains(violations)), None)
 
 
 def reproducer(seed: int) -> str:
@@ -570,9 +533,8 @@ class Outcome:
     log: list[str] = field(default_factory=list)
 
     def report(self) -> str:
-        bug = known_bug(self.violations)
         lines = [f"seed {self.seed}: {len(self.violations)} violation(s) in {self.rounds} rounds"
-                 + (f" (known bug {bug.name})" if bug else "") + f"; reproduce: {reproducer(self.seed)}",
+                 f"; reproduce: {reproducer(self.seed)}",
                  *self.violations[:20], "faults:", *self.log]
         return "\n".join(lines)
 
@@ -703,13 +665,10 @@ def play_many(seeds: list[int], jobs: int, echo: Callable[[str], None] = print) 
             if outcome.violations:
                 echo(outcome.report())
     minutes = (time.monotonic() - started) / 60
-    failed = sorted(o.seed for o in outcomes if o.violations and not known_bug(o.violations))
-    known = {bug.name: sorted(o.seed for o in outcomes if o.violations and known_bug(o.violations) is bug)
-             for bug in KNOWN_BUGS}
+    failed = sorted(o.seed for o in outcomes if o.violations)
     echo(f"{len(outcomes)} seeds in {minutes:.1f} min ({len(outcomes) / max(minutes, 1e-9):.1f} "
          f"seeds/min, {jobs} jobs), {sum(o.rounds for o in outcomes)} rounds, "
-         f"{sum(o.calls for o in outcomes)} function calls; failed: {failed or 'none'}; "
-         f"known bugs: {', '.join(f'{k} {len(v)} {v[:8]}' for k, v in known.items())}")
+         f"{sum(o.calls for o in outcomes)} function calls; failed: {failed or 'none'}")
     return outcomes
 
 

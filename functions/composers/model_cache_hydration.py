@@ -6,7 +6,10 @@ Lifecycle, top to bottom:
    (functions/decisions/hydration_gate.py look_up_cluster), and for an S3 prefix or a
    volume's manifest file the manifest its ModelCache latched (functions/decisions/resolution.py);
 2. decide the phase from what is observed: the latched status, the agent Job, the PVC and
-   the agent's progress record;
+   the agent's progress record; a PVC that is not the one the status speaks of (its uid,
+   latched in status.volumeUID, changed, or it is gone: deleted and created again empty)
+   takes with it what the status and the Objects said of its content (Ready, the serving
+   commit, the progress record, the Jobs), and the copy is fetched again;
 3. compose the Objects that phase needs on the cluster (functions/k8s/hydration_objects.py):
    namespace (create only), PVC, progress ConfigMap (Observe/Create/Delete), and until Ready
    the agent's ServiceAccount/Role/RoleBinding, the token Secret and the agent Job;
@@ -55,7 +58,6 @@ from fleetcache.functions.k8s import agent_job, job_mounts, objects
 from fleetcache.functions.k8s.hydration_objects import (
     ACCESS_KEYS,
     FINAL_PHASES,
-    MANIFEST_KEY,
     MIRROR_SECRET_KEY,
     NAMESPACE_KEY,
     PROGRESS_KEY,
@@ -65,14 +67,25 @@ from fleetcache.functions.k8s.hydration_objects import (
     Names,
     job_prefix,
     labels_for,
+    of_the_volume,
     prune_args,
     resize_refusal,
     volume_manifest,
+    volume_uid,
 )
 from fleetcache.functions.node_tier import warmers
 from fleetcache.functions.node_tier.warmer_inputs import Hydration, VolumeTier
 from fleetcache.functions.views.fleet_cluster import ACCESS_MODES, FleetClusterView, fleet_cluster_requirement
-from fleetcache.functions.views.hydration import Phase, Serving, Use, bytes_from, progress_of, serving_of, usage_of
+from fleetcache.functions.views.hydration import (
+    Phase,
+    Serving,
+    Use,
+    bytes_from,
+    progress_of,
+    serving_of,
+    usage_of,
+    without_the_volume,
+)
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
 REPLICAS_KEY = "model-replicas"
@@ -180,6 +193,8 @@ class Seen:
     missing: tuple[str, ...]  # prerequisites of the Job not on the cluster yet
     measured: dict  # the agent's last record of any kind: usedBytes, capacityBytes
     resize_refused: str  # the API server's refusal to grow the PVC ("" if none)
+    volume_uid: str = ""  # the PVC's uid as observed, else as latched ("" if not known)
+    replaced: str = ""  # how the PVC the status spoke of went ("" if it did not)
 
     @property
     def volume_bound(self) -> bool:
@@ -199,9 +214,45 @@ def observed_job(request: protocol.Request, names: Names) -> dict | None:
     return next((request.observed[k] for k in sorted(request.observed) if k.startswith(prefix)), None)
 
 
-def observe(request: protocol.Request, spec: HydrationSpec, names: Names) -> Seen:
+def replaced_volume(request: protocol.Request, spec: HydrationSpec, names: Names) -> str:
+    """How the cache PVC the status speaks of (status.volumeUID) went: deleted, or deleted and
+    created again empty by provider-kubernetes (another uid); "" if it stands, or if no uid
+    was latched (a status written before volumeUID: it is latched now, never read as a loss).
+
+    A PVC deleted on the cluster shows once provider-kubernetes reconciles its Object: its
+    Observe finds it missing, the managed reconciler creates it, and status.atProvider holds
+    the new PVC (internal/controller/namespaced/object/object.go); until then the old one
+    still shows. An Object deleted on the control plane (its PVC with it) is absent here
+    until this call composes it again."""
+    latched = request.status.get("volumeUID")
+    if spec.existing_volume or not isinstance(latched, str) or not latched:
+        return ""
+    latched = messages.clipped(latched, 128)
+    volume = request.observed.get(VOLUME_KEY)
+    where = f"PVC {names.volume} on cluster {spec.cluster}"
+    if not objects.remote_manifest(volume):
+        return f"{where} (uid {latched}) was deleted"
+    uid = volume_uid(volume)
+    if uid and uid != latched:
+        return f"{where} was deleted and created again (uid {latched}, now {uid})"
+    return ""
+
+
+def without_the_volume_of(request: protocol.Request) -> protocol.Request:
+    """The request as it reads once its PVC is gone: the status without what it said of the
+    volume's content, the observed Objects without those that ran on it (functions/k8s/
+    hydration_objects.py of_the_volume), so they are not composed again and Crossplane
+    deletes them: a Job complete on the old PVC never makes the new one Ready."""
+    composite = {**request.composite, "status": without_the_volume(request.status)}
+    observed = {k: v for k, v in request.observed.items() if not of_the_volume(k)}
+    return replace(request, composite=composite, observed=observed)
+
+
+def observe(request: protocol.Request, spec: HydrationSpec, names: Names, replaced: str) -> Seen:
+    """replaced: replaced_volume's word, `request` then read without the volume."""
     status = request.status
-    latched = status.get("phase") == "Ready" and \
+    latched_uid = status.get("volumeUID")
+    latched = not replaced and status.get("phase") == "Ready" and \
         read.get_path(status, "resolved.commit") == spec.commit and \
         read.get_path(status, "resolved.manifestDigest") in (None, spec.manifest_digest)
     job = objects.remote_manifest(observed_job(request, names))
@@ -217,7 +268,7 @@ def observe(request: protocol.Request, spec: HydrationSpec, names: Names) -> See
     if mirror.secret(spec.mirror):
         prerequisites["mirror Secret"] = MIRROR_SECRET_KEY
     if spec.origin.pinned_manifest:
-        prerequisites["manifest ConfigMap"] = MANIFEST_KEY
+        prerequisites["manifest ConfigMap"] = names.manifest_key
     return Seen(
         latched=latched,
         volume_phase="Bound" if spec.existing_volume else reasons.reason_or_empty(read.get_path(
@@ -228,6 +279,9 @@ def observe(request: protocol.Request, spec: HydrationSpec, names: Names) -> See
         missing=tuple(what for what, key in prerequisites.items() if not exists(request, key)),
         measured=measured,
         resize_refused=resize_refusal(request.observed.get(VOLUME_KEY), spec.size),
+        volume_uid="" if spec.existing_volume else volume_uid(request.observed.get(VOLUME_KEY)) or (
+            messages.clipped(latched_uid, 128) if isinstance(latched_uid, str) else ""),
+        replaced=replaced,
     )
 
 
@@ -242,6 +296,10 @@ def decide(spec: HydrationSpec, names: Names, seen: Seen, cluster: ClusterLookup
         if cluster.reason:
             message += f" ({cluster.message})"
         return Phase("Ready", reasons.Hydrated, message)
+    if seen.replaced:
+        return Phase("Pending", reasons.VolumeReplaced, reasons.with_remedy(
+            f"{seen.replaced}, so it holds nothing this copy verified: {spec.commit[:10]} is "
+            "fetched again", reasons.VolumeReplaced))
     if cluster.reason:
         return Phase("Pending", cluster.reason, reasons.with_remedy(cluster.message, cluster.reason))
     if seen.resize_refused and (not seen.job_exists or seen.job.failed):
@@ -353,10 +411,11 @@ def compose_remote(request: protocol.Request, spec: HydrationSpec, cluster: Flee
             names, namespace, labels, spec.size, spec.access_mode or cluster.access_mode,
             spec.storage_class or cluster.storage_class, existing_volume, ACCESS_MODES),
                seen.volume_bound, readiness_query=PVC_BOUND_QUERY, watch=True)
-    remote(PROGRESS_KEY, "progress",
-           agent_job.progress_configmap_manifest(names.progress, namespace, labels),
-           exists(request, PROGRESS_KEY), management_policies=objects.OBSERVE_CREATE_DELETE,
-           readiness_query=objects.record_final_query(FINAL_PHASES, spec.commit), watch=True)
+    if not seen.replaced:  # the old PVC's record goes first: the next call creates it afresh
+        remote(PROGRESS_KEY, "progress",
+               agent_job.progress_configmap_manifest(names.progress, namespace, labels),
+               exists(request, PROGRESS_KEY), management_policies=objects.OBSERVE_CREATE_DELETE,
+               readiness_query=objects.record_final_query(FINAL_PHASES, spec.commit), watch=True)
     if phase.ready and not pruning.needed:
         return  # the Jobs, the token and the access are done with
     for key, manifest in zip(ACCESS_KEYS, agent_job.progress_access_manifests(
@@ -382,8 +441,8 @@ def compose_remote(request: protocol.Request, spec: HydrationSpec, cluster: Flee
             names.object(what), remote_name, namespace, cluster.provider_config, ref,
             labels), exists(request, key))
     if spec.origin.pinned_manifest and pinned is not None:
-        remote(MANIFEST_KEY, "manifest", job_mounts.manifest_configmap(
-            names.manifest, namespace, pinned, labels), exists(request, MANIFEST_KEY))
+        remote(names.manifest_key, names.manifest_key, job_mounts.manifest_configmap(
+            names.manifest, namespace, pinned, labels), exists(request, names.manifest_key))
     if seen.job_exists or not (seen.missing or seen.resize_refused):  # gate creation only
         remote(names.job_key, names.job_key,
                fetch_job(spec, names, namespace, cluster.agent_image, pinned),
@@ -416,6 +475,7 @@ def report(request: protocol.Request, spec: HydrationSpec, names: Names, seen: S
                      "bytes": spec.bytes},
         "volumeName": spec.origin.fields["claimName"] if spec.existing_volume
         else names.volume,
+        **({} if spec.existing_volume else {"volumeUID": "" if evicted else seen.volume_uid}),
         **bytes_from(seen.record, request.status, phase, spec.existing_volume, bool(spec.mirror)),
         **serving.as_status(),
         "storedCommits": [] if evicted else sorted(pruning.stored)[:COMMITS_LISTED],
@@ -426,6 +486,9 @@ def report(request: protocol.Request, spec: HydrationSpec, names: Names, seen: S
     }
     outcome.condition("Hydrated", phase.ready, phase.reason, message)
     outcome.composite_ready = phase.ready
+    if seen.replaced:  # an event outlives the one call that tells
+        outcome.warnings.append(f"{seen.replaced}: dropped the Ready copy of {spec.commit[:10]} "
+                                "and its serving commit; fetching it again")
 
 
 def compose(request: protocol.Request) -> protocol.Outcome:
@@ -444,7 +507,10 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     if cluster.view is not None:  # the Job is named for its template (agent_job.template_digest)
         names = replace(names, template=agent_job.template_digest(fetch_job(
             spec, names, request.namespace, cluster.view.agent_image, manifest)))
-    seen = observe(request, spec, names)
+    replaced = replaced_volume(request, spec, names)
+    if replaced:
+        request = without_the_volume_of(request)
+    seen = observe(request, spec, names, replaced)
     phase = decide(spec, names, seen, cluster)
     use = use_of(request, spec, request.required.get(REPLICAS_KEY), ready_time_of(request, phase))
     gate = gate_of(request, spec, cluster, seen.job_exists, phase, use,

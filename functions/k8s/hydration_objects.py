@@ -1,6 +1,7 @@
 """A ModelCacheHydration's Objects on its cluster: their keys, their control-plane and remote
 names (design/api.md), their labels, the cache PVC (which only grows, and keeps its class and
-access modes once it exists), the API server's refusal to grow it, and the prune Job's
+access modes once it exists, and whose uid tells it from a namesake created again), the API
+server's refusal to grow it, the Objects that speak of what the PVC holds, and the prune Job's
 arguments."""
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ PROGRESS_KEY = "progress"
 ACCESS_KEYS = ("service-account", "role", "role-binding")  # agent_job.progress_access_manifests order
 TOKEN_KEY = "token-secret"
 MIRROR_SECRET_KEY = "mirror-secret"
-MANIFEST_KEY = "manifest"  # the pinned manifest of an S3 prefix or a volume's file
 JOB_PREFIX = "job-"
 PRUNE_PREFIX = "prune-"
 # What the API server answers when a PVC's storage class cannot expand it; provider-kubernetes
@@ -84,6 +84,14 @@ class Names:
     def manifest(self) -> str:
         """The pinned manifest's ConfigMap (contract §D), named for the content it pins."""
         return naming.child_name(self.cache, "manifest", self.content)
+
+    @property
+    def manifest_key(self) -> str:
+        """The pinned manifest's Object key, also named for its content: a remote name is
+        fixed for an Object's life (provider-kubernetes only touches the object its Object
+        names), so new content is a new Object, and Crossplane deletes the old one with its
+        ConfigMap."""
+        return f"manifest-{self.content}"
 
     @property
     def content(self) -> str:
@@ -157,6 +165,21 @@ def resize_refusal(volume: dict | None, size: str) -> str:
                                             "spec.resources.requests.storage"))
     return messages.clipped(message) if requested < quantities.quantity_bytes(size, "spec.storage.size") \
         else ""
+
+
+def volume_uid(volume: dict | None) -> str:
+    """The cache PVC's metadata.uid as provider-kubernetes last saw it ("" if it saw none).
+    The API server gives every object it creates a uid of its own, so a PVC deleted and
+    created again under its name has another."""
+    uid = read.get_path(objects.remote_manifest(volume), "metadata.uid")
+    return messages.clipped(uid, 128) if isinstance(uid, str) else ""
+
+
+def of_the_volume(key: str) -> bool:
+    """Whether an Object's remote object speaks of what the cache PVC holds: the agent's
+    progress record (its fetch, its measure of the volume) and the fetch and prune Jobs.
+    They go with the PVC they ran on."""
+    return key == PROGRESS_KEY or key.startswith((JOB_PREFIX, PRUNE_PREFIX))
 
 
 def prune_args(repo: str, progress_configmap: str, keep: frozenset[str]) -> list[str]:

@@ -5,7 +5,8 @@ compose-model-deployment read a cluster's standing the same way, through `report
 
 Both sides of the contract live here: what compose-model-cache writes (`hydration_manifest`)
 and what compose-model-cache-hydration writes into the status others read (`Phase`, `Use`,
-`Serving`, `progress_of`, `usage_of`, `bytes_from`)."""
+`Serving`, `progress_of`, `usage_of`, `bytes_from`, and what goes with a replaced volume,
+`without_the_volume`)."""
 
 from __future__ import annotations
 
@@ -211,6 +212,19 @@ def serving_of(status: dict, phase: Phase, repo: str, commit: str, manifest_dige
         return Serving()
     return Serving(messages.clipped(status.get("servingRepo") or ""), latched,
                    messages.clipped(status.get("servingManifestDigest") or "", 128))
+
+
+# What a status says of its volume and the volume's content: it goes with the volume (a PVC
+# deleted and created again holds none of it); the phase, the use and the times are the copy's own.
+OF_THE_VOLUME = ("volumeUID", "servingRepo", "servingCommit", "servingManifestDigest",
+                 "storedCommits", "prunedCommits", "progress", "usedBytes", "capacityBytes",
+                 "usedHuman", "bytesFrom", "originBytes", "mirrorBytes")
+
+
+def without_the_volume(status: dict) -> dict:
+    """The status as it reads once its volume is gone: nothing served, stored, fetched or
+    measured there."""
+    return {k: v for k, v in status.items() if k not in OF_THE_VOLUME}
 
 
 def progress_of(record: dict, status: dict, commit: str, spec_bytes: int, phase: Phase) -> dict:
