@@ -27,6 +27,7 @@ class InputError(ValueError):
 TYPE_NAMES = {"int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
               "dict_type": "an object", "model_type": "an object",
               "model_attributes_type": "an object", "list_type": "a list"}
+TIME_ERRORS = ("datetime_parsing", "datetime_from_date_parsing", "datetime_type", "timezone_aware")
 
 
 def read_spec(model: type[BaseModel], spec: Any) -> dict:
@@ -166,6 +167,8 @@ def problem_text(error: ErrorDetails) -> str:
         return f"needs at least {counted(ctx.get('min_length', 0), 'item')}"
     if kind == "too_long":
         return f"has more than {counted(ctx.get('max_length', 0), 'item')}"
+    if kind in TIME_ERRORS:
+        return f"{value} is not an RFC 3339 time with its zone, e.g. 2026-05-01T12:00:00Z"
     if kind in TYPE_NAMES:
         return f"{value} must be {TYPE_NAMES[kind]}"
     return f"{value}: {clipped(error.get('msg', 'is not valid'))}"

@@ -336,6 +336,27 @@ RolloutQueued = Reason(
     where="ModelCache `status.clusters[].reason`",
     remedy="None: the cluster waits for a rollout slot (spec.rollout.maxConcurrent clusters hydrate at once); raise "
            "it to go faster.")
+RolloutPaused = Reason(
+    "RolloutPaused",
+    where="ModelCache `Progressing` condition, `status.rollout.message`; ROLLOUT column (`paused at <wave>`)",
+    remedy="Check the paused wave's clusters and the replicas serving there (kubectl get modelcachehydrations, "
+           "kubectl get modelreplicas), then set spec.rollout.promote to that wave's name to start the next wave. A "
+           "promote left from an earlier rollout is ignored until it changes: clear it, then set it again.")
+RolloutHalted = Reason(
+    "RolloutHalted",
+    where="ModelCache `Progressing` condition (False), `status.rollout.message`; ROLLOUT column (`halted at <wave>`)",
+    remedy="A wave failed (a hydration Failed on the new commit, or a replica on it not Ready within "
+           "spec.rollout.progressDeadline) and no further wave starts; clusters keep what they have. Fix the cause "
+           "status.rollout.message names (see that cluster's ModelCacheHydration or ModelReplica), then set "
+           "spec.rollout.restartedAt to the current time (e.g. `$(date -u +%FT%TZ)`) to resume from the halted wave; "
+           "or revert spec.source to the revision the fleet served.")
+RolledBack = Reason(
+    "RolledBack",
+    where="ModelCache `Progressing` condition (False), `status.rollout.message`; ROLLOUT column (`rolled back`)",
+    remedy="A wave failed and spec.rollout.onFailure is Rollback: every cluster on the new commit returns to "
+           "status.rollout.previousCommit, kept on its volume, and its replicas with it. Fix the cause "
+           "status.rollout.message names, then set spec.rollout.restartedAt to the current time to try the new "
+           "commit again from the first wave; or revert spec.source to the revision the fleet served.")
 Lapsed = Reason(
     "Lapsed",
     where="ModelCache `Lapsed` condition (True) and `Available` condition; LAPSED column",

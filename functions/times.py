@@ -36,3 +36,15 @@ def hour_of(moment: datetime.datetime) -> str:
     """`moment` truncated to the hour: use is tracked at hour granularity, so a status
     changes at most once an hour for a decision that cannot tell minutes apart."""
     return format_time(moment.replace(minute=0, second=0, microsecond=0))
+
+
+def seconds_of(value: Any) -> float | None:
+    """An RFC 3339 time from a status as seconds since the epoch; None when absent or
+    malformed (decisions reckon in seconds, statuses in RFC 3339)."""
+    moment = parse_time(value)
+    return moment.timestamp() if moment else None
+
+
+def time_at(seconds: float) -> str:
+    """Seconds since the epoch as an RFC 3339 time in UTC, as a status carries it."""
+    return format_time(datetime.datetime.fromtimestamp(seconds, datetime.UTC))

@@ -294,7 +294,7 @@ def columns(kind: str) -> dict[str, tuple[str, str]]:
     return {c["name"]: (c["jsonPath"], c["type"]) for c in XRDS[kind].printer_columns}
 
 
-def test_model_cache_columns_show_clusters_failed_reason_size_commit_progress_lapsed():
+def test_model_cache_columns_show_clusters_failed_reason_size_commit_progress_lapsed_nodes_rollout():
     assert columns("ModelCache") == {
         "CLUSTERS": (".status.summary", "string"),
         "FAILED": (".status.failedClusters", "integer"),
@@ -304,6 +304,7 @@ def test_model_cache_columns_show_clusters_failed_reason_size_commit_progress_la
         "PROGRESS": (".status.progressPercent", "integer"),
         "LAPSED": (".status.lapsedClusters", "integer"),
         "NODES": (".status.nodeTier.summary", "string"),
+        "ROLLOUT": (".status.rollout.summary", "string"),
     }
 
 
@@ -389,7 +390,10 @@ def test_model_cache_spec_has_the_designed_fields():
         {"matchLabels", "matchExpressions"}
     assert keys_of(spec["storage"]) == {"size", "storageClassName", "accessMode", "tier"}
     assert spec["storage"]["properties"]["tier"]["enum"] == ["Volume", "Node"]
-    assert keys_of(spec["rollout"]) == {"maxConcurrent"}
+    assert keys_of(spec["rollout"]) == {"maxConcurrent", "waves", "bakeTime", "progressDeadline",
+                                        "onFailure", "promote", "restartedAt"}
+    assert keys_of(spec["rollout"]["properties"]["waves"]["items"]) == \
+        {"name", "clusterNames", "clusterSelector", "percent", "pause"}
     assert keys_of(spec["job"]) == {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"}
     assert keys_of(spec["agent"]) == {"concurrency", "bandwidth"}
     assert keys_of(spec["retention"]) == {"pinned", "ttlAfterLastUse", "afterRemoval"}
@@ -401,7 +405,14 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         "resolved", "desiredClusters", "readyClusters", "hydratingClusters", "failedClusters",
         "pendingClusters", "summary", "reason", "progressPercent", "sizeHuman", "commitShort",
         "clusters", "clustersOmitted", "everyCluster", "lapsedClusters", "evictedClusters",
-        "retainedClusters", "mountedReplicas", "retained", "nodeTier", "mirror"}
+        "retainedClusters", "mountedReplicas", "retained", "nodeTier", "mirror", "rollout"}
+    assert keys_of(status["rollout"]) == \
+        {"commit", "manifestDigest", "previousCommit", "phase", "wave", "waves", "startedTime",
+         "resumedTime", "restartedAt", "stalePromote", "summary", "message"}
+    assert status["rollout"]["properties"]["phase"]["enum"] == \
+        ["Progressing", "Paused", "Halted", "RolledBack", "Complete"]
+    assert keys_of(status["rollout"]["properties"]["waves"]["items"]) == \
+        {"name", "clusters", "ready", "failed"}
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest",
          "compared", "manifest"}
@@ -448,7 +459,7 @@ def test_model_cache_hydration_spec_has_the_designed_fields():
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():
     status = status_props("ModelCacheHydration")
     assert set(status) == {"phase", "progress", "reason", "message", "resolved", "volumeName",
-                           "servingRepo", "servingCommit", "servingManifestDigest",
+                           "volumeUID", "servingRepo", "servingCommit", "servingManifestDigest",
                            "storedCommits", "prunedCommits", "usedBytes", "capacityBytes",
                            "usedHuman", "mountedBy", "placedReplicas", "lastUsedTime",
                            "readyTime", "pinned", "lapsed", "nodeTier", "bytesFrom",
@@ -490,7 +501,8 @@ def test_a_minimal_model_cache_gets_the_designed_defaults():
     spec = XRDS["ModelCache"].with_defaults(model_cache())["spec"]
     assert spec["source"]["huggingFace"]["revision"] == "main"
     assert spec["source"]["huggingFace"]["endpoint"] == "https://huggingface.co"
-    assert spec["rollout"] == {"maxConcurrent": 10}
+    assert spec["rollout"] == {"maxConcurrent": 10, "bakeTime": "0m", "progressDeadline": "30m",
+                               "onFailure": "Halt"}
     assert spec["minReady"] == 0
     assert spec["job"] == {"backoffLimit": 3, "activeDeadlineSeconds": 21600,
                            "ttlSecondsAfterFinished": 3600}
@@ -722,6 +734,49 @@ def test_real_repo_ids_are_accepted(repo):
 def test_max_concurrent_zero_is_rejected():
     xr = model_cache(rollout={"maxConcurrent": 0})
     assert cel_messages(xr) == ["spec.rollout.maxConcurrent must be at least 1"]
+
+
+WAVES = [{"name": "canary", "clusterNames": ["gpu-east-1"], "pause": True},
+         {"name": "early", "clusterSelector": {"matchLabels": {"ring": "early"}}},
+         {"name": "half", "percent": 50}]
+
+
+def test_a_rollout_in_waves_with_every_setting_passes_every_rule():
+    xr = model_cache(rollout={"maxConcurrent": 2, "waves": WAVES, "bakeTime": "10m", "progressDeadline": "1h",
+                              "onFailure": "Rollback", "promote": "canary", "restartedAt": "2026-05-01T12:00:00Z"})
+    assert messages(xr) == []
+
+
+@pytest.mark.parametrize("rollout, message", [
+    ({"waves": [{"name": "canary"}]}, "a wave must set exactly one of clusterNames, clusterSelector or percent"),
+    ({"waves": [{"name": "canary", "percent": 5, "clusterSelector": {}}]},
+     "a wave must set exactly one of clusterNames, clusterSelector or percent"),
+    ({"waves": [*WAVES, {"name": "half", "percent": 10}]},
+     "spec.rollout.waves[].name values must be unique: rename the wave listed twice"),
+    ({"waves": [{"name": "Canary", "percent": 5}]},
+     "must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit), "
+     "e.g. canary"),
+    ({"waves": [{"name": "rest", "percent": 5}]},
+     "rest is the implicit last wave (the clusters in no wave): give this wave another name"),
+    ({"waves": WAVES, "promote": "late"},
+     "spec.rollout.promote must name one of spec.rollout.waves[].name (the paused wave to go on from)"),
+    ({"promote": "canary"},
+     "spec.rollout.promote must name one of spec.rollout.waves[].name (the paused wave to go on from)"),
+    ({"progressDeadline": "00m"}, "spec.rollout.progressDeadline must be longer than 0m, e.g. 30m"),
+    ({"waves": [{"name": "a", "clusterSelector": {"matchExpressions": [{"key": "ring", "operator": "In"}]}}]},
+     "matchExpressions with operator In or NotIn need at least one value"),
+])
+def test_each_rollout_rule_rejects_what_it_exists_to_reject(rollout, message):
+    assert cel_messages(model_cache(rollout=rollout)) == [message]
+
+
+@pytest.mark.parametrize("rollout", [
+    {"waves": [{"name": "a", "percent": 0}]}, {"waves": [{"name": "a", "percent": 101}]},
+    {"waves": [{"name": f"w{i}", "percent": 5} for i in range(21)]}, {"bakeTime": "10s"},
+    {"onFailure": "Retry"}, {"waves": [{"name": "a", "pause": "yes", "percent": 5}]},
+])
+def test_rollout_values_out_of_their_schema_are_rejected(rollout):
+    assert messages(model_cache(rollout=rollout))
 
 
 def test_min_ready_below_zero_is_rejected():

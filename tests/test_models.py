@@ -90,7 +90,8 @@ def test_an_example_reads_as_the_api_server_stores_it_with_the_xrd_defaults(entr
 
 def test_nested_defaults_fill_in_when_their_object_defaults_to_empty():
     spec = specs.read_spec(model_cache.ModelCache, cache_spec())
-    assert spec["rollout"] == {"maxConcurrent": 10}
+    assert spec["rollout"] == {"maxConcurrent": 10, "bakeTime": "0m", "progressDeadline": "30m",
+                               "onFailure": "Halt"}
     assert spec["job"] == {"backoffLimit": 3, "activeDeadlineSeconds": 21600,
                            "ttlSecondsAfterFinished": 3600}
     assert spec["source"]["huggingFace"]["revision"] == "main"

@@ -70,12 +70,19 @@ MEASURED = (".status.usedHuman",)
 # Node counts exist only on caches of tier Node, node capacity only on FleetClusters with
 # spec.nodeCache; kubectl prints <none> on the others.
 NODE_TIER = (".status.nodeTier.summary", ".status.nodeCache.summary")
+# A rollout's summary exists only on caches with spec.rollout.waves (design/rollouts.md);
+# kubectl prints <none> on the others.
+ROLLOUT = (".status.rollout.summary",)
 
 
 def on_node_tier(obj: dict) -> bool:
     spec = obj.get("spec", {})
     return "Node" in (spec.get("tier"), spec.get("storage", {}).get("tier")) \
         or "path" in spec.get("nodeCache", {})
+
+
+def in_waves(obj: dict) -> bool:
+    return bool(obj.get("spec", {}).get("rollout", {}).get("waves"))
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +123,8 @@ def test_every_printer_column_shows_a_value_over_the_demos_final_state(final_sta
                 continue
             if column["jsonPath"] in NODE_TIER and not on_node_tier(obj):
                 continue
+            if column["jsonPath"] in ROLLOUT and not in_waves(obj):
+                continue
             value = jsonpath(obj, column["jsonPath"])
             assert value not in (None, ""), \
                 f"{kind} {obj['metadata']['name']}: column {column['name']} is empty"
@@ -152,6 +161,11 @@ def test_caches_off_the_node_tier_show_no_node_columns(final_state):
     for (kind, _, _), obj in final_state.items():
         if kind in ("ModelCache", "ModelCacheHydration", "FleetCluster") and not on_node_tier(obj):
             assert all(jsonpath(obj, path) is None for path in NODE_TIER)
+
+
+def test_caches_without_waves_show_no_rollout_column(final_state):
+    caches = [o for (k, _, _), o in final_state.items() if k == "ModelCache" and not in_waves(o)]
+    assert caches and all(jsonpath(o, path) is None for o in caches for path in ROLLOUT)
 
 
 # --- what the columns say when something is wrong --------------------------------------------

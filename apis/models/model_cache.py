@@ -103,6 +103,22 @@ class ClusterSelector(BaseModel):
     ] = None
 
 
+class ClusterSelector1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    match_labels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty] | None,
+        Field(alias='matchLabels', description='Labels a FleetCluster must carry, each with exactly this value.'),
+    ] = None
+    match_expressions: Annotated[
+        list[MatchExpression1] | None,
+        Field(
+            alias='matchExpressions', description='Label requirements a FleetCluster must all satisfy.', max_length=32
+        ),
+    ] = None
+
+
 class ComparedItem(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -363,6 +379,28 @@ class ManifestItem(BaseModel):
 
 
 class MatchExpression(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    key: Annotated[
+        str,
+        Field(
+            description='The label key the requirement applies to.',
+            max_length=317,
+            min_length=1,
+            pattern='^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$',
+        ),
+    ]
+    operator: Annotated[
+        Literal['In', 'NotIn', 'Exists', 'DoesNotExist'], Field(description="How the label's value relates to values.")
+    ]
+    values: Annotated[
+        list[Value] | None,
+        Field(description='Label values for In and NotIn; must be empty for Exists and DoesNotExist.', max_length=256),
+    ] = None
+
+
+class MatchExpression1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -652,11 +690,134 @@ class Rollout(BaseModel):
         StrictInt | None,
         Field(
             alias='maxConcurrent',
-            description='At most this many clusters hydrate at once (hydrations that are not yet Ready), taken in cluster-name order.',
+            description='At most this many clusters hydrate at once (hydrations that are not yet Ready), taken in cluster-name order; with waves, inside the waves started.',
             ge=1,
             le=10000,
         ),
     ] = 10
+    waves: Annotated[
+        list[Wave] | None,
+        Field(
+            description='The waves a new commit goes out in, in order: a wave starts once the one before is done (every cluster Ready on the new commit and the replicas there Ready on it for bakeTime) and, if that one pauses, promoted. Clusters in no wave form a last implicit wave named rest. A cluster in two waves belongs to the first. Unset: every target at once, as maxConcurrent allows.',
+            max_length=20,
+        ),
+    ] = None
+    bake_time: Annotated[
+        str | None,
+        Field(
+            alias='bakeTime',
+            description='How long the replicas serving this cache in a wave must have been Ready on the new commit before the wave is done, in whole hours or minutes, e.g. 10m; 0m: as soon as they are Ready. A cluster without such replicas waits for its cache alone.',
+            max_length=7,
+            pattern='^[0-9]{1,6}[hm]$',
+        ),
+    ] = '0m'
+    progress_deadline: Annotated[
+        str | None,
+        Field(
+            alias='progressDeadline',
+            description='How long a replica on the new commit in the current wave may stay not Ready before the wave fails, in whole hours or minutes, e.g. 30m.',
+            max_length=7,
+            pattern='^[0-9]{1,6}[hm]$',
+        ),
+    ] = '30m'
+    on_failure: Annotated[
+        Literal['Halt', 'Rollback'] | None,
+        Field(
+            alias='onFailure',
+            description='What a failed wave does: Halt stops the rollout (no further wave starts, clusters keep what they have); Rollback also returns every cluster on the new commit to status.rollout.previousCommit (Halt when there is none).',
+        ),
+    ] = 'Halt'
+    promote: Annotated[
+        str | None,
+        Field(
+            description='The name of the paused wave to go on from. A value set before the rollout started belongs to an earlier one and is ignored until it changes.',
+            max_length=63,
+        ),
+    ] = None
+    restarted_at: Annotated[
+        AwareDatetime | None,
+        Field(
+            alias='restartedAt',
+            description='Set to a new time (RFC 3339, e.g. 2026-05-01T12:00:00Z) to resume a halted rollout from its wave, or a rolled-back one from the first wave, once the cause is fixed.',
+        ),
+    ] = None
+
+
+class Rollout1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    commit: Annotated[
+        str | None,
+        Field(description='The commit the rollout moves the fleet to (status.resolved.commit when it started).'),
+    ] = None
+    manifest_digest: Annotated[
+        str | None,
+        Field(
+            alias='manifestDigest',
+            description="The manifest digest of that commit's selected files; other patterns on the same commit are another rollout.",
+        ),
+    ] = None
+    previous_commit: Annotated[
+        str | None,
+        Field(
+            alias='previousCommit',
+            description='The commit most target clusters served when the rollout started, which spec.rollout.onFailure Rollback returns to; empty when there was none.',
+        ),
+    ] = None
+    phase: Annotated[
+        Literal['Progressing', 'Paused', 'Halted', 'RolledBack', 'Complete'] | None,
+        Field(
+            description='Progressing (a wave is under way), Paused (a wave with pause is done and waits for spec.rollout.promote), Halted (a wave failed; no further wave starts), RolledBack (a wave failed and the clusters on the new commit return to previousCommit) or Complete (every wave done).'
+        ),
+    ] = None
+    wave: Annotated[
+        str | None,
+        Field(
+            description="The current wave's name (the one under way, paused, failed, or the last one once Complete)."
+        ),
+    ] = None
+    waves: Annotated[
+        list[Wave1] | None,
+        Field(description='Every wave in order, the implicit rest last, with its clusters counted.', max_length=21),
+    ] = None
+    started_time: Annotated[
+        AwareDatetime | None,
+        Field(alias='startedTime', description='When the rollout of this commit started (RFC 3339).'),
+    ] = None
+    resumed_time: Annotated[
+        AwareDatetime | None,
+        Field(
+            alias='resumedTime',
+            description='When spec.rollout.restartedAt last resumed it (RFC 3339); failures from before are not counted again.',
+        ),
+    ] = None
+    restarted_at: Annotated[
+        str | None,
+        Field(
+            alias='restartedAt',
+            description='The spec.rollout.restartedAt last seen; a different one resumes a halted or rolled-back rollout.',
+        ),
+    ] = None
+    stale_promote: Annotated[
+        str | None,
+        Field(
+            alias='stalePromote',
+            description='spec.rollout.promote as it stood when this rollout started, ignored (it was given for an earlier rollout) until it changes; empty once it has.',
+        ),
+    ] = None
+    summary: Annotated[
+        str | None,
+        Field(
+            description='The rollout in a few words (the ROLLOUT column): "wave 2/4", "paused at canary", "halted at canary", "rolled back" or "complete".'
+        ),
+    ] = None
+    message: Annotated[
+        str | None,
+        Field(
+            description="What the rollout waits for or why it stopped: the wave, its clusters and the first failure's reason, and what to do."
+        ),
+    ] = None
 
 
 class S3(BaseModel):
@@ -851,7 +1012,11 @@ class Spec(BaseModel):
         Distribution | None, Field(description='How copies reach the clusters beyond each one reading the source.')
     ] = None
     rollout: Annotated[
-        Rollout | None, Field(description='How fast the cache fans out across the fleet.', validate_default=True)
+        Rollout | None,
+        Field(
+            description='How a commit goes out across the fleet: at most maxConcurrent clusters hydrating at once and, with waves, wave by wave, each gated on its clusters and their replicas serving the new commit (design/rollouts.md). Without waves every target is one wave and nothing is gated.',
+            validate_default=True,
+        ),
     ] = {}
     min_ready: Annotated[
         StrictInt | None,
@@ -1004,6 +1169,12 @@ class Status(BaseModel):
         Mirror1 | None,
         Field(description="The fleet mirrors' state for the resolved commit (spec.distribution.mirror)."),
     ] = None
+    rollout: Annotated[
+        Rollout1 | None,
+        Field(
+            description='Where the rollout of the resolved commit stands, wave by wave; absent without spec.rollout.waves (design/rollouts.md).'
+        ),
+    ] = None
     clusters: Annotated[
         list[Cluster] | None,
         Field(
@@ -1107,5 +1278,65 @@ class Volume(BaseModel):
         Manifest | None,
         Field(
             description='What the files must be: the Hub listing of a pinned repo revision (huggingFace), or a manifest file shipped in the volume (file: a JSON list of {path, size, sha256} relative to subPath). Unset means file .fleetcache/manifest.json.'
+        ),
+    ] = None
+
+
+class Wave(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="The wave's name, a DNS label (e.g. canary); spec.rollout.promote names it.",
+            max_length=63,
+            min_length=1,
+        ),
+    ]
+    cluster_names: Annotated[
+        list[ClusterName] | None,
+        Field(
+            alias='clusterNames',
+            description='Target clusters by FleetCluster name. A name outside spec.placement is reported in status.rollout.message and skipped.',
+            max_length=5000,
+            min_length=1,
+        ),
+    ] = None
+    cluster_selector: Annotated[
+        ClusterSelector1 | None,
+        Field(
+            alias='clusterSelector',
+            description="Selects target clusters by their FleetCluster's labels (Kubernetes label selector semantics); an empty selector takes every target left.",
+        ),
+    ] = None
+    percent: Annotated[
+        StrictInt | None,
+        Field(
+            description='This percentage of the targets no earlier wave took, rounded up, in cluster-name order (e.g. 10 of 25 left: 3 clusters).',
+            ge=1,
+            le=100,
+        ),
+    ] = None
+    pause: Annotated[
+        StrictBool | None,
+        Field(
+            description='Once this wave is done, wait for spec.rollout.promote to name it before the next wave starts.'
+        ),
+    ] = False
+
+
+class Wave1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[str | None, Field(description="The wave's name (rest for the clusters in no wave).")] = None
+    clusters: Annotated[StrictInt | None, Field(description='Target clusters in this wave.', ge=0)] = None
+    ready: Annotated[StrictInt | None, Field(description='Of those, clusters Ready on the new commit.', ge=0)] = None
+    failed: Annotated[
+        StrictInt | None,
+        Field(
+            description='Of those, clusters whose hydration failed on the new commit or whose replicas on it stayed not Ready past spec.rollout.progressDeadline.',
+            ge=0,
         ),
     ] = None

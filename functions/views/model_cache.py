@@ -1,17 +1,19 @@
-"""What other composers read of a ModelCache: its spec as compose-model-cache accepts it, and
-status.resolved - the one commit, manifest and digest the fleet serves, which
-compose-model-cache latches (`latched_result`, from the agent's resolve record) and the
-hydrations, the deployments and the grant read (`read_resolved`)."""
+"""What other composers read of a ModelCache: its spec as compose-model-cache accepts it
+(spec.rollout typed: `rollout_of`), status.resolved - the one commit, manifest and digest the
+fleet serves, which compose-model-cache latches (`latched_result`, from the agent's resolve
+record) and the hydrations, the deployments and the grant read (`read_resolved`) - and
+status.rollout, the waves' progress (`RolloutStatus`, decided in decisions/waves.py)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from fleetcache import messages, shapes
+from fleetcache import messages, reasons, shapes
 from fleetcache.apis import specs
 from fleetcache.apis.models.model_cache import ModelCache
-from fleetcache.functions import quantities, read
+from fleetcache.functions import quantities, read, times
 
 COMPARED_MAX = 8  # commits a resolve compares with (the agent's --compare limit)
 MANIFEST_LIMIT = 2000  # files latched in status.resolved.manifest (the ModelCache stays small)
@@ -25,7 +27,139 @@ def read_spec(spec: Any) -> dict:
     storage = spec.get("storage", {})
     if "size" in storage:
         quantities.quantity_bytes(storage["size"], "spec.storage.size")
+    rollout = spec["rollout"]
+    if "restartedAt" in rollout:  # the model reads a date-time; the spec stays plain JSON
+        rollout["restartedAt"] = times.format_time(rollout["restartedAt"])
     return spec
+
+
+@dataclass(frozen=True)
+class WaveSpec:
+    """One spec.rollout.waves[] entry: its clusters by exactly one of names, a selector over
+    the targets' labels, or a percentage of the targets no earlier wave took."""
+
+    name: str
+    cluster_names: frozenset[str] | None
+    cluster_selector: dict | None
+    percent: int | None
+    pause: bool
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """spec.rollout as read_spec accepted it, durations in seconds."""
+
+    max_concurrent: int
+    waves: tuple[WaveSpec, ...]  # none: every target at once, nothing gated
+    bake_seconds: float
+    deadline_seconds: float  # progressDeadline
+    rollback: bool  # onFailure Rollback (else Halt)
+    promote: str  # "" when unset
+    restarted_at: str  # RFC 3339 as read_spec wrote it; "" when unset
+
+
+def rollout_of(spec: dict) -> RolloutSpec:
+    """The typed spec.rollout of a spec read_spec accepted (defaults filled in, checked)."""
+    rollout = spec["rollout"]
+    return RolloutSpec(
+        max_concurrent=rollout["maxConcurrent"],
+        waves=tuple(WaveSpec(name=wave["name"],
+                             cluster_names=frozenset(wave["clusterNames"]) if "clusterNames" in wave else None,
+                             cluster_selector=wave.get("clusterSelector"),
+                             percent=wave.get("percent"), pause=wave["pause"])
+                    for wave in rollout.get("waves", ())),
+        bake_seconds=times.duration(rollout["bakeTime"]).total_seconds(),
+        deadline_seconds=times.duration(rollout["progressDeadline"]).total_seconds(),
+        rollback=rollout["onFailure"] == "Rollback",
+        promote=rollout.get("promote", ""),
+        restarted_at=rollout.get("restartedAt", ""),
+    )
+
+
+# status.rollout.phase. RolledBack and Complete are the registry's reasons of the same name.
+PROGRESSING, PAUSED, HALTED = "Progressing", "Paused", "Halted"
+ROLLED_BACK, COMPLETE = reasons.RolledBack, reasons.Complete
+ROLLOUT_PHASES = (PROGRESSING, PAUSED, HALTED, ROLLED_BACK, COMPLETE)
+STATUS_WAVES_MAX = 21  # spec.rollout.waves' 20 and the implicit last one
+
+
+@dataclass(frozen=True)
+class WaveCount:
+    """One status.rollout.waves[] row: a wave's clusters, and how many are Ready or failed on
+    the new commit."""
+
+    name: str
+    clusters: int
+    ready: int
+    failed: int
+
+    @classmethod
+    def of(cls, row: dict) -> WaveCount:
+        return cls(name=messages.clipped(row.get("name") or "", shapes.DNS_LABEL_MAX),
+                   clusters=max(0, read.as_int(row.get("clusters"))),
+                   ready=max(0, read.as_int(row.get("ready"))),
+                   failed=max(0, read.as_int(row.get("failed"))))
+
+    def as_status(self) -> dict:
+        return {"name": self.name, "clusters": self.clusters, "ready": self.ready, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class RolloutStatus:
+    """status.rollout: written by compose-model-cache from decisions/waves.py and read back by
+    it on the next call (what it latched: the rollout's content, its start, the wave reached,
+    the restart and promote it has seen, and why it stopped)."""
+
+    commit: str
+    manifest_digest: str
+    previous_commit: str
+    phase: str
+    wave: str
+    waves: tuple[WaveCount, ...]
+    started: float  # seconds since the epoch
+    resumed: float | None  # when restartedAt last resumed it
+    restarted_at: str
+    stale_promote: str
+    summary: str
+    message: str
+
+    @classmethod
+    def of(cls, value: Any) -> RolloutStatus | None:
+        """A latched status.rollout, normalized; None when it is not one (no resolved commit,
+        an unknown phase or no start), so a broken status starts the rollout afresh."""
+        if not isinstance(value, dict) or not shapes.is_resolved_commit(value.get("commit")) \
+                or value.get("phase") not in ROLLOUT_PHASES:
+            return None
+        started = times.seconds_of(value.get("startedTime"))
+        if started is None:
+            return None
+        previous = value.get("previousCommit")
+        rows = value.get("waves")
+        return cls(
+            commit=value["commit"],
+            manifest_digest=messages.clipped(value.get("manifestDigest") or "", 128),
+            previous_commit=previous if shapes.is_resolved_commit(previous) else "",
+            phase=value["phase"],
+            wave=messages.clipped(value.get("wave") or "", shapes.DNS_LABEL_MAX),
+            waves=tuple(WaveCount.of(row) for row in (rows if isinstance(rows, list) else [])[:STATUS_WAVES_MAX]
+                        if isinstance(row, dict)),
+            started=started,
+            resumed=times.seconds_of(value.get("resumedTime")),
+            restarted_at=messages.clipped(value.get("restartedAt") or "", 64),
+            stale_promote=messages.clipped(value.get("stalePromote") or "", shapes.DNS_LABEL_MAX),
+            summary=messages.clipped(value.get("summary") or ""),
+            message=messages.clipped(value.get("message") or "", messages.MESSAGE_LIMIT),
+        )
+
+    def as_status(self) -> dict:
+        return {
+            "commit": self.commit, "manifestDigest": self.manifest_digest,
+            "previousCommit": self.previous_commit, "phase": self.phase, "wave": self.wave,
+            "waves": [w.as_status() for w in self.waves], "startedTime": times.time_at(self.started),
+            **({"resumedTime": times.time_at(self.resumed)} if self.resumed is not None else {}),
+            "restartedAt": self.restarted_at, "stalePromote": self.stale_promote,
+            "summary": self.summary, "message": self.message,
+        }
 
 
 def read_resolved(value: Any) -> dict | None:
