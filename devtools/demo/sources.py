@@ -283,7 +283,7 @@ def mirror_act(stage, s3: S3Store, hubs: tuple[TestHub, ...], clusters: list[str
     for hub in hubs:
         hub.add_repo(MIRROR_REPO, dict(files))
     model_bytes = sum(c.size for c in files.values())
-    before = sum(hub.bytes_sent() for hub in hubs)
+    before = sum(hub.bytes_sent(repo=MIRROR_REPO) for hub in hubs)
     stage.control.apply(mirror_cache(MIRROR_CACHE, MIRROR_REPO, hubs[0].endpoint, clusters,
                                      s3.endpoint))
     out(f"\nsources, act 3: ModelCache {MIRROR_CACHE} ({MIRROR_REPO}, "
@@ -292,7 +292,7 @@ def mirror_act(stage, s3: S3Store, hubs: tuple[TestHub, ...], clusters: list[str
     problem = settle(stage, MIRROR_CACHE, clusters)
     if problem:
         return [problem]
-    origin = sum(hub.bytes_sent() for hub in hubs) - before
+    origin = sum(hub.bytes_sent(repo=MIRROR_REPO) for hub in hubs) - before  # not other acts' retries
     status = status_of(stage.control, MIRROR_CACHE)
     resolved = status["resolved"]
     digests = reverified_digests({c: stage.clusters[c] for c in clusters}, MIRROR_CACHE,

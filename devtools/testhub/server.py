@@ -104,6 +104,7 @@ class RequestRecord:
     headers: dict[str, str]
     status: int = 0
     bytes_sent: int = 0
+    repo: str = ""  # the repo a request was for: in its path, or a CDN link's ?repo=
 
 
 class _Server(ThreadingHTTPServer):
@@ -229,9 +230,11 @@ class TestHub:
         return fault
 
     # -- measurements ----------------------------------------------------------------------
-    def bytes_sent(self, host: str = "any") -> int:
+    def bytes_sent(self, host: str = "any", repo: str = "") -> int:
+        """Bytes served by `host` ("hub", "cdn", "any"), for `repo` only if one is named."""
         with self._lock:
-            return sum(r.bytes_sent for r in self.records if host in ("any", r.host))
+            return sum(r.bytes_sent for r in self.records
+                       if host in ("any", r.host) and repo in ("", r.repo))
 
     def requests(self, host: str = "any") -> list[RequestRecord]:
         with self._lock:
@@ -242,6 +245,13 @@ class TestHub:
             self.records.clear()
 
     # -- request handling ------------------------------------------------------------------
+    def _repo_of(self, path: str, query: str) -> str:
+        linked = parse_qs(query).get("repo", [""])[0]
+        if linked:
+            return linked
+        with self._lock:
+            return next((name for name in self.repos if f"/{name}/" in f"{path}/"), "")
+
     def _take_fault(self, host: str, path: str, kinds: tuple[str, ...]) -> Fault | None:
         with self._lock:
             for fault in self.faults:
@@ -254,7 +264,8 @@ class TestHub:
     def _handle(self, handler: _Handler, method: str) -> None:
         url = urlsplit(handler.path)
         path = unquote(url.path)
-        record = RequestRecord(handler.server.role, method, path, dict(handler.headers.items()))
+        record = RequestRecord(handler.server.role, method, path, dict(handler.headers.items()),
+                               repo=self._repo_of(path, url.query))
         with self._lock:
             self.records.append(record)
         try:

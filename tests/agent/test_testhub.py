@@ -10,7 +10,7 @@ import urllib3
 from huggingface_hub import HfApi, snapshot_download
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
-from fleetcache.devtools.testhub import Fault, PatternContent, TestHub, make_model
+from fleetcache.devtools.testhub import BytesContent, Fault, PatternContent, TestHub, make_model
 from tests.agent.conftest import REPO, TOKEN, expected_bytes
 
 http = urllib3.PoolManager(retries=False)
@@ -117,3 +117,12 @@ def test_records_count_body_bytes_per_request(hub, tiny):
     hub.reset_records()
     data = http.request("GET", f"{hub.endpoint}/{REPO}/resolve/main/config.json").data
     assert hub.bytes_sent() == len(data) and hub.requests()[0].headers["Host"].startswith("127.0.0.1")
+
+
+def test_bytes_sent_for_a_repo_counts_its_cdn_downloads_and_no_other_repo(hub, tiny):
+    hub.add_repo("acme/other", {"config.json": BytesContent(b'{"model_type": "llama"}')})
+    hub.reset_records()
+    shard = http.request("GET", f"{hub.endpoint}/{REPO}/resolve/main/model-00001-of-00002.safetensors").data
+    other = http.request("GET", f"{hub.endpoint}/acme/other/resolve/main/config.json").data
+    assert hub.bytes_sent(repo=REPO) == len(shard)
+    assert hub.bytes_sent(repo="acme/other") == len(other)
