@@ -25,7 +25,8 @@ main.add_command(hub)  # `fleetcache hub`: serve a generated repo to try the age
 
 
 # `fleetcache render` exit codes: 0 rendered and valid; 1 the API server would refuse the
-# input or the output, or the pipeline returned a fatal result; 2 render could not run.
+# input or the output, or the pipeline failed (a fatal result, requirements that never
+# settle: what Crossplane reports as a failed compose); 2 render could not run.
 EXIT_REFUSED = 1
 EXIT_CANNOT_RENDER = 2
 
@@ -65,13 +66,17 @@ def render(xr: str, composition: tuple[str, ...], observed: str | None, required
     comment.
 
     Each refusal is one stderr line, `<kind>/<name>: <field path>: <message>`, and the exit
-    code is 1 (also for a fatal result, printed with the output); 2 means render could not
-    run (a missing file, bad YAML, no Composition for an XR's kind, no function server)."""
+    code is 1 (also for a fatal result, printed with the output, and for requirements that
+    never settle); 2 means render could not run (a missing file, bad YAML, no Composition for
+    an XR's kind, no function server)."""
     try:
         tls = rendering.TLSFiles.from_dir(tls_certs_dir) if tls_certs_dir else None
         selection = [Selector.of(text) for text in only]
         rendered, refused = render_checked(xr, composition, observed, required, xrd, old, address, tls)
         output = "" if refused else printed(rendered, include_context, selection)
+    except rendering.PipelineError as err:
+        click.echo(f"fleetcache render: {err}", err=True)
+        sys.exit(EXIT_REFUSED)
     except (documents.DocumentError, rendering.RenderError) as err:
         click.echo(f"fleetcache render: {err}", err=True)
         sys.exit(EXIT_CANNOT_RENDER)

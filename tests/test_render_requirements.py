@@ -7,10 +7,11 @@ count of calls is exact."""
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 
-from fleetcache.devtools import render
+from fleetcache.devtools import cli, render
 
 COMPOSITE = {"apiVersion": "fleetcache.dev/v1alpha1", "kind": "ModelCache",
              "metadata": {"name": "chat", "namespace": "ml"}, "spec": {}}
@@ -97,3 +98,20 @@ def test_the_last_requirements_are_kept_by_step_and_name_and_answer_as_they_did(
     assert list(rendered.requirements) == ["compose/secret"]
     assert [r["metadata"]["name"] for r in
             render.answer_selectors(rendered.requirements, POOL)["compose/secret"]] == ["s3"]
+
+
+def test_fleetcache_render_exits_1_with_crossplanes_error_when_requirements_never_settle(
+        monkeypatch, tmp_path):
+    unsettled = Function(*[s["metadata"]["name"] for s in POOL])
+    with pytest.raises(render.PipelineError) as raised:
+        run(unsettled)
+
+    def failing(*_args, **_kwargs):
+        raise raised.value
+
+    monkeypatch.setattr(cli, "render_checked", failing)
+    xr = tmp_path / "xr.yaml"
+    xr.write_text("{}")
+    result = CliRunner().invoke(cli.main, ["render", str(xr), "--composition", str(xr)])
+    assert result.exit_code == cli.EXIT_REFUSED
+    assert "requirements didn't stabilize after the maximum number of iterations (5)" in result.output
