@@ -17,7 +17,13 @@ class AdmittedFootprint(BaseModel):
         str | None,
         Field(alias='manifestDigest', description='The content admitted; empty when it was admitted unresolved.'),
     ] = None
-    bytes: Annotated[StrictInt | None, Field(description='Its resolved bytes.', ge=0)] = None
+    bytes: Annotated[
+        StrictInt | None,
+        Field(
+            description="What each target's volume holds: the resolved bytes, plus with spec.rollout.waves what the previous commit does not share (the rollout's peak).",
+            ge=0,
+        ),
+    ] = None
     clusters: Annotated[StrictInt | None, Field(description='The target clusters admitted.', ge=0)] = None
 
 

@@ -195,6 +195,12 @@ class Job(BaseModel):
     ] = 3600
 
 
+class KeepCommit(RootModel[str]):
+    root: Annotated[
+        str, Field(description='A commit to keep, spelled like spec.commit.', pattern='^((s3|vol)-)?[0-9a-f]{40}$')
+    ]
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -548,6 +554,14 @@ class Spec(BaseModel):
             pattern='^((s3|vol)-)?[0-9a-f]{40}$',
         ),
     ]
+    keep_commits: Annotated[
+        list[KeepCommit] | None,
+        Field(
+            alias='keepCommits',
+            description='Commits the volume keeps besides spec.commit and those its replicas mount: the ModelCache writes the previous commit here while a rollout in waves is in flight, so a rollback finds it still on the volume. A prune never removes them.',
+            max_length=4,
+        ),
+    ] = None
     manifest_digest: Annotated[
         str | None,
         Field(

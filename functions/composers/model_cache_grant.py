@@ -6,8 +6,9 @@ Lifecycle, top to bottom:
    require every ModelCache and every ModelCacheHydration of its namespace and every
    FleetCluster (label selectors with no labels: "all of a kind", in one namespace when
    one is given; design/grants.md);
-2. decide (functions/admission.py): in creation order, which caches naming the grant are
-   admitted while the projection fits; a refused edit keeps what was admitted before;
+2. decide (functions/decisions/admission.py): in creation order, which caches naming the grant
+   are admitted while the projection fits (a cache with rollout waves at its rollout's peak,
+   both commits on every target); a refused edit keeps what was admitted before;
 3. count what the namespace holds (usedBytes), absent while any cache has not resolved;
 4. report status.caches (bounded), the figures, and the OverQuota condition. It composes
    nothing; it is Ready once it has decided.

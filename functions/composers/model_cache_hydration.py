@@ -15,7 +15,8 @@ Lifecycle, top to bottom:
    the agent's ServiceAccount/Role/RoleBinding, the token Secret and the agent Job;
 4. once Ready, prune (functions/decisions/pruning.py): the commits the volume still holds
    that neither this hydration nor any ModelReplica of this cache on this cluster mounts (the
-   replicas are required by label every call) go with one prune Job per set of kept commits;
+   replicas are required by label every call) nor spec.keepCommits names go with one prune
+   Job per set of kept commits;
 5. report phase, progress, reason and remedy, the Hydrated condition and readiness, the
    serving commit (the last commit that reached Ready on the volume, kept while a newer one
    hydrates or fails, so replicas can keep mounting it), the commits on the volume, the
@@ -102,6 +103,7 @@ class HydrationSpec:
     source: dict
     origin: sources.Source  # spec.source, by kind (functions/decisions/sources.py)
     commit: str
+    keep_commits: frozenset[str]  # spec.keepCommits: never pruned (a rollback's previous commit)
     manifest_digest: str
     bytes: int
     size: str
@@ -156,6 +158,7 @@ def read_spec(request: protocol.Request) -> HydrationSpec:
         origin=sources.Source.of(sources.normalized(spec["source"])),
         mirror=spec.get("mirror"),
         commit=spec["commit"],
+        keep_commits=frozenset(spec.get("keepCommits", ())),
         manifest_digest=spec.get("manifestDigest", ""),
         bytes=spec.get("bytes", 0),
         size=storage["size"],
@@ -523,7 +526,8 @@ def compose(request: protocol.Request) -> protocol.Outcome:
         phase = gate.phase or phase
     ready_time = ready_time_of(request, phase)
     pruning = plan_pruning(request, spec.repo, spec.commit, phase.ready, spec.existing_volume,
-                           mounted_commits(request.required.get(REPLICAS_KEY), spec.cluster, spec.cache))
+                           mounted_commits(request.required.get(REPLICAS_KEY), spec.cluster, spec.cache),
+                           spec.keep_commits)
     if cluster.view is None or cluster.reason or gate.hold:
         objects.carry_over(request, outcome, request.observed)  # compose nothing new
     elif not gate.evicted:

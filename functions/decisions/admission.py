@@ -13,9 +13,11 @@ the same previous rows, give the same rows.
   passes the budget (OverQuota);
 - an existing volume (spec.source.volume) is the tenant's own claim: it takes nothing from
   the budget, projected or used (capacity.allocates, as on the FleetCluster);
-- projection: per distinct content (manifest digest), resolved bytes times the widest
-  target-cluster count asked of it among what is admitted; a cache not resolved yet adds
-  nothing (it is admitted to resolve; `unresolved` counts what the projection cannot see);
+- projection: per distinct content (manifest digest), the bytes a target's volume holds
+  times the widest target-cluster count asked of it among what is admitted; a cache not
+  resolved yet adds nothing (it is admitted to resolve; `unresolved` counts what the
+  projection cannot see). A volume holds the resolved bytes; with spec.rollout.waves it
+  holds at the rollout's peak the previous commit too (`previous_commit_bytes`);
 - latch: a refused cache that was admitted before keeps its admittedDigest and the
   footprint admitted with it, which stays counted (that footprint keeps serving).
 
@@ -38,6 +40,7 @@ from fleetcache.functions.k8s import selectors
 from fleetcache.functions.views import grant as grant_view
 from fleetcache.functions.views.fleet_cluster import FleetClusterView
 from fleetcache.functions.views.grant import CacheRow, Footprint, admission_digest
+from fleetcache.functions.views.model_cache import read_resolved, volume_bytes
 
 LISTED = 500  # status.caches rows: the XRD's maxItems (about 350 kB of status at most)
 NAMED = 5  # clusters a message spells out
@@ -82,6 +85,12 @@ class Cache:
     content: str  # status.resolved.manifestDigest; "" until resolved
     commit: str
     bytes: int
+    previous_bytes: int = 0  # of the previous commit, held beside it at a rollout's peak
+
+    @property
+    def peak_bytes(self) -> int:
+        """What each target's volume holds at most: the footprint's bytes."""
+        return self.bytes + self.previous_bytes
 
 
 class Placements:
@@ -131,6 +140,7 @@ def cache_of(resource: Mapping, placements: Placements) -> Cache:
     resolved = read.mapping_at(resource, "status.resolved")
     content, commit = resolved.get("manifestDigest"), resolved.get("commit")
     created = read.get_path(resource, "metadata.creationTimestamp")
+    allocates = capacity.allocates(read.get_path(resource, "spec.source"))
     return Cache(
         name=read.name_or_empty(read.get_path(resource, "metadata.name")),
         created=created if isinstance(created, str) else "",
@@ -139,9 +149,27 @@ def cache_of(resource: Mapping, placements: Placements) -> Cache:
         pinned=read.get_path(resource, "spec.retention.pinned") is True,
         content=messages.clipped(content, 128) if isinstance(content, str) else "",
         commit=commit if shapes.is_resolved_commit(commit) else "",
-        bytes=max(0, read.as_int(resolved.get("bytes")))
-        if capacity.allocates(read.get_path(resource, "spec.source")) else 0,
+        bytes=max(0, read.as_int(resolved.get("bytes"))) if allocates else 0,
+        previous_bytes=previous_commit_bytes(resource) if allocates else 0,
     )
+
+
+def previous_commit_bytes(resource: Mapping) -> int:
+    """What a target's volume holds besides the resolved commit at the peak of a rollout in
+    waves: the largest part of a commit the fleet serves (status.resolved.compared) that
+    the resolved one does not share. Prune keeps the previous commit on every started wave
+    until the rollout is Complete plus its grace (spec.keepCommits), so once the last wave
+    starts every target holds both. 0 without waves (a cache without waves is projected as
+    before), before the resolve, or with nothing compared (a first rollout)."""
+    waves = read.get_path(resource, "spec.rollout.waves")
+    if not (isinstance(waves, list) and waves):
+        return 0
+    latched = read.mapping_at(resource, "status.resolved")  # its pinned manifest left unread
+    resolved = read_resolved({key: latched.get(key) for key in ("commit", "bytes", "compared")})
+    if resolved is None:
+        return 0
+    return max((volume_bytes(resolved, row["commit"]) for row in resolved["compared"]),
+               default=resolved["bytes"]) - resolved["bytes"]
 
 
 # --- the decision ---------------------------------------------------------------------------
@@ -228,7 +256,7 @@ def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previou
         before = previous.get(cache.name, Previous(False, "", None))
         reason, message = refusal(grant, cache)
         if not reason:
-            footprint = Footprint(cache.content, cache.bytes, len(cache.targets or ())) \
+            footprint = Footprint(cache.content, cache.peak_bytes, len(cache.targets or ())) \
                 if cache.content else before.footprint
             needed = ledger.trial(cache.name, footprint)
             if needed <= grant.quota:
@@ -264,12 +292,20 @@ def admitted_message(grant: Grant, cache: Cache, needed: int) -> str:
     if not cache.content:
         return f"admitted to resolve; its size is not known yet, so the projection " \
                f"({quantities.human_bytes(needed)} of {quantities.human_bytes(grant.quota)}) does not count it"
-    return f"{quantities.human_bytes(cache.bytes)} on {messages.counted(len(cache.targets or ()), 'cluster')} fits: " \
+    return f"{per_cluster(cache)} on {messages.counted(len(cache.targets or ()), 'cluster')} fits: " \
            f"the projection is {quantities.human_bytes(needed)} of {quantities.human_bytes(grant.quota)}"
 
 
+def per_cluster(cache: Cache) -> str:
+    """The bytes a target's volume holds, and at a rollout's peak when that holds more."""
+    if not cache.previous_bytes:
+        return quantities.human_bytes(cache.bytes)
+    return f"{quantities.human_bytes(cache.bytes)} ({quantities.human_bytes(cache.peak_bytes)} " \
+           f"with the previous commit, at the peak of its rollout in waves)"
+
+
 def over_quota_message(grant: Grant, cache: Cache, needed: int, current: int) -> str:
-    return f"{quantities.human_bytes(cache.bytes)} on {messages.counted(len(cache.targets or ()), 'cluster')} would " \
+    return f"{per_cluster(cache)} on {messages.counted(len(cache.targets or ()), 'cluster')} would " \
            f"make the projection {quantities.human_bytes(needed)} ({needed} bytes), over the " \
            f"budget of {quantities.human_bytes(grant.quota)} ({grant.quota} bytes) of " \
            f"ModelCacheGrant {grant.name}; {quantities.human_bytes(max(0, grant.quota - current))} " \

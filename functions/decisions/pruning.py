@@ -1,6 +1,7 @@
 """The prune plan of a ModelCacheHydration's volume: which commits of its repo the volume
-holds, which it keeps (the hydration's own commit and every commit a ModelReplica of this
-cache on this cluster mounts), and the prune that removes the rest once the copy is Ready.
+holds, which it keeps (the hydration's own commit, every commit a ModelReplica of this
+cache on this cluster mounts, and spec.keepCommits: the previous commit a rollout in waves
+may roll back to), and the prune that removes the rest once the copy is Ready.
 A prune that is still running holds back a fetch of a commit it does not keep. Pure: the
 status, the observed prune Job and its record in, a Pruning out."""
 
@@ -66,12 +67,13 @@ class Pruning:
 
 
 def plan_pruning(request: protocol.Request, repo: str, commit: str, ready: bool, existing_volume: bool,
-                 mounted: frozenset[str] | None) -> Pruning:
+                 mounted: frozenset[str] | None, kept: frozenset[str]) -> Pruning:
     """The volume's commits: those latched in status.storedCommits, the serving commit the
     status had, and this commit once Ready. A change of repo starts the list afresh (prune
-    works on one repo). Once Ready, every stored commit no replica mounts (`mounted`) is
-    pruned; the prune Job's completion removes them from the list, so it runs once. The
-    user's existing volume is never pruned."""
+    works on one repo). Once Ready, every stored commit no replica mounts (`mounted`) and
+    the spec does not keep (`kept`, spec.keepCommits) is pruned; the prune Job's completion
+    removes them from the list, so it runs once, and a kept commit stays listed while it is
+    on the volume. The user's existing volume is never pruned."""
     status = request.status
     stored = set()
     if status.get("servingRepo") in (None, "", repo):
@@ -82,7 +84,7 @@ def plan_pruning(request: protocol.Request, repo: str, commit: str, ready: bool,
     pruned = tuple(sorted(commits_in(status.get("prunedCommits"))))
     if not ready or mounted is None or existing_volume:  # never prune the user's
         return Pruning(frozenset(stored), frozenset(), pruned, agent_job.JobState.of({}))
-    keep = frozenset({commit} | mounted)
+    keep = frozenset({commit} | mounted | kept)
     planned = Pruning(frozenset(stored), keep, pruned, agent_job.JobState.of({}))
     job = agent_job.JobState.of(objects.remote_manifest(request.observed.get(planned.key)))
     if job.complete:
