@@ -407,8 +407,9 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         "clusters", "clustersOmitted", "everyCluster", "lapsedClusters", "evictedClusters",
         "retainedClusters", "mountedReplicas", "retained", "nodeTier", "mirror", "rollout"}
     assert keys_of(status["rollout"]) == \
-        {"commit", "manifestDigest", "previousCommit", "phase", "wave", "waves", "startedTime",
-         "resumedTime", "restartedAt", "stalePromote", "summary", "message"}
+        {"commit", "manifestDigest", "previousCommit", "previousManifestDigest", "previousBytes",
+         "phase", "wave", "waves", "startedTime", "resumedTime", "completedTime", "restartedAt",
+         "stalePromote", "summary", "message"}
     assert status["rollout"]["properties"]["phase"]["enum"] == \
         ["Progressing", "Paused", "Halted", "RolledBack", "Complete"]
     assert keys_of(status["rollout"]["properties"]["waves"]["items"]) == \
@@ -453,7 +454,7 @@ def test_model_cache_hydration_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheHydration")
     assert set(spec) == {"clusterName", "modelCacheName", "source", "commit", "manifestDigest",
                          "bytes", "storage", "tier", "job", "agent", "retention", "removal",
-                         "mirror"}
+                         "mirror", "keepCommits"}
 
 
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():

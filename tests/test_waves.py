@@ -15,7 +15,7 @@ from fleetcache.apis.specs import InputError
 from fleetcache.functions import times
 from fleetcache.functions.decisions import waves
 from fleetcache.functions.decisions.waves import Replicas
-from fleetcache.functions.views import model_cache, placement
+from fleetcache.functions.views import cache_replicas, model_cache, placement
 from tests.support.fleet import fleet_cluster
 
 REPO = "Qwen/Qwen3-0.6B"
@@ -543,3 +543,83 @@ def test_the_same_inputs_give_the_same_decision():
     observed = {**fleet_on_old(), "gpu-a": hydration("Ready"), "gpu-b": hydration("Failed", reason="AuthFailed")}
     rollout = settings(waves=[{"name": "canary", "clusterNames": ["gpu-a", "gpu-b"]}], onFailure="Rollback")
     assert decide(rollout, observed) == decide(rollout, copy.deepcopy(observed))
+
+
+# --- what the wiring reads back: the previous content, completion, why a target waits ------------
+
+
+def test_the_previous_content_is_latched_from_a_target_pinned_to_the_previous_commit():
+    observed = {n: {**hydration("Ready", commit=OLD), "spec": {"commit": OLD, "manifestDigest": "cd" * 32,
+                                                               "bytes": 7}} for n in FLEET_NAMES}
+    decision = decide(settings(waves=CANARY), observed)
+    assert decision.status is not None
+    assert (decision.status.previous_manifest_digest, decision.status.previous_bytes) == ("cd" * 32, 7)
+
+
+def test_rollback_with_the_previous_content_unknown_halts_and_says_so():
+    observed = {**{n: {**hydration("Ready", commit=OLD), "spec": {"commit": OLD}} for n in FLEET_NAMES},
+                "gpu-a": hydration("Failed", reason="AuthFailed")}
+    decision = decide(settings(waves=CANARY, onFailure="Rollback"), observed)
+    assert decision.status is not None and decision.status.phase == "Halted"
+    assert f"onFailure is Rollback but the content of {OLD[:10]} is unknown" in decision.status.message
+
+
+def test_rollback_the_source_cannot_make_halts_with_the_callers_reason():
+    observed = {**fleet_on_old(), "gpu-a": hydration("Failed", reason="AuthFailed")}
+    decision = waves.decide(targets(), settings(waves=CANARY, onFailure="Rollback"), observed, {}, None,
+                            RESOLVED, T0, "the source pins its manifest")
+    assert decision.status is not None and decision.status.phase == "Halted"
+    assert "onFailure is Rollback but the source pins its manifest, so it halted" in decision.status.message
+
+
+def test_the_time_a_rollout_completed_is_latched_once():
+    observed = {n: hydration("Ready") for n in FLEET_NAMES}
+    complete = decide(settings(waves=CANARY), observed)
+    later = decide(settings(waves=CANARY), observed, previous=previous_of(complete), now=T0 + MINUTE)
+    assert later.status is not None and later.status.completed == T0
+    assert previous_of(later)["completedTime"] == "2026-05-01T12:00:00Z"
+
+
+@pytest.mark.parametrize("observed, rollout, reason, said", [
+    (fleet_on_old(), CANARY, "", "waits for wave rest: the rollout is at wave canary"),
+    ({**fleet_on_old(), "gpu-a": hydration("Ready")}, CANARY_PAUSED, reasons.RolloutPaused,
+     "waits for wave rest: the rollout is paused at wave canary; set spec.rollout.promote to canary to go on"),
+    ({**fleet_on_old(), "gpu-a": hydration("Failed", reason="AuthFailed")}, CANARY, reasons.RolloutHalted,
+     "kept on what it has: the rollout halted at wave canary (status.rollout.message says why)"),
+])
+def test_a_target_that_may_not_start_is_told_why(observed, rollout, reason, said):
+    assert decide(settings(waves=rollout), observed).hold("gpu-b") == (reason, said)
+
+
+def test_a_target_that_may_start_is_not_held():
+    assert decide(settings(waves=CANARY), fleet_on_old()).hold("gpu-a") is None
+
+
+# --- the replicas as the composer reads them (views/cache_replicas.py) ---------------------------
+
+
+def replica(cluster: str, commit: str, ready: bool, since: str = "2026-05-01T12:00:00Z", cache: str = "qwen",
+            reason: str = "Starting") -> dict:
+    return {"metadata": {"creationTimestamp": "2026-05-01T11:00:00Z"},
+            "spec": {"clusterName": cluster, "cache": {"modelCacheName": cache, "commit": commit}},
+            "status": {"reason": reason, "conditions": [
+                {"type": "Ready", "status": str(ready), "lastTransitionTime": since}]}}
+
+
+@pytest.mark.parametrize("found, expected", [
+    ([replica("a", NEW, True, "2026-05-01T12:00:00Z"), replica("a", NEW, True, "2026-05-01T12:05:00Z")],
+     Replicas(T0 + 5 * MINUTE, None)),
+    ([replica("a", NEW, True), replica("a", OLD, True)], Replicas(None, None)),
+    ([replica("a", NEW, False, "2026-05-01T12:03:00Z"), replica("a", NEW, False, "2026-05-01T12:01:00Z",
+                                                                reason="ProgressDeadlineExceeded")],
+     Replicas(None, T0 + MINUTE, "ProgressDeadlineExceeded")),
+    ([replica("a", NEW, True, cache="other")], None),
+    ([{"spec": {"clusterName": "a", "delivery": "Wait"}}], None),
+])
+def test_a_clusters_replicas_are_ready_on_the_new_commit_since_the_last_of_them(found, expected):
+    assert cache_replicas.by_cluster(found, "qwen", NEW, T0 + 10 * MINUTE).get("a") == expected
+
+
+def test_a_replica_not_ready_without_a_transition_time_counts_from_its_creation():
+    found = [{**replica("a", NEW, False), "status": {"conditions": [{"type": "Ready", "status": "False"}]}}]
+    assert cache_replicas.by_cluster(found, "qwen", NEW, T0).get("a") == Replicas(None, T0 - 60 * MINUTE)

@@ -765,6 +765,17 @@ class Rollout1(BaseModel):
             description='The commit most target clusters served when the rollout started, which spec.rollout.onFailure Rollback returns to; empty when there was none.',
         ),
     ] = None
+    previous_manifest_digest: Annotated[
+        str | None,
+        Field(
+            alias='previousManifestDigest',
+            description='The manifest digest a target hydration pinned to previousCommit had when the rollout started: with previousBytes, the content a Rollback composes again; empty when unknown (a Rollback then halts).',
+        ),
+    ] = None
+    previous_bytes: Annotated[
+        StrictInt | None,
+        Field(alias='previousBytes', description='The bytes of that previous content (0 when unknown).', ge=0),
+    ] = None
     phase: Annotated[
         Literal['Progressing', 'Paused', 'Halted', 'RolledBack', 'Complete'] | None,
         Field(
@@ -790,6 +801,13 @@ class Rollout1(BaseModel):
         Field(
             alias='resumedTime',
             description='When spec.rollout.restartedAt last resumed it (RFC 3339); failures from before are not counted again.',
+        ),
+    ] = None
+    completed_time: Annotated[
+        AwareDatetime | None,
+        Field(
+            alias='completedTime',
+            description='When the last wave was done (RFC 3339); the volumes keep previousCommit until spec.retention.afterRemoval after it.',
         ),
     ] = None
     restarted_at: Annotated[

@@ -11,16 +11,24 @@ Lifecycle, top to bottom:
 4. obey the grant (functions/decisions/obey_grant.py): fan out only what its status admitted
    at this very spec and resolved content (its composer is the one writer of admission);
    anything else composes nothing new and keeps what the grant admitted before;
-5. compose one ModelCacheHydration per target, at most rollout.maxConcurrent not Ready
-   at once, in cluster-name order (functions/decisions/rollout.py), each with the cache's
-   spec.retention; with fleet mirrors, each mirror's publisher before the clusters that read
-   it (functions/decisions/mirror.py), and nothing new for a cluster whose mirror's
-   credentials Secret is missing;
+5. with spec.rollout.waves, decide where the rollout stands (functions/decisions/waves.py,
+   from the hydrations and the ModelReplicas that mount this cache, required by label:
+   functions/views/cache_replicas.py): only the waves started may move to the resolved
+   content, a rollback re-pins the clusters on it to the previous content, and the volumes
+   keep the previous commit until the rollout is Complete plus spec.retention.afterRemoval;
+   then compose one ModelCacheHydration per target it lets start, at most
+   rollout.maxConcurrent not Ready at once, in cluster-name order
+   (functions/decisions/rollout.py), each with the cache's spec.retention; with fleet
+   mirrors, each mirror's publisher (among the clusters that may start) before the clusters
+   that read it (functions/decisions/mirror.py), and nothing new for a cluster whose
+   mirror's credentials Secret is missing;
 6. keep the hydration of a cluster that left the placement while a replica mounts it or it
    is pinned, then for spec.retention.afterRemoval (functions/decisions/retention.py decides);
-7. report per-cluster progress, what is retained, and the Admitted/Resolved/Progressing/
-   Available/Degraded/Lapsed conditions (functions/decisions/cache_rollup.py rolls the
-   clusters up), and last the status.reason those add up to (the REASON column).
+7. report per-cluster progress, what is retained, status.rollout, and the Admitted/Resolved/
+   Progressing/Available/Degraded/Lapsed conditions (functions/decisions/cache_rollup.py
+   rolls the clusters up; a paused, halted or rolled-back rollout holds Progressing), a
+   warning when the rollout halts or rolls back, and last the status.reason those add up to
+   (the REASON column).
 """
 
 from __future__ import annotations
@@ -29,10 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetcache import messages, reasons
-from fleetcache.apis import specs
-from fleetcache.apis.models.model_cache import ModelCache
 from fleetcache.functions import naming, protocol, quantities, read
-from fleetcache.functions.decisions import mirror, obey_grant, retention, rollout, sources
+from fleetcache.functions.decisions import mirror, obey_grant, retention, rollout, sources, waves
 from fleetcache.functions.decisions.cache_rollup import fleet_conditions, fleet_status, headline
 from fleetcache.functions.decisions.resolution import (
     Resolution,
@@ -45,7 +51,7 @@ from fleetcache.functions.decisions.resolution import (
 from fleetcache.functions.k8s import agent_job, job_mounts, objects, resolve_job
 from fleetcache.functions.k8s.resolve_job import RESOLVE_PREFIX, ResolveNames
 from fleetcache.functions.node_tier import rollup as node_rollup
-from fleetcache.functions.views import placement
+from fleetcache.functions.views import cache_replicas, placement
 from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
 from fleetcache.functions.views.hydration import (
     ClusterReport,
@@ -55,7 +61,18 @@ from fleetcache.functions.views.hydration import (
     served_commits,
     serving_commit_of,
 )
-from fleetcache.functions.views.model_cache import COMPARED_MAX, is_empty, read_resolved, volume_bytes
+from fleetcache.functions.views.model_cache import (
+    COMPARED_MAX,
+    COMPLETE,
+    HALTED,
+    ROLLED_BACK,
+    RolloutSpec,
+    is_empty,
+    read_resolved,
+    rollout_of,
+    volume_bytes,
+)
+from fleetcache.functions.views.model_cache import read_spec as read_cache_spec
 from fleetcache.functions.views.placement import Target
 
 FLEET_CLUSTERS_KEY = "fleet-clusters"
@@ -64,6 +81,10 @@ TOKEN_SECRET_KEY = "token-secret"
 MIRROR_SECRET_PREFIX = "mirror-secret-"  # + the Secret's name: each mirror's credentials
 CREDENTIALS_MISSING = reasons.CredentialsSecretMissing
 HYDRATION_PREFIX = "hydration-"
+REPLICAS_KEY = cache_replicas.REPLICAS_KEY
+# Why a Rollback cannot run for a source whose hydrations read the cache's current manifest.
+PINNED_MANIFEST = ("the source's hydrations read the ModelCache's current manifest (an S3 prefix or a "
+                   "volume's manifest file), so they cannot be pinned to the previous one")
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -87,18 +108,17 @@ class CacheSpec:
     agent: dict
     source_digest: str
     retention: retention.Retention
+    rollout: RolloutSpec
 
 
 def read_spec(spec: Any) -> CacheSpec:
     """The spec read through the ModelCache model; every error names the field and the fix."""
-    spec = specs.read_spec(ModelCache, spec)
+    spec = read_cache_spec(spec)
     source = sources.normalized(spec["source"])
     origin = sources.Source.of(source)
     names, selector = spec["placement"].get("clusterNames"), \
         spec["placement"].get("clusterSelector")
     storage = spec.get("storage", {})
-    if "size" in storage:
-        quantities.quantity_bytes(storage["size"], "spec.storage.size")
     return CacheSpec(
         grant=spec["grantRef"]["name"],
         source=source,
@@ -117,6 +137,7 @@ def read_spec(spec: Any) -> CacheSpec:
         agent=spec.get("agent", {}),
         source_digest=origin.digest,
         retention=retention.Retention.of(spec),
+        rollout=rollout_of(spec),
     )
 
 
@@ -242,7 +263,8 @@ def hydration_key(cluster: str) -> str:
 
 
 def hydration(request: protocol.Request, spec: CacheSpec, resolved: dict, cluster: str,
-              fleet: mirror.Mirror | None = None) -> dict:
+              fleet: mirror.Mirror | None = None, keep: tuple[str, ...] = ()) -> dict:
+    """keep: the commits its volume must keep besides its own (spec.keepCommits)."""
     serving = serving_commit_of(request.observed.get(hydration_key(cluster)),
                                 resolved.get("repo") or spec.repo)
     storage = {"size": spec.storage.get("size")
@@ -263,17 +285,19 @@ def hydration(request: protocol.Request, spec: CacheSpec, resolved: dict, cluste
         **({"agent": dict(spec.agent)} if spec.agent else {}),
         "retention": spec.retention.for_hydration(),
         **({"mirror": mirrored} if mirrored else {}),
+        **({"keepCommits": list(keep)} if keep else {}),
     })
 
 
 def fleet_mirror(request: protocol.Request, spec: CacheSpec, resolved: dict,
-                 targets: list[Target]) -> mirror.Mirror | None:
+                 targets: list[Target], may_start: frozenset[str]) -> mirror.Mirror | None:
     """Which mirror each target reads (by its FleetCluster's region label), who publishes
-    the resolved commit to each, and whether it has (one writer per mirror,
-    functions/decisions/mirror.py); None without spec.distribution.mirror. A named cluster that does
-    not exist uses no mirror."""
+    the resolved commit to each (among the targets the waves let start), and whether it has
+    (one writer per mirror, functions/decisions/mirror.py); None without
+    spec.distribution.mirror. A named cluster that does not exist uses no mirror."""
     candidates = [mirror.Candidate(t.name, t.cluster.labels, t.ready,
-                                   observed if pinned_to(observed, resolved) else None)
+                                   observed if pinned_to(observed, resolved) else None,
+                                   t.name in may_start)
                   for t in targets if t.cluster is not None
                   for observed in [request.observed.get(hydration_key(t.name))]]
     return mirror.decide(spec.mirror, resolved["commit"], candidates,
@@ -296,18 +320,66 @@ def missing_mirror_secrets(request: protocol.Request, spec: CacheSpec) -> dict[s
     return problems
 
 
+def rollout_decision(request: protocol.Request, spec: CacheSpec, resolved: dict,
+                     targets: list[Target]) -> waves.Decision:
+    """Where the rollout in waves stands (functions/decisions/waves.py): without
+    spec.rollout.waves every target may start and there is no status.rollout."""
+    now = request.now.timestamp()
+    replicas = cache_replicas.by_cluster(request.required.get(REPLICAS_KEY) or [], request.name,
+                                         resolved["commit"], now) if spec.rollout.waves else {}
+    return waves.decide(targets, spec.rollout, {t.name: request.observed.get(hydration_key(t.name)) for t in targets},
+                        replicas, request.status.get("rollout"), resolved, now,
+                        PINNED_MANIFEST if spec.origin.pinned_manifest else "")
+
+
+def kept_commits(spec: CacheSpec, decision: waves.Decision, now: float) -> tuple[str, ...]:
+    """The previous commit, which every volume keeps for a rollback while the rollout is in
+    flight and for spec.retention.afterRemoval after it completed (a late rollback of the
+    completed rollout is a revert, which then finds it still there)."""
+    state = decision.status
+    if state is None or not state.previous_commit:
+        return ()
+    if state.phase == COMPLETE and state.completed is not None \
+            and now >= state.completed + spec.retention.after_removal.total_seconds():
+        return ()
+    return (state.previous_commit,)
+
+
+def previous_content(decision: waves.Decision, resolved: dict) -> dict | None:
+    """The content a rollback composes again, as the resolved content is passed on: the
+    previous commit, manifest digest and bytes latched when the rollout started."""
+    state = decision.status
+    if state is None or not state.previous_manifest_digest:
+        return None
+    return {**resolved, "commit": state.previous_commit, "manifestDigest": state.previous_manifest_digest,
+            "bytes": state.previous_bytes, "compared": []}
+
+
 def compose_hydrations(request: protocol.Request, spec: CacheSpec, resolved: dict,
-                       targets: list[Target], outcome: protocol.Outcome,
+                       targets: list[Target], outcome: protocol.Outcome, decision: waves.Decision,
                        fleet: mirror.Mirror | None = None,
                        missing_secrets: dict[str, str] | None = None) -> list[ClusterReport]:
-    """One hydration per target, in the rollout's order (functions/decisions/rollout.py): at
-    most maxConcurrent not Ready, taken in name order; a cluster that waits (for a slot, for
-    its mirror, for its mirror's credentials) keeps what it has, and its report says why."""
+    """One hydration per target the waves let start, in the rollout's order
+    (functions/decisions/rollout.py): at most maxConcurrent not Ready, taken in name order; a
+    cluster that waits (for its wave, for a slot, for its mirror, for its mirror's
+    credentials) keeps what it has, and its report says why. A cluster rolled back is
+    composed on the previous content, on the size its volume has (a volume never shrinks)."""
+    keep = kept_commits(spec, decision, request.now.timestamp())
     plan = rollout.plan(targets, {t.name: request.observed.get(hydration_key(t.name)) for t in targets},
-                        resolved, spec.max_concurrent, fleet, missing_secrets)
+                        resolved, spec.max_concurrent, fleet, missing_secrets,
+                        frozenset(t.name for t in targets) - decision.may_start)
     for cluster, ready in plan.composed.items():
-        outcome.compose(hydration_key(cluster), hydration(request, spec, resolved, cluster, fleet),
+        outcome.compose(hydration_key(cluster), hydration(request, spec, resolved, cluster, fleet, keep),
                         ready=ready)
+    previous = previous_content(decision, resolved)
+    for cluster in sorted(decision.roll_back):
+        if previous is None:
+            break
+        desired = hydration(request, spec, previous, cluster, None, keep)
+        size = read.get_path(request.observed.get(hydration_key(cluster)), "spec.storage.size")
+        if isinstance(size, str) and size and not spec.storage.get("size"):
+            desired["spec"]["storage"]["size"] = size
+        outcome.compose(hydration_key(cluster), desired, ready=False)
     objects.carry_over(request, outcome, [hydration_key(cluster) for cluster in plan.carried])
     reports = []
     for target in targets:
@@ -315,6 +387,11 @@ def compose_hydrations(request: protocol.Request, spec: CacheSpec, resolved: dic
         report = report_of(target, observed, resolved["bytes"], resolved,
                            resolved.get("repo") or spec.repo)
         plan.explain(report, target, spec.max_concurrent, fleet)
+        held = decision.hold(target.name)
+        if held:
+            report.reason, report.message = held
+            if report.serving_commit:
+                report.message += f"; serving {report.serving_commit[:10]} until then"
         reports.append(report)
     return reports
 
@@ -359,10 +436,10 @@ def retain_departed(request: protocol.Request, spec: CacheSpec, targets: list[Ta
 def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
            admitted: obey_grant.Admission, reports: list[ClusterReport],
            kept: list[retention.Kept] | None, mounted: int, outcome: protocol.Outcome,
-           missing_secrets: list[str] | None = None) -> None:
+           missing_secrets: list[str] | None = None, decision: waves.Decision | None = None) -> None:
     """kept is None when retention did not run (the grant has not admitted this spec);
     missing_secrets: why mirror credentials Secrets cannot be used (the cache is not Ready
-    until they can)."""
+    until they can); decision: the rollout in waves decided in this call, if any."""
     status = fleet_status(request, reports, kept, mounted)
     resolved = resolution.resolved
     shown = resolved or read_resolved(request.status.get("resolved"))  # the old commit
@@ -380,8 +457,24 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
                           f"{quantities.human_bytes(resolved['bytes'])})")
     else:
         outcome.condition("Resolved", False, resolution.reason, resolution.message)
+    state = decision.status if decision else None
+    if state is not None:
+        status["rollout"] = state.as_status()
+        report_rollout_change(request.status.get("rollout"), state.as_status(), outcome)
+    elif spec.rollout.waves and isinstance(request.status.get("rollout"), dict):
+        status["rollout"] = request.status["rollout"]  # decided again once the content is admitted
+    hold = (decision.reason, state.message) if decision and state and decision.reason else None
     fleet_conditions(reports, resolution, admitted, spec.min_ready, spec.retention.ttl_after_last_use,
-                     outcome, missing_secrets)
+                     outcome, missing_secrets, hold)
+
+
+def report_rollout_change(before: Any, after: dict, outcome: protocol.Outcome) -> None:
+    """A warning (Crossplane records it as a Warning event on the ModelCache) when the rollout
+    halts or rolls back: once, on the change of phase, not on every call while it stays so."""
+    before = before if isinstance(before, dict) else {}
+    changed = (before.get("commit"), before.get("phase")) != (after["commit"], after["phase"])
+    if changed and after["phase"] in (HALTED, ROLLED_BACK):
+        outcome.warnings.append(f"rollout of {after['commit'][:10]} {after['summary']}: {after['message']}")
 
 
 def compose(request: protocol.Request) -> protocol.Outcome:
@@ -392,10 +485,13 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     if spec.secret:
         outcome.require(TOKEN_SECRET_KEY, protocol.Requirement(
             "v1", "Secret", match_name=spec.secret.name, namespace=request.namespace))
+    if spec.rollout.waves:
+        outcome.require(REPLICAS_KEY, cache_replicas.requirement(request.namespace, request.name))
     for ref in filter(None, (m.secret for m in mirror.locations(spec.mirror))):
         outcome.require(mirror_secret_key(ref), protocol.Requirement(
             "v1", "Secret", match_name=ref.name, namespace=request.namespace))
-    if FLEET_CLUSTERS_KEY not in request.required or GRANT_KEY not in request.required:
+    if FLEET_CLUSTERS_KEY not in request.required or GRANT_KEY not in request.required \
+            or (spec.rollout.waves and REPLICAS_KEY not in request.required):
         objects.carry_over(request, outcome, request.observed)
         return outcome
 
@@ -410,11 +506,12 @@ def compose(request: protocol.Request) -> protocol.Outcome:
         admitted = obey_grant.admission_of(request, spec.grant, grant, resolution.resolved, targets,
                                            request.required[FLEET_CLUSTERS_KEY],
                                            any(k.startswith(HYDRATION_PREFIX) for k in request.observed))
-    fleet = None
+    fleet, decision = None, None
     missing_secrets = missing_mirror_secrets(request, spec)
     if resolution.resolved and admitted.admitted:
-        fleet = fleet_mirror(request, spec, resolution.resolved, targets)
-        reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome,
+        decision = rollout_decision(request, spec, resolution.resolved, targets)
+        fleet = fleet_mirror(request, spec, resolution.resolved, targets, decision.may_start)
+        reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome, decision,
                                      fleet, missing_secrets)
     else:
         # Resolving under the grant's admission: the targets keep their hydrations, and
@@ -432,7 +529,7 @@ def compose(request: protocol.Request) -> protocol.Outcome:
                                           if k.startswith(HYDRATION_PREFIX)
                                           and k in outcome.desired])
     report(request, spec, resolution, admitted, reports, kept, mounted, outcome,
-           list(missing_secrets.values()))
+           list(missing_secrets.values()), decision)
     if fleet is not None:
         outcome.status["mirror"] = fleet.as_status()
     node_rollup.apply(spec.storage.get("tier", "Volume"),

@@ -84,10 +84,12 @@ def previously_retained(request: protocol.Request) -> list:
 
 def fleet_conditions(reports: list[ClusterReport], resolution: Resolution, admitted: Admission,
                      min_ready: int, ttl_after_last_use: str | None, outcome: protocol.Outcome,
-                     missing_secrets: list[str] | None = None) -> None:
+                     missing_secrets: list[str] | None = None,
+                     rollout_hold: tuple[str, str] | None = None) -> None:
     """Progressing, Available, Lapsed and Degraded, and whether the cache is Ready.
     missing_secrets: why mirror credentials Secrets cannot be used (the cache is not Ready
-    until they can)."""
+    until they can); rollout_hold: the reason and message of a rollout in waves that is
+    paused, halted or rolled back (Progressing is False with them)."""
     rollup = Rollup(reports)
     desired = len(reports)
     ready, failed = rollup.count("Ready"), rollup.count("Failed")
@@ -114,6 +116,8 @@ def fleet_conditions(reports: list[ClusterReport], resolution: Resolution, admit
     elif missing_secrets:
         outcome.condition("Progressing", False, reasons.CredentialsSecretMissing,
                           messages.clipped("; ".join(missing_secrets), messages.MESSAGE_LIMIT))
+    elif rollout_hold:
+        outcome.condition("Progressing", False, *rollout_hold)
     elif ready == desired:
         outcome.condition("Progressing", False, reasons.Complete,
                           f"every target is Ready ({messages.counted(desired, 'cluster')})")

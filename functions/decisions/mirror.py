@@ -5,7 +5,8 @@ A cluster's mirror is the regions[] entry whose region equals its FleetCluster's
 regionLabel, else the default mirror (s3), else none: that cluster reads the origin. The
 clusters sharing a mirror are a group, and each group has one writer per commit, chosen
 deterministically by compose-model-cache (contract §A, §D): the first Ready cluster of the
-group by name whose hydration of the resolved commit has not Failed; it fetches from the
+group by name whose hydration of the resolved commit has not Failed and that the rollout's
+waves let start (a canary must not wait for a publisher in a later wave); it fetches from the
 origin and publishes every verified blob, then the manifest. Every other cluster of the
 group is composed only once its group's mirror is published (the publisher Ready on the
 resolved commit), so the origin is read once per mirror. A failed publisher hands over to
@@ -86,6 +87,7 @@ class Candidate:
     labels: Mapping[str, str] = field(default_factory=dict)
     ready: bool = True  # only a Ready cluster can be composed, so only it can publish
     hydration: dict | None = None  # its observed hydration pinned to the commit, if any
+    may_start: bool = True  # the rollout's waves let it start on the commit (decisions/waves.py)
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ def decide(spec: Mapping | None, commit: str, candidates: list[Candidate],
         group = members.get(location.path)
         if not group:
             continue
-        publisher = next((c.name for c in group if c.ready and
+        publisher = next((c.name for c in group if c.ready and c.may_start and
                           read.get_path(c.hydration, "status.phase") != "Failed"), "")
         published = published_before(latched, commit, location) or any(
             read.get_path(c.hydration, "status.phase") == "Ready"

@@ -1,7 +1,7 @@
 """The rollout order of a ModelCache's hydrations: which targets get a hydration on the
 resolved content now, at most spec.rollout.maxConcurrent not Ready at once, taken in
 cluster-name order; which keep what they have (queued for a slot, waiting for their
-mirror, or held by a missing mirror credentials Secret); and what their report says about
+mirror, held by a missing mirror credentials Secret, or by the rollout's waves); and what their report says about
 it. Pure: the targets and their observed hydrations in, a Plan out."""
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class Plan:
 
 
 def plan(targets: list[Target], observed: Mapping[str, dict | None], resolved: dict, max_concurrent: int,
-         fleet: mirror.Mirror | None = None, missing_secrets: Mapping[str, str] | None = None) -> Plan:
+         fleet: mirror.Mirror | None = None, missing_secrets: Mapping[str, str] | None = None,
+         carry: frozenset[str] = frozenset()) -> Plan:
     """One hydration per target; at most max_concurrent not Ready, taken in name order.
 
     observed: each target's hydration by cluster name. A hydration already pinned to the
@@ -52,7 +53,8 @@ def plan(targets: list[Target], observed: Mapping[str, dict | None], resolved: d
     mirror's publisher is not composed on the resolved commit before that mirror holds it
     (it waits as Pending, WaitingForMirror). A cluster whose mirror's credentials Secret is
     missing (missing_secrets, by region) gets nothing new: what it has is kept as observed,
-    and it is Pending CredentialsSecretMissing.
+    and it is Pending CredentialsSecretMissing. A cluster in `carry` (the waves do not let it
+    start yet: decisions/waves.py) keeps what it has as observed and takes no slot.
     """
     composed: dict[str, bool] = {}
     carried: list[str] = []
@@ -63,7 +65,10 @@ def plan(targets: list[Target], observed: Mapping[str, dict | None], resolved: d
             for group in [fleet.group_of(t.name)] if group and group.region in missing}
     for target in targets:
         hydration = observed.get(target.name)
-        if target.name in held:
+        if target.name in carry:
+            if hydration is not None:
+                carried.append(target.name)
+        elif target.name in held:
             carried.append(target.name)
             if pinned_to(hydration, resolved) and \
                     read.get_path(hydration, "status.phase") not in ("Ready", "Evicted"):

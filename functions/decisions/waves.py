@@ -19,6 +19,7 @@ from typing import Any
 from fleetcache import messages, reasons
 from fleetcache.functions import read, times
 from fleetcache.functions.k8s import selectors
+from fleetcache.functions.views.cache_replicas import Replicas
 from fleetcache.functions.views.hydration import pinned_to, serving_commit_of
 from fleetcache.functions.views.model_cache import (
     COMPLETE,
@@ -97,6 +98,7 @@ class Hydration:
     reason: str
     failed_since: float | None  # Failed: when its Hydrated condition last changed; None: unknown
     serving: str  # the last commit of this repo Ready on its volume
+    content: tuple[str, str, int]  # its spec's commit, manifestDigest and bytes
 
     @classmethod
     def of(cls, observed: dict | None, resolved: Mapping) -> Hydration:
@@ -111,21 +113,14 @@ class Hydration:
             failed_since = times.seconds_of(read.condition_of(observed, "Hydrated").get("lastTransitionTime"))
         return cls(on_commit=observed is not None and pinned_to(observed, resolved), phase=phase,
                    reason=reasons.reason_or_empty(status.get("reason")), failed_since=failed_since,
-                   serving=serving_commit_of(observed, str(resolved.get("repo") or "")))
+                   serving=serving_commit_of(observed, str(resolved.get("repo") or "")),
+                   content=(str(read.get_path(observed, "spec.commit") or ""),
+                            str(read.get_path(observed, "spec.manifestDigest") or ""),
+                            max(0, read.as_int(read.get_path(observed, "spec.bytes")))))
 
     @property
     def ready(self) -> bool:
         return self.on_commit and self.phase == "Ready"
-
-
-@dataclass(frozen=True)
-class Replicas:
-    """The replicas that serve this cache on one cluster, as the caller read them. A cluster
-    with none is absent from the mapping: its cache alone gates it."""
-
-    ready_since: float | None  # all of them Ready on the new commit since then; None: not (yet)
-    not_ready_since: float | None  # the earliest one on the new commit not Ready since then
-    reason: str = ""  # why that one is not Ready
 
 
 @dataclass(frozen=True)
@@ -209,9 +204,28 @@ class Decision:
         """The Progressing condition's reason when the rollout holds it; "" otherwise."""
         return REASONS.get(self.status.phase, "") if self.status else ""
 
+    def hold(self, cluster: str) -> tuple[str, str] | None:
+        """Why a target the rollout does not let start keeps what it has, as its report's
+        (reason, message); None for one that may start or is rolled back now."""
+        if self.status is None or cluster in self.may_start or cluster in self.roll_back:
+            return None
+        state = self.status
+        wave = next((w.name for w in self.assignment.waves if cluster in w.clusters), IMPLICIT_WAVE)
+        if state.phase == PAUSED:
+            return reasons.RolloutPaused, (f"waits for wave {wave}: the rollout is paused at wave {state.wave}; "
+                                           f"set spec.rollout.promote to {state.wave} to go on")
+        if state.phase == HALTED:
+            return reasons.RolloutHalted, (f"kept on what it has: the rollout halted at wave {state.wave} "
+                                           "(status.rollout.message says why)")
+        if state.phase == ROLLED_BACK:
+            return reasons.RolledBack, (f"kept on {state.previous_commit[:10]}: the rollout rolled back at wave "
+                                        f"{state.wave} (status.rollout.message says why)")
+        return "", f"waits for wave {wave}: the rollout is at wave {state.wave}"
+
 
 def decide(targets: Sequence[Target], settings: RolloutSpec, observed: Mapping[str, dict | None],
-           replicas: Mapping[str, Replicas], previous: Any, resolved: Mapping, now: float) -> Decision:
+           replicas: Mapping[str, Replicas], previous: Any, resolved: Mapping, now: float,
+           roll_back_blocked: str = "") -> Decision:
     """Where the rollout of the `resolved` content stands and what may move now.
 
     observed: each target's hydration by cluster name; previous: the last status.rollout as
@@ -219,7 +233,9 @@ def decide(targets: Sequence[Target], settings: RolloutSpec, observed: Mapping[s
     there is no status.rollout. A rollout of other content than `previous` starts afresh at
     the first wave; previousCommit is then the commit most targets serve other than the new
     one. A Halted or RolledBack rollout resumes when spec.rollout.restartedAt changes (from its
-    wave, or from the first after a rollback); a Complete one stays Complete.
+    wave, or from the first after a rollback); a Complete one stays Complete, and latches
+    when it completed. roll_back_blocked: why the source cannot go back (its hydrations read
+    the cache's current manifest); a Rollback then halts and says so.
     """
     names = frozenset(t.name for t in targets)
     if not settings.waves:
@@ -243,7 +259,9 @@ def decide(targets: Sequence[Target], settings: RolloutSpec, observed: Mapping[s
     gates = tuple(gate(w, by_name, hydrations, replicas, settings, now, state.resumed) for w in waves)
     on_commit = frozenset(n for n, h in hydrations.items() if h.on_commit)
     if state.phase in (PROGRESSING, PAUSED):
-        state, index = advanced(state, index, assignment, gates, settings, on_commit)
+        state, index = advanced(state, index, assignment, gates, settings, on_commit, roll_back_blocked)
+    if state.phase == COMPLETE and state.completed is None:
+        state = replace(state, completed=now)
     touched = on_commit if state.phase == ROLLED_BACK else frozenset()
     may_start = {COMPLETE: names, HALTED: on_commit, ROLLED_BACK: frozenset()}.get(
         state.phase, on_commit | {n for w in waves[:index + 1] for n in w.clusters})
@@ -267,26 +285,30 @@ def started(assignment: Assignment, hydrations: Mapping[str, Hydration], setting
     an earlier rollout."""
     served = Counter(h.serving for h in hydrations.values() if h.serving and h.serving != resolved["commit"])
     previous = min(served, key=lambda c: (-served[c], c), default="")
+    _, digest, size = next((hydrations[n].content for n in sorted(hydrations)
+                            if previous and hydrations[n].content[0] == previous and hydrations[n].content[1]),
+                           ("", "", 0))
     return RolloutStatus(commit=resolved["commit"], manifest_digest=resolved["manifestDigest"],
-                         previous_commit=previous, phase=PROGRESSING, wave=assignment.waves[0].name,
-                         waves=(), started=now,
-                         resumed=None, restarted_at=settings.restarted_at, stale_promote=settings.promote,
-                         summary="", message="")
+                         previous_commit=previous, previous_manifest_digest=digest, previous_bytes=size,
+                         phase=PROGRESSING, wave=assignment.waves[0].name, waves=(), started=now,
+                         resumed=None, completed=None, restarted_at=settings.restarted_at,
+                         stale_promote=settings.promote, summary="", message="")
 
 
 def advanced(state: RolloutStatus, index: int, assignment: Assignment, gates: Sequence[Gate],
-             settings: RolloutSpec, on_commit: frozenset[str]) -> tuple[RolloutStatus, int]:
+             settings: RolloutSpec, on_commit: frozenset[str], roll_back_blocked: str) -> tuple[RolloutStatus, int]:
     """From the current wave on: past every wave done (and promoted, if it pauses), up to the
     first that waits, pauses or failed, or to the end (Complete). A failure halts, or rolls
-    back when asked to and there is a commit to go back to."""
+    back when asked to and there is content to go back to."""
     waves = assignment.waves
     while index < len(waves):
         wave, verdict = waves[index], gates[index]
         if verdict.verdict == FAILED:
-            rollback = settings.rollback and bool(state.previous_commit)
+            blocker = rollback_blocker(state, roll_back_blocked) if settings.rollback else ""
+            rollback = settings.rollback and not blocker
             phase = ROLLED_BACK if rollback else HALTED
             return replace(state, phase=phase, message=failure_message(
-                state, wave, verdict, settings, on_commit if rollback else frozenset())), index
+                state, wave, verdict, blocker, on_commit if rollback else frozenset())), index
         if verdict.verdict != DONE:
             return replace(state, phase=PROGRESSING), index
         if wave.pause and not promoted(wave, settings, state):
@@ -299,13 +321,24 @@ def promoted(wave: Wave, settings: RolloutSpec, state: RolloutStatus) -> bool:
     return settings.promote == wave.name and settings.promote != state.stale_promote
 
 
+def rollback_blocker(state: RolloutStatus, blocked: str) -> str:
+    """Why a Rollback cannot compose the previous content; "" when it can."""
+    if not state.previous_commit:
+        return "no commit was served before this one"
+    if not state.previous_manifest_digest:
+        return (f"the content of {state.previous_commit[:10]} is unknown (no target's hydration was pinned "
+                "to it when the rollout started)")
+    return blocked
+
+
 # --- what a person reads ----------------------------------------------------------------------
 
 
-def failure_message(state: RolloutStatus, wave: Wave, verdict: Gate, settings: RolloutSpec,
+def failure_message(state: RolloutStatus, wave: Wave, verdict: Gate, blocker: str,
                     roll_back: frozenset[str]) -> str:
     """Latched while the rollout stays stopped: the wave, the failed clusters, the first
-    failure's cause, what happens to the clusters on the new commit, and what to do."""
+    failure's cause, what happens to the clusters on the new commit (blocker: why a Rollback
+    halted instead), and what to do."""
     first = verdict.failed[0]
     failed = [f.cluster for f in verdict.failed]
     said = (f"wave {wave.name} failed on {messages.counted(len(failed), 'cluster')} "
@@ -314,8 +347,9 @@ def failure_message(state: RolloutStatus, wave: Wave, verdict: Gate, settings: R
         return reasons.with_remedy(
             f"{said}. Rolled back: {messages.counted(len(roll_back), 'cluster')} on {state.commit[:10]} "
             f"({messages.named(sorted(roll_back))}) return to {state.previous_commit[:10]}", reasons.RolledBack)
-    if settings.rollback:
-        said += "; spec.rollout.onFailure is Rollback but no commit was served before this one, so it halted"
+    if blocker:
+        said += (f"; spec.rollout.onFailure is Rollback but {blocker}, so it halted (revert the source "
+                 "to go back, or set spec.rollout.onFailure to Halt)")
     return reasons.with_remedy(f"{said}. No further wave starts", reasons.RolloutHalted)
 
 

@@ -115,7 +115,9 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
 
     A hydration still pinned to other content (queued for a rollout slot, or re-pinned in
     this very call) is Pending: its Ready speaks of a snapshot the replicas of the
-    resolved commit cannot use. What it can still serve is in serving_commit.
+    resolved commit cannot use. So is one pinned to it whose status still speaks of other
+    content (status.resolved.commit: re-pinned, its own composer has not run since). What it
+    can still serve is in serving_commit.
     """
     report = ClusterReport(target.name, bytes_total=resolved_bytes)
     if target.cluster is None:
@@ -136,7 +138,9 @@ def report_of(target: Target, observed: dict | None, resolved_bytes: int,
     status = read.mapping_at(observed, "status")
     progress = read.mapping_at(status, "progress")
     phase = status.get("phase")
-    report.phase = phase if phase in PHASES else "Pending"
+    shown = read.get_path(status, "resolved.commit")
+    stale = shown is not None and shown != resolved.get("commit")
+    report.phase = phase if phase in PHASES and not (stale and phase == "Ready") else "Pending"
     report.bytes_total = max(0, read.as_int(progress.get("bytesTotal"), resolved_bytes)) \
         or resolved_bytes
     report.bytes_done = (report.bytes_total if report.phase == "Ready"

@@ -113,11 +113,14 @@ class RolloutStatus:
     commit: str
     manifest_digest: str
     previous_commit: str
+    previous_manifest_digest: str  # with previous_bytes, the content a Rollback composes; "" unknown
+    previous_bytes: int
     phase: str
     wave: str
     waves: tuple[WaveCount, ...]
     started: float  # seconds since the epoch
     resumed: float | None  # when restartedAt last resumed it
+    completed: float | None  # when the last wave was done
     restarted_at: str
     stale_promote: str
     summary: str
@@ -139,12 +142,15 @@ class RolloutStatus:
             commit=value["commit"],
             manifest_digest=messages.clipped(value.get("manifestDigest") or "", 128),
             previous_commit=previous if shapes.is_resolved_commit(previous) else "",
+            previous_manifest_digest=messages.clipped(value.get("previousManifestDigest") or "", 128),
+            previous_bytes=max(0, read.as_int(value.get("previousBytes"))),
             phase=value["phase"],
             wave=messages.clipped(value.get("wave") or "", shapes.DNS_LABEL_MAX),
             waves=tuple(WaveCount.of(row) for row in (rows if isinstance(rows, list) else [])[:STATUS_WAVES_MAX]
                         if isinstance(row, dict)),
             started=started,
             resumed=times.seconds_of(value.get("resumedTime")),
+            completed=times.seconds_of(value.get("completedTime")),
             restarted_at=messages.clipped(value.get("restartedAt") or "", 64),
             stale_promote=messages.clipped(value.get("stalePromote") or "", shapes.DNS_LABEL_MAX),
             summary=messages.clipped(value.get("summary") or ""),
@@ -154,9 +160,11 @@ class RolloutStatus:
     def as_status(self) -> dict:
         return {
             "commit": self.commit, "manifestDigest": self.manifest_digest,
-            "previousCommit": self.previous_commit, "phase": self.phase, "wave": self.wave,
+            "previousCommit": self.previous_commit, "previousManifestDigest": self.previous_manifest_digest,
+            "previousBytes": self.previous_bytes, "phase": self.phase, "wave": self.wave,
             "waves": [w.as_status() for w in self.waves], "startedTime": times.time_at(self.started),
             **({"resumedTime": times.time_at(self.resumed)} if self.resumed is not None else {}),
+            **({"completedTime": times.time_at(self.completed)} if self.completed is not None else {}),
             "restartedAt": self.restarted_at, "stalePromote": self.stale_promote,
             "summary": self.summary, "message": self.message,
         }
