@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import datetime
 import json
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +37,7 @@ from fleetcache import messages
 from fleetcache.apis.documents import load_documents
 from fleetcache.apis.xrds import Violation, Xrd, xrd_for_kind, xrd_schemas
 from fleetcache.devtools import manifests
-from fleetcache.functions import read
+from fleetcache.functions import read, times
 from fleetcache.functions import server as function_server
 from fleetcache.functions.k8s import objects
 
@@ -52,6 +53,7 @@ SYSTEM_CONDITION_TYPES = frozenset({"Ready", "Synced", "Healthy", "UpToDate", "R
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # 5,000 clusters make a request of about 10 MB
 GRPC_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+Clock = Callable[[], datetime.datetime]  # the control plane's: what stamps a condition
 
 
 class RenderError(ValueError):
@@ -295,12 +297,13 @@ class FunctionRunner(Protocol):
 
 
 def run_pipeline(stub: FunctionRunner, composite: dict, composition: dict,
-                 observed: list[dict] | None = None, required: list[dict] | None = None
-                 ) -> Rendered:
+                 observed: list[dict] | None = None, required: list[dict] | None = None,
+                 clock: Clock = function_server.utc_now) -> Rendered:
     """Run every step as Crossplane's FunctionComposer does (composition_functions.go): each
     step observes the composite as it is and gets the desired state and context the last one
     returned; a fatal result stops the pipeline with the composite unchanged (the conditions
-    reported so far are kept); a step whose requirements do not settle raises PipelineError."""
+    reported so far are kept); a step whose requirements do not settle raises PipelineError.
+    `clock` is the control plane's: it stamps the conditions (a simulation passes its own)."""
     observed_by_key = {}
     for res in observed or []:
         key = (res.get("metadata", {}).get("annotations", {}) or {}).get(RESOURCE_NAME_ANNOTATION)
@@ -332,7 +335,7 @@ def run_pipeline(stub: FunctionRunner, composite: dict, composition: dict,
             ttl = step_ttl
         desired, context = rsp.desired, rsp.context
     return Rendered(
-        composite=status_after(composite, desired, conditions),
+        composite=status_after(composite, desired, conditions, clock()),
         resources=[composed(composite, key, desired.resources[key])
                    for key in sorted(desired.resources)],
         results=results,
@@ -383,30 +386,46 @@ def reported_conditions(rsp: fnv1.RunFunctionResponse) -> list[dict]:
     return out
 
 
-def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse) -> dict:
-    """The XR's status after one response (`status_after` with its conditions)."""
-    return status_after(composite, rsp.desired, reported_conditions(rsp))
+def merge_status(composite: dict, rsp: fnv1.RunFunctionResponse,
+                 now: datetime.datetime | None = None) -> dict:
+    """The XR's status after one response (`status_after` with its conditions, stamped
+    `now`, else the wall clock's)."""
+    return status_after(composite, rsp.desired, reported_conditions(rsp),
+                        now or function_server.utc_now())
 
 
-def status_after(composite: dict, desired: fnv1.State, conditions: list[dict]) -> dict:
+def status_after(composite: dict, desired: fnv1.State, conditions: list[dict],
+                 now: datetime.datetime) -> dict:
     """The XR's status after a pipeline, as Crossplane's server-side apply leaves it: the
     fields the pipeline wrote, replacing the ones it wrote before (a field it no longer
-    writes is removed), and the conditions, which are merged by type; Ready as the last
-    desired composite says."""
+    writes is removed), and the conditions, which are merged by type (`stamped`); Ready as
+    the last desired composite says."""
     out = copy.deepcopy(composite)
     written = function_server.plain(resource.struct_to_dict(desired.composite.resource))
     previous = out.get("status", {}).get("conditions", [])
     out["status"] = {**written.get("status", {}), "conditions": previous}
     merged = {c["type"]: c for c in previous}
-    merged.update({c["type"]: c for c in conditions})
+    told = list(conditions)
     if desired.composite.ready != fnv1.READY_UNSPECIFIED:
         ready = desired.composite.ready == fnv1.READY_TRUE
-        merged["Ready"] = {"type": "Ready", "status": "True" if ready else "False",
-                           "reason": "Available" if ready else "Creating"}
+        told.append({"type": "Ready", "status": "True" if ready else "False",
+                     "reason": "Available" if ready else "Creating"})
+    merged.update({c["type"]: stamped(c, merged.get(c["type"]), now) for c in told})
     out["status"]["conditions"] = [merged[k] for k in sorted(merged)]
     if not out["status"]["conditions"]:
         del out["status"]["conditions"]
     return out
+
+
+def stamped(condition: dict, before: dict | None, now: datetime.datetime) -> dict:
+    """A condition as Crossplane sets it: stamped `now` (composition_functions.go gives every
+    returned condition metav1.Now()), unless the one it replaces has the same type, status,
+    reason and message, which is kept, its time with it (apis/core/v2/condition.go
+    Condition.Equal, ConditionedStatus.SetConditions)."""
+    if before is not None and all(before.get(k, "") == condition.get(k, "")
+                                  for k in ("type", "status", "reason", "message")):
+        return before
+    return {**condition, "lastTransitionTime": times.format_time(now)}
 
 
 def composed(composite: dict, key: str, desired: fnv1.Resource) -> dict:

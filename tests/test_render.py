@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import pytest
@@ -605,3 +606,61 @@ def test_only_without_kind_and_name_exits_2_before_rendering():
     assert (code, docs) == (2, [])
     assert err == ("fleetcache render: --only 'qwen3-chat-0-b622c': expected KIND/NAME, e.g. "
                    "ModelReplica/qwen3-chat-0-b622c\n")
+
+
+# --- conditions stamped as Crossplane stamps them -------------------------------------------
+
+EARLIER = datetime.datetime(2026, 5, 1, 12, 0, tzinfo=datetime.UTC)
+LATER = EARLIER + datetime.timedelta(minutes=7)
+ONE_STEP = {"spec": {"pipeline": [{"step": "compose"}]}}
+STATUS = {"True": fnv1.STATUS_CONDITION_TRUE, "False": fnv1.STATUS_CONDITION_FALSE}
+
+
+class Reporting:
+    """A function that returns `condition` (type, status, reason, message) and Ready."""
+
+    def __init__(self, *condition: str) -> None:
+        self.condition = condition
+
+    def RunFunction(self, request: fnv1.RunFunctionRequest, timeout: float  # noqa: N802 - the stub's name
+                    ) -> fnv1.RunFunctionResponse:
+        kind, status, reason, message = self.condition
+        rsp = fnv1.RunFunctionResponse(desired=request.desired)
+        rsp.desired.composite.ready = fnv1.READY_TRUE
+        rsp.conditions.add(type=kind, status=STATUS[status], reason=reason, message=message)
+        return rsp
+
+
+def rendered_at(now: datetime.datetime, composite: dict, *condition: str) -> dict:
+    """The composite after one render at `now` whose function returns `condition`."""
+    return render.run_pipeline(Reporting(*condition), composite, ONE_STEP, clock=lambda: now).composite
+
+
+def transition_times(composite: dict) -> dict[str, str]:
+    return {c["type"]: c["lastTransitionTime"] for c in composite["status"]["conditions"]}
+
+
+HYDRATED = ("Hydrated", "False", "HydrationFailed", "digest mismatch")
+XR = {"apiVersion": "fleetcache.dev/v1alpha1", "kind": "ModelCacheHydration",
+      "metadata": {"name": "qwen-gpu-east-1"}}
+
+
+def test_a_returned_condition_is_stamped_with_the_renders_clock():
+    assert transition_times(rendered_at(EARLIER, XR, *HYDRATED)) == {
+        "Hydrated": "2026-05-01T12:00:00Z", "Ready": "2026-05-01T12:00:00Z"}
+
+
+def test_a_condition_returned_unchanged_keeps_its_transition_time():
+    again = rendered_at(LATER, rendered_at(EARLIER, XR, *HYDRATED), *HYDRATED)
+    assert transition_times(again) == {"Hydrated": "2026-05-01T12:00:00Z",
+                                       "Ready": "2026-05-01T12:00:00Z"}
+
+
+@pytest.mark.parametrize("changed", [("Hydrated", "True", "HydrationFailed", "digest mismatch"),
+                                     ("Hydrated", "False", "Hydrating", "digest mismatch"),
+                                     ("Hydrated", "False", "HydrationFailed", "timed out")],
+                         ids=["status", "reason", "message"])
+def test_a_condition_whose_status_reason_or_message_changed_is_stamped_anew(changed):
+    again = rendered_at(LATER, rendered_at(EARLIER, XR, *HYDRATED), *changed)
+    assert transition_times(again) == {"Hydrated": "2026-05-01T12:07:00Z",
+                                       "Ready": "2026-05-01T12:00:00Z"}

@@ -85,6 +85,11 @@ def condition(control: ControlPlane, kind: str) -> dict:
     return read.condition_of(control.xrs[KEY], kind)
 
 
+def untimed(condition: dict) -> dict:
+    """A condition without the time Crossplane stamps it with."""
+    return {k: v for k, v in condition.items() if k != "lastTransitionTime"}
+
+
 def test_a_reconcile_that_composes_is_synced():
     assert condition(plane(Function()), "Synced") == {
         "type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
@@ -99,17 +104,25 @@ def test_a_fatal_result_is_synced_false_with_crossplanes_message():
 
 def test_a_fatal_result_turns_every_condition_the_step_did_not_report_unknown():
     control = broken(Function(report_on_fatal=("Resolved",)))
-    assert condition(control, "Available") == {
+    assert untimed(condition(control, "Available")) == {
         "type": "Available", "status": "Unknown", "reason": "FatalError",
         "message": FATAL_ERROR_MESSAGE}
-    assert condition(control, "Resolved") == {
+    assert untimed(condition(control, "Resolved")) == {
         "type": "Resolved", "status": "False", "reason": "Refused"}
 
 
+def test_a_fatal_result_stamps_the_conditions_it_turned_unknown():
+    available = condition(broken(Function()), "Available")
+    assert available["status"] == "Unknown" and available["lastTransitionTime"].endswith("Z")
+
+
 def test_a_fatal_result_leaves_ready_and_the_status_fields_as_they_were():
-    control = broken(Function())
-    assert condition(control, "Ready") == {"type": "Ready", "status": "True",
-                                           "reason": "Available"}
+    control = plane(Function())
+    ready = condition(control, "Ready")
+    control.apply({**control.xrs[KEY], "spec": {"broken": True}})
+    control.reconcile_all()
+    assert (ready["status"], ready["reason"]) == ("True", "Available")
+    assert condition(control, "Ready") == ready  # its lastTransitionTime too
     assert control.xrs[KEY]["status"]["summary"] == "1/1"
 
 

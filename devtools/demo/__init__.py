@@ -218,7 +218,8 @@ class Watch:
                 and last.required == answered(last.requirements, required):
             return rendering.Rendered(**json.loads(last.rendered)), False
         recorder = Recorder(self.stub)
-        rendered = rendering.run_pipeline(recorder, composite, composition, observed, required)
+        rendered = rendering.run_pipeline(recorder, composite, composition, observed, required,
+                                          clock=self.clock.now)
         requirements = tuple(recorder.requirements)
         self.last[key] = Render(inputs, requirements, answered(requirements, required),
                                 json.dumps(asdict(rendered), default=str), now)

@@ -11,6 +11,7 @@ clusters behind it."""
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -233,12 +234,13 @@ class ControlPlane:
         nothing else: Ready and the status fields stay as they were. A Warning event says it."""
         error = f"{COMPOSE_FAILED}: {error}"
         status = xr.setdefault("status", {})
+        now = self.provider.timing.clock.now() if self.provider.timing else datetime.datetime.now(datetime.UTC)
         conditions = {c["type"]: c for c in status.get("conditions", [])}
-        conditions.update({c["type"]: c for c in reported})
+        conditions.update({c["type"]: rendering.stamped(c, conditions.get(c["type"]), now) for c in reported})
         told = {c["type"] for c in reported}
         for kind in sorted(set(conditions) - told - rendering.SYSTEM_CONDITION_TYPES):
-            conditions[kind] = {"type": kind, "status": "Unknown", "reason": FATAL_ERROR,
-                                "message": FATAL_ERROR_MESSAGE}
+            conditions[kind] = rendering.stamped({"type": kind, "status": "Unknown", "reason": FATAL_ERROR,
+                                                  "message": FATAL_ERROR_MESSAGE}, conditions[kind], now)
         status["conditions"] = list(conditions.values())
         xr["status"] = with_condition(status, reconcile_error(error))
         self.events.append(Event(xr["kind"], xr["metadata"]["name"], error))

@@ -249,7 +249,8 @@ class Functions:
                 and last.answered == answered(last.requirements, required):
             return rendering.Rendered(**json.loads(last.rendered))
         self.requirements = []
-        rendered = rendering.run_pipeline(self, composite, composition, observed, required)
+        rendered = rendering.run_pipeline(self, composite, composition, observed, required,
+                                          clock=self.clock.now)
         requirements = tuple(self.requirements)
         self.last[key] = Render(inputs, answered(requirements, required), requirements,
                                 json.dumps(vars(rendered)), now)
