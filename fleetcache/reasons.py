@@ -479,6 +479,13 @@ PreviousCommitHydrationFailed = Reason(
     where=PLACEMENT,
     remedy="The new commit failed to hydrate on the cluster, which keeps serving its previous commit from the cache: "
            "fix the cause on the ModelCacheHydration (kubectl get modelcachehydrations).")
+PreviousCommitHeldByRollout = Reason(
+    "PreviousCommitHeldByRollout",
+    where=PLACEMENT,
+    remedy="None: the ModelCache rolls its new commit out in waves and keeps this cluster on the commit it served "
+           "before (its wave has not started, the rollout halted before it, or rolled it back), so the replica serves "
+           "that commit, from the cache once it is Ready there; it moves when the cluster's wave starts and the new "
+           "commit is Ready there (kubectl get modelcache: the ROLLOUT column, status.rollout.message).")
 NodeReady = Reason(
     "NodeReady",
     where=PLACEMENT + "; ModelReplica `status.deliveryReason`",

@@ -437,3 +437,54 @@ def test_the_applicationset_rolls_out_region_by_region_in_waves():
     assert appset["spec"]["strategy"]["type"] == "RollingSync"
     assert len(steps) == len(regions) == 2
     assert appset["spec"]["template"]["metadata"]["labels"]["fleetcache.dev/wave"] == "{{.wave}}"
+
+
+# --- a ModelCache rolling out in waves (status.rollout, issue 21) ---------------------------
+
+
+def rolling_out(cache: dict, phase: str, message: str = "", summary: str = "") -> dict:
+    """`cache` with status.rollout in `phase`, as compose-model-cache writes it."""
+    cache = copy.deepcopy(cache)
+    cache["status"]["rollout"] = {"commit": "4f1c2b0d9e8a7c6b5a493827161504f3e2d1c0b9",
+                                  "phase": phase, "wave": "canary", "summary": summary,
+                                  "message": message}
+    return cache
+
+
+def healthy_cache(health, rounds: list[dict]) -> dict:
+    return next(c for c in reversed(states(rounds, "ModelCache")) if health(c)[0] == "Healthy"
+                and read.condition_of(c, "Available").get("status") == "True")
+
+
+def test_a_rollout_paused_at_a_wave_is_suspended_with_its_message(health, demo_rounds):
+    paused = rolling_out(healthy_cache(health, demo_rounds), "Paused",
+                         "paused at canary: set spec.rollout.promote to canary")
+    assert health(paused) == ("Suspended", "paused at canary: set spec.rollout.promote to canary")
+
+
+@pytest.mark.parametrize("phase", ["Halted", "RolledBack"])
+def test_a_rollout_stopped_by_a_failure_is_degraded_with_its_message(health, demo_rounds, phase):
+    message = "wave canary failed: gpu-east-1 (DigestMismatch)"
+    stopped = rolling_out(healthy_cache(health, demo_rounds), phase, message)
+    assert health(stopped) == ("Degraded", message)
+
+
+def test_a_stopped_rollout_says_its_summary_when_it_has_no_message(health, demo_rounds):
+    halted = rolling_out(healthy_cache(health, demo_rounds), "Halted", summary="halted at canary")
+    assert health(halted) == ("Degraded", "halted at canary")
+
+
+def test_a_rollout_in_progress_is_progressing_with_the_rollout_message(health, demo_rounds):
+    progressing = rolling_out(healthy_cache(health, demo_rounds), "Progressing",
+                              "wave early: waiting for gpu-west-2", "wave 2/4")
+    assert health(progressing) == ("Progressing", "wave early: waiting for gpu-west-2")
+
+
+def test_a_rollout_in_progress_on_a_degraded_cache_stays_degraded(health, demo_rounds):
+    degraded = last_of(demo_rounds, "ModelCache", "tiny-chat")
+    assert health(rolling_out(degraded, "Progressing", "wave 2/4")) == health(degraded)
+
+
+def test_a_complete_rollout_leaves_the_health_to_the_caches_own_rules(health, demo_rounds):
+    for cache in (healthy_cache(health, demo_rounds), last_of(demo_rounds, "ModelCache", "tiny-chat")):
+        assert health(rolling_out(cache, "Complete", "complete", "complete")) == health(cache)

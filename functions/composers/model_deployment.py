@@ -17,7 +17,9 @@ Lifecycle, top to bottom:
    a cluster whose cache is not Ready on the resolved commit but still holds a verified
    earlier one (its servingCommit) keeps serving that one from the cache, and that on a
    cluster holding the cache on tier Node, Node delivery (the node's own copy) is tried
-   before the volume (decisions/delivery.py, decisions/node_delivery.py);
+   before the volume, and that while the cache rolls out in waves (status.rollout, not
+   Complete) a cluster it holds on earlier content serves that content's commit
+   (decisions/delivery.py, decisions/node_delivery.py);
 4. compose one ModelReplica per placed replica, carrying only what is its own (index,
    cluster, delivery, model, cache mount) and the digest of the engine: the replica reads
    the shared spec.engine from this ModelDeployment, so 1,000 replicas of a large engine
@@ -49,10 +51,14 @@ from fleetcache.functions.views.hydration import report_of
 from fleetcache.functions.views.model_replica import Engine, Previous
 from fleetcache.functions.views.node_tier import NodeTier
 from fleetcache.functions.views.served_model import (
+    Content,
     Files,
     Model,
     cache_targets,
+    held_content,
+    held_report,
     hydrations_by_cluster,
+    rolling_out,
     text_at,
     volume_name,
 )
@@ -108,8 +114,9 @@ def read_spec(spec: Any) -> DeploymentSpec:
 def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protocol.Outcome) -> Model:
     """The model from model.huggingFace, or from the ModelCache's status.resolved with each
     target cluster's standing read from its ModelCacheHydration (report_of, the
-    reading the ModelCache itself does); a missing cache falls back to the model this
-    deployment last served (status.model), if any."""
+    reading the ModelCache itself does; while the cache rolls out in waves, a cluster held
+    on earlier content is read against that content); a missing cache falls back to the
+    model this deployment last served (status.model), if any."""
     if spec.cache_name is None:
         return Model(spec.repo or "", spec.revision, "")
     cache = next((c for c in request.required.get(MODEL_CACHE_KEY) or []
@@ -134,10 +141,17 @@ def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protoco
     hydrated = hydrations_by_cluster(spec.cache_name, request.required.get(HYDRATIONS_KEY) or [],
                                      resolved)
     targets, node_tiers, volumes = {}, {}, {}
+    held: dict[str, Content] = {}
+    rolling = rolling_out(cache)
     for target in cache_targets(cache, request.required.get(FLEET_CLUSTERS_KEY) or [], hydrated):
         hydration = hydrated.get(target.name)
-        targets[target.name] = report_of(
-            target, hydration, read.as_int(resolved.get("bytes")), resolved, seen_as)
+        content = held_content(hydration, resolved) if rolling else None
+        if content is not None:
+            held[target.name] = content
+            targets[target.name] = held_report(target, hydration, content, seen_as)
+        else:
+            targets[target.name] = report_of(
+                target, hydration, read.as_int(resolved.get("bytes")), resolved, seen_as)
         if claim := volume_name(hydration):
             volumes[target.name] = claim
         tier = NodeTier.of(hydration)
@@ -149,7 +163,7 @@ def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protoco
     return Model(repo, text_at(resolved, "revision") or text_at(hf, "revision") or "main",
                  text_at(resolved, "commit"), spec.cache_name, True, targets,
                  digest if shapes.is_sha256(digest) else "", node_tiers,
-                 files, volumes, from_hub)
+                 files, volumes, from_hub, held)
 
 
 def previous_replicas(request: protocol.Request) -> dict[int, Previous]:
@@ -222,7 +236,7 @@ def model_replica(request: protocol.Request, engine_digest: str, model: Model,
     if placement.delivery in ("Node", "Cache", "Source"):
         replica_spec["model"] = {
             "repo": model.repo, "revision": model.revision,
-            "commit": model.commit if placement.delivery == "Source" else placement.commit}
+            "commit": placement.commit}
         replica_spec["engineDigest"] = engine_digest
     if placement.delivery == "Cache":
         replica_spec["cache"] = model.cache_mount(cluster, placement.commit)
@@ -295,6 +309,7 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
 
     ready = sum(1 for p in placed if p.ready)
     previous = sum(1 for p in placed if p.previous_commit)
+    held = sum(1 for p in placed if p.reason == reasons.PreviousCommitHeldByRollout)
     desired = spec.replicas
     outcome.status = {
         "replicas": {"desired": desired, "scheduled": len(placed), "ready": ready,
@@ -349,8 +364,12 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
         outcome.condition("ModelCacheResolved", False, reasons.ModelCacheNotFound, reasons.with_remedy(
             f"{missing_cache}; {doing}", reasons.ModelCacheNotFound))
     elif model.commit:
-        stale = (f"; {messages.counted(previous, 'replica')} still on a previous commit from "
-                 f"the cluster's cache until this one is Ready there") if previous else ""
+        hydrating = previous - held
+        stale = "".join([
+            f"; {messages.counted(hydrating, 'replica')} still on a previous commit from the "
+            "cluster's cache until this one is Ready there" if hydrating else "",
+            f"; {messages.counted(held, 'replica')} on a previous commit while the "
+            "ModelCache's rollout in waves holds their cluster (status.rollout)" if held else ""])
         outcome.condition("ModelCacheResolved", True, reasons.Resolved,
                           f"ModelCache {model.cache_name}: {model.repo}@{model.revision} is "
                           f"commit {model.commit}{stale}")

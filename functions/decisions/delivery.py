@@ -3,13 +3,15 @@ Fail, by the table of DESIGN.md §3 and spec.delivery, with the additions of
 design/deployments.md: a cluster whose cache is not Ready on the resolved commit but still
 holds a verified earlier one (its servingCommit) keeps serving that one from the cache; on a
 cluster holding the cache on tier Node, Node delivery (the node's own copy) is weighed before
-the volume (decisions/node_delivery.py); and a model no engine loads from its source (an S3
-prefix, a volume's own files) waits where the table says Source."""
+the volume (decisions/node_delivery.py); a model no engine loads from its source (an S3
+prefix, a volume's own files) waits where the table says Source; and on a cluster the cache's
+rollout in waves holds on earlier content, the table runs on that content (its commit is the
+one served, from the cache or the source) and says the rollout is why."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fleetcache import messages, reasons, shapes
 from fleetcache.functions.decisions import node_delivery
@@ -17,7 +19,11 @@ from fleetcache.functions.decisions.node_delivery import NodePolicy
 from fleetcache.functions.views.hydration import ClusterReport
 from fleetcache.functions.views.model_replica import Previous
 from fleetcache.functions.views.node_tier import NodeTier
-from fleetcache.functions.views.served_model import Model
+from fleetcache.functions.views.served_model import Content, Model
+
+# What the table says of the cache's standing on the content a replica serves; on a cluster the
+# rollout holds, that content is an earlier commit, and the rollout is why it serves that one.
+SAID_OF_THE_CACHE = (reasons.CacheReady, reasons.Hydrating, reasons.HydrationFailed)
 
 
 @dataclass(frozen=True)
@@ -53,13 +59,17 @@ def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) 
     chosen = by_table(model, cluster, policy, before)
     if chosen.delivery == "Source" and not model.from_source:
         return Delivery("Wait", chosen.reason, "")
+    if cluster in model.held and chosen.delivery in ("Cache", "Source") \
+            and chosen.reason in SAID_OF_THE_CACHE:
+        return replace(chosen, reason=reasons.PreviousCommitHeldByRollout)
     return chosen
 
 
 def by_table(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
     """One replica's delivery by DESIGN.md §3's table and spec.delivery, with one addition:
     a cluster not Ready on the resolved commit that still holds a verified earlier commit
-    (servingCommit) keeps serving that one from the cache, hydrating or failed alike."""
+    (servingCommit) keeps serving that one from the cache, hydrating or failed alike. On a
+    cluster the rollout holds, "the resolved commit" is the held one (`Model.content_on`)."""
     if model.cache_name is None:
         return Delivery("Source", reasons.NoModelCache, model.commit)
     if not model.cache_found:
@@ -75,12 +85,13 @@ def by_table(model: Model, cluster: str, policy: Policy, before: Previous | None
     running_source = before is not None and before.cluster == cluster \
         and before.delivery == "Source"
     tier = model.node_tiers.get(cluster)
-    if row.phase == "Ready" and model.commit:
+    content = model.content_on(cluster)
+    if row.phase == "Ready" and content.commit:
         if policy.switch_to_cache == "Never" and running_source:
-            return Delivery("Source", reasons.SwitchToCacheNever, model.commit)
-        if tier is not None and model.manifest_digest:
-            return node_or_volume(model, tier, policy, cluster, before)
-        return Delivery("Cache", reasons.CacheReady, model.commit)
+            return Delivery("Source", reasons.SwitchToCacheNever, content.commit)
+        if tier is not None and content.manifest_digest:
+            return node_or_volume(content, tier, policy, cluster, before)
+        return Delivery("Cache", reasons.CacheReady, content.commit)
     kept = kept_on_node(row, tier, policy, before, cluster)
     if kept is not None:
         return kept
@@ -91,23 +102,23 @@ def by_table(model: Model, cluster: str, policy: Policy, before: Previous | None
     if row.phase == "Failed":
         if policy.on_hydration_failure == "Fail":
             return Delivery("Fail", reasons.HydrationFailed, "")
-        return Delivery("Source", reasons.HydrationFailed, model.commit)
+        return Delivery("Source", reasons.HydrationFailed, content.commit)
     if policy.while_hydrating == "Wait":
         return Delivery("Wait", reasons.Hydrating, "")
-    return Delivery("Source", reasons.Hydrating, model.commit)
+    return Delivery("Source", reasons.Hydrating, content.commit)
 
 
-def node_or_volume(model: Model, tier: NodeTier, policy: Policy, cluster: str,
+def node_or_volume(content: Content, tier: NodeTier, policy: Policy, cluster: str,
                    before: Previous | None) -> Delivery:
-    """On a cluster holding the cache on tier Node with its volume Ready: the node copy when
-    a node holds the commit (spec.delivery.node), else the volume, saying why."""
+    """On a cluster holding the cache on tier Node with its volume Ready on `content`: the
+    node copy when a node holds the commit (spec.delivery.node), else the volume, saying why."""
     here = before.delivery if before is not None and before.cluster == cluster else ""
-    choice = node_delivery.choose(tier, model.commit, policy.node, policy.switch_to_cache, here)
+    choice = node_delivery.choose(tier, content.commit, policy.node, policy.switch_to_cache, here)
     if choice.delivery == "Cache":
-        return Delivery("Cache", choice.reason, model.commit, choice.detail)
+        return Delivery("Cache", choice.reason, content.commit, choice.detail)
     reverted = before.reverted_at if before is not None and here == "Node" else ""
-    return Delivery("Node", choice.reason, model.commit, choice.detail,
-                    node_delivery.node_cache_spec(tier, model.commit, model.manifest_digest,
+    return Delivery("Node", choice.reason, content.commit, choice.detail,
+                    node_delivery.node_cache_spec(tier, content.commit, content.manifest_digest,
                                                   policy.node, reverted))
 
 

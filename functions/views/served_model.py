@@ -2,7 +2,9 @@
 ModelCache (status.resolved, spec.source, spec.placement) and the cache's
 ModelCacheHydrations (each target cluster's standing, its claim, its node tier), and what a
 replica is given of it: spec.cache, the claim and the model's directory it mounts
-(`Model.cache_mount`), or while it waits, spec.hydration (`Model.waiting_on`).
+(`Model.cache_mount`), or while it waits, spec.hydration (`Model.waiting_on`). While the
+cache rolls a new commit out in waves (status.rollout), a cluster its rollout keeps on other
+content is read against that content (`held_content`, `held_report`).
 
 compose-model-cache and compose-model-cache-hydration write what is read here; every value
 read is input, cut to size or read as absent when it is not what it should be."""
@@ -10,16 +12,16 @@ read is input, cut to size or read as absent when it is not what it should be.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fleetcache import messages, reasons
+from fleetcache import messages, reasons, shapes
 from fleetcache.apis import specs
 from fleetcache.functions import naming, protocol, read
 from fleetcache.functions.k8s import agent_job
 from fleetcache.functions.views import model_cache as model_cache_view
 from fleetcache.functions.views import placement
-from fleetcache.functions.views.hydration import ClusterReport, pinned_to
+from fleetcache.functions.views.hydration import ClusterReport, pinned_to, report_of
 from fleetcache.functions.views.model_replica import FLAT
 from fleetcache.functions.views.node_tier import NodeTier
 from fleetcache.functions.views.placement import Target
@@ -83,6 +85,15 @@ def volume_name(hydration: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Content:
+    """A commit and the manifest digest that says which of its files: what a hydration is
+    pinned to, and what replicas serve."""
+
+    commit: str
+    manifest_digest: str
+
+
+@dataclass(frozen=True)
 class Model:
     """What the replicas load, and where the cache stands on each of its clusters."""
 
@@ -99,6 +110,15 @@ class Model:
     # An engine can load the model from its source: a Hub repo. An S3 prefix or a volume's
     # own files are nothing an engine loads by name, so where the table says Source, Wait.
     from_source: bool = True
+    # Clusters the cache's rollout in waves keeps on other content than the resolved one
+    # (their wave has not started, or the rollout rolled them back): targets[] reads them
+    # against that content, and their replicas serve it.
+    held: Mapping[str, Content] = field(default_factory=dict)
+
+    def content_on(self, cluster: str) -> Content:
+        """The content replicas on the cluster serve once it is Ready there: the content its
+        hydration is held on, else the resolved one."""
+        return self.held.get(cluster) or Content(self.commit, self.manifest_digest)
 
     def cache_mount(self, cluster: str, commit: str, mount: str = agent_job.CACHE_MOUNT_PATH) -> dict:
         """A Cache replica's spec.cache: the claim the cluster's hydration filled or verified
@@ -133,6 +153,39 @@ class Model:
         if self.cache_name:
             out["modelCacheName"] = self.cache_name
         return out
+
+
+def rolling_out(cache: Mapping) -> bool:
+    """The cache rolls its resolved commit out in waves and has not completed: clusters can be
+    held on other content (status.rollout is absent without spec.rollout.waves)."""
+    rollout = model_cache_view.RolloutStatus.of(read.get_path(cache, "status.rollout"))
+    return rollout is not None and rollout.phase != model_cache_view.COMPLETE
+
+
+def held_content(hydration: Any, resolved: Mapping) -> Content | None:
+    """The content a hydration is pinned to when that is a commit of the resolved repo other
+    than the resolved content; None when it is pinned to the resolved content, names no
+    commit, or fetches another repository (whose snapshot is another model)."""
+    commit = read.get_path(hydration, "spec.commit")
+    if hydration is None or pinned_to(hydration, resolved) or not shapes.is_resolved_commit(commit):
+        return None
+    repo = read.get_path(hydration, "spec.source.huggingFace.repo")
+    if repo is not None and repo != resolved.get("repo"):
+        return None
+    digest = read.get_path(hydration, "spec.manifestDigest")
+    return Content(commit, digest if shapes.is_sha256(digest) else "")
+
+
+def held_report(target: Target, hydration: dict | None, content: Content, repo: str) -> ClusterReport:
+    """Where a held cluster stands on the content its hydration is pinned to. Ready only when
+    the hydration's status speaks of that content (status.resolved): a hydration re-pinned
+    by a rollback reports its old Ready until its composer runs again."""
+    pinned = {"commit": content.commit, "manifestDigest": read.get_path(hydration, "spec.manifestDigest")}
+    report = report_of(target, hydration, max(0, read.as_int(read.get_path(hydration, "spec.bytes"))),
+                       pinned, repo)
+    if report.phase == "Ready" and read.get_path(hydration, "status.resolved.commit") != content.commit:
+        return replace(report, phase="Pending", bytes_done=0, reason="", message="")
+    return report
 
 
 def text_at(mapping: Mapping, key: str) -> str:
