@@ -3,9 +3,10 @@ match it (tests/test_models.py checks every pattern in apis/ has an entry here).
 
 from __future__ import annotations
 
-from fleetcache import quantity
+from fleetcache import quantity, shapes
 
 POSITIVE_QUANTITY = r"^([1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+OCI_REFERENCE = f"^{shapes.OCI_REFERENCE.pattern}$"
 PATTERN_MEANINGS: dict[str, str] = {
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$":
         "a Kubernetes object name (lowercase letters, digits, '-' and '.', starting and "
@@ -23,8 +24,11 @@ PATTERN_MEANINGS: dict[str, str] = {
     r"^https?://[^\s/?#]+(/[^\s?#]*)?$":
         "an http(s) URL without spaces, query or fragment, e.g. https://huggingface.co",
     r"^[0-9a-f]{40}$": "a full commit hash (40 lowercase hex digits)",
-    r"^((s3|vol)-)?[0-9a-f]{40}$": "a resolved commit: 40 lowercase hex digits, after s3- or "
-                                   "vol- for an S3 prefix or a volume's manifest file",
+    r"^((s3|oci|vol)-)?[0-9a-f]{40}$": "a resolved commit: 40 lowercase hex digits, after s3-, "
+                                       "oci- or vol- for an S3 prefix, an OCI artifact or a "
+                                       "volume's manifest file",
+    OCI_REFERENCE: "an OCI reference, registry host first, by tag or digest, e.g. "
+                   "registry.example.com/models/qwen3:v1",
     r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$": "an S3 bucket name (3-63 lowercase letters, digits, "
                                            "'.' and '-', starting and ending with a letter or digit)",
     r"^$|^[^/\s]\S*$": "empty or a relative path without spaces (no leading '/')",

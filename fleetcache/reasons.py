@@ -236,12 +236,13 @@ TokenSecretMissing = Reason(
            "names.")
 CredentialsSecretMissing = Reason(
     "CredentialsSecretMissing",
-    where="ModelCache `Resolved` condition (the S3 source's Secret), `Progressing` condition and "
+    where="ModelCache `Resolved` condition (the S3 or OCI source's Secret), `Progressing` condition and "
           "`status.clusters[].reason` (a mirror's Secret)",
     remedy="Create the Secret named by the field in the message (spec.source.s3.credentialsSecretRef, "
            "spec.distribution.mirror.s3 or regions[].s3 credentialsSecretRef) in this namespace, with the keys it "
            "names (accessKeyIdKey and secretAccessKeyKey, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY by default), "
-           "or fix the name.")
+           "or for spec.source.oci.pullSecretRef a Docker config JSON under its key (.dockerconfigjson by default: "
+           "kubectl create secret docker-registry), or fix the name.")
 HydrationFailed = Reason(
     "HydrationFailed",
     where="ModelCache `Degraded` condition; ModelReplica PHASE under `onHydrationFailure: Fail`; " + PLACEMENT,

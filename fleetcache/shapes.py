@@ -14,10 +14,19 @@ LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")  # a label 
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 LABEL_VALUE_MAX = 63
 GIT_COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hub commit, and a git blob's sha1
-# What status.resolved.commit may be: a Hub commit, or an S3 or volume pin (design/sources.md);
-# safe as a path component.
-RESOLVED_COMMIT = re.compile(r"((s3|vol)-)?[0-9a-f]{40}")
+# What status.resolved.commit may be: a Hub commit, or an S3, OCI or volume pin
+# (design/sources.md); safe as a path component.
+RESOLVED_COMMIT = re.compile(r"((s3|oci|vol)-)?[0-9a-f]{40}")
 S3_COMMIT = re.compile(r"s3-[0-9a-f]{40}")  # an S3 source's pin alone
+# An OCI reference as spec.source.oci.reference takes it: the registry host always (a name
+# with a dot or a port, or localhost, as Docker tells a host from a path; no Docker Hub
+# shorthand), the repository in the distribution spec's grammar, then a tag or a digest
+# (no "latest" assumed).
+OCI_REFERENCE = re.compile(
+    r"([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)+(:[0-9]{1,5})?"
+    r"|localhost(:[0-9]{1,5})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[0-9]{1,5})"
+    r"/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})")
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # an S3 bucket name; ".." in it is refused separately
 

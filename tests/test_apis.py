@@ -376,10 +376,12 @@ def test_model_cache_spec_has_the_designed_fields():
     spec = spec_props("ModelCache")
     assert set(spec) == {"grantRef", "source", "placement", "storage", "rollout", "minReady", "job",
                          "agent", "retention", "distribution"}
-    assert keys_of(spec["source"]) == {"huggingFace", "s3", "volume", "allowPatterns",
+    assert keys_of(spec["source"]) == {"huggingFace", "s3", "oci", "volume", "allowPatterns",
                                        "ignorePatterns"}
     assert keys_of(spec["source"]["properties"]["s3"]) == \
         {"bucket", "prefix", "region", "endpoint", "credentialsSecretRef", "layout"}
+    assert keys_of(spec["source"]["properties"]["oci"]) == \
+        {"reference", "pullSecretRef", "plainHTTP", "layout"}
     assert keys_of(spec["source"]["properties"]["volume"]) == {"claimName", "manifest", "subPath"}
     assert keys_of(spec["distribution"]["properties"]["mirror"]) == \
         {"s3", "onMissing", "regionLabel", "regions"}

@@ -103,7 +103,7 @@ def resolved(xr: dict, data: dict) -> protocol.Outcome:
     {**S3_SOURCE, **VOLUME_SOURCE},
 ])
 def test_a_cache_sets_exactly_one_source(source):
-    with pytest.raises(specs.InputError, match="exactly one of huggingFace, s3 or volume"):
+    with pytest.raises(specs.InputError, match="exactly one of huggingFace, s3, oci or volume"):
         compose(cache(source))
 
 

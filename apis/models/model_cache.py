@@ -545,6 +545,41 @@ class NodeTier(BaseModel):
     ] = None
 
 
+class Oci(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reference: Annotated[
+        str,
+        Field(
+            description='The artifact, registry host first, by tag or by digest: registry.example.com/models/qwen3:v1 or registry.example.com/models/qwen3@sha256:<64 hex>. Docker Hub is docker.io/<namespace>/<name>; no tag means no default: "latest" is not assumed.',
+            max_length=1024,
+            min_length=5,
+            pattern='^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)+(:[0-9]{1,5})?|localhost(:[0-9]{1,5})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[0-9]{1,5})/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$',
+        ),
+    ]
+    pull_secret_ref: Annotated[
+        PullSecretRef | None,
+        Field(
+            alias='pullSecretRef',
+            description='Optional Secret in this namespace with registry credentials in Docker config JSON (a kubernetes.io/dockerconfigjson Secret, as kubectl create secret docker-registry makes). It is copied to a cluster only while a Job there needs it, mounted as a file, and never appears in any status. Unset: anonymous.',
+        ),
+    ] = None
+    plain_http: Annotated[
+        StrictBool | None,
+        Field(
+            alias='plainHTTP',
+            description='Speak plain HTTP to the registry instead of HTTPS (a registry on a trusted private network only: credentials would cross the network in the clear).',
+        ),
+    ] = False
+    layout: Annotated[
+        Literal['HfCache', 'Flat'] | None,
+        Field(
+            description='HfCache (default) stores the files like a Hub repo named oci/<host>/<repository> (the engine gets the snapshot directory in FLEETCACHE_MODEL); Flat keeps plain files, each commit in its own directory commits/<commit> on the volume (FLEETCACHE_MODEL), current -> the latest.'
+        ),
+    ] = 'HfCache'
+
+
 class Placement(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -565,6 +600,30 @@ class Placement(BaseModel):
             min_length=1,
         ),
     ] = None
+
+
+class PullSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the Secret, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    key: Annotated[
+        str | None,
+        Field(
+            description="Key in the Secret's data that holds the Docker config JSON.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = '.dockerconfigjson'
 
 
 class Region(BaseModel):
@@ -976,6 +1035,12 @@ class Source(BaseModel):
         S3 | None,
         Field(
             description="Objects under a prefix of an S3 bucket (or of an S3-compatible store). Resolve pins each object once for the fleet (versionId, else ETag, and a sha256 from S3's checksum or read once); every cluster fetches exactly those versions and verifies every byte."
+        ),
+    ] = None
+    oci: Annotated[
+        Oci | None,
+        Field(
+            description="A model in an OCI registry: a ModelPack artifact (application/vnd.cncf.model.* media types, or the older vnd.cnai.model.*) or an image whose layers hold the model's files. Resolve pins the manifest digest once for the fleet (a tag resolves like a branch) and each file's sha256 from the layer descriptors; every cluster fetches exactly those blobs and verifies every byte."
         ),
     ] = None
     volume: Annotated[

@@ -167,8 +167,8 @@ def resolve(request: protocol.Request, spec: CacheSpec, targets: list[Target],
     if secret_problem:  # the resolve step stays; compose() keeps the hydrations
         objects.carry_over(request, outcome, [k for k in request.observed
                                           if k.startswith(RESOLVE_PREFIX)])
-        reason: str = CREDENTIALS_MISSING if spec.origin.kind == sources.S3 \
-            else reasons.TokenSecretMissing
+        reason: str = reasons.TokenSecretMissing if spec.origin.hub is not None \
+            else CREDENTIALS_MISSING
         return Resolution(None, reason, reasons.with_remedy(secret_problem, reason))
     resolver = next((t.cluster for t in targets if t.ready), None)
     if resolver is None:

@@ -346,13 +346,14 @@ def volume_serves(request: protocol.Request, spec: HydrationSpec, phase: Phase) 
 
 def fetch_args(spec: HydrationSpec, names: Names, namespace: str) -> list[str]:
     """The pinned commit is fetched; `--ref` names it as the revision the ModelCache asked
-    for, so engines given the repo id (and that revision) find it offline. An S3 prefix is
-    fetched from its pinned manifest, an existing volume only verified (decisions/sources.py);
+    for, so engines given the repo id (and that revision) find it offline. An S3 prefix or an
+    OCI artifact is fetched from its pinned manifest, an existing volume only verified
+    (decisions/sources.py);
     with a fleet mirror the fetch publishes to it or reads from it (decisions/mirror.py)."""
     progress = f"{namespace}/{names.progress}"
     if spec.existing_volume:
         return spec.origin.hydrate_args(spec.commit, spec.manifest_digest, progress)
-    if spec.origin.kind == sources.S3:
+    if spec.origin.pinned_manifest:  # an S3 prefix or an OCI artifact: its pinned manifest
         args = spec.origin.hydrate_args(spec.commit, spec.manifest_digest, progress)
     else:
         revision = spec.origin.revision

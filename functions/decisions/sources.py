@@ -1,10 +1,10 @@
-"""Where the weights come from: each kind of spec.source (huggingFace, s3, volume) as the
+"""Where the weights come from: each kind of spec.source (huggingFace, s3, oci, volume) as the
 composers need it — what is resolved and how (resolve Job arguments, the claim it mounts),
 what a hydration runs (fetch, or verify of an existing volume), which Secret a Job needs
 (copied to the cluster only while the Job runs, mounted as files, never read here: the copy
 and the mounts are functions/k8s/job_mounts.py's), the digest that says "the source changed,
-resolve again", and the pinned manifest an S3 prefix or a volume's manifest file resolves to
-(contract §D).
+resolve again", and the pinned manifest an S3 prefix, an OCI artifact or a volume's manifest
+file resolves to (contract §D).
 """
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ from fleetcache.functions.k8s.job_mounts import MANIFEST_FILE, SOURCE_MOUNT_PATH
 from fleetcache.functions.views.model_cache import MANIFEST_LIMIT, read_manifest
 from fleetcache.manifest import SHA256, Entry, manifest_digest
 
-HUGGING_FACE, S3, VOLUME = "huggingFace", "s3", "volume"
-KINDS = (HUGGING_FACE, S3, VOLUME)
+HUGGING_FACE, S3, OCI, VOLUME = "huggingFace", "s3", "oci", "volume"
+KINDS = (HUGGING_FACE, S3, OCI, VOLUME)
 CREDENTIALS_MOUNT_PATH = "/var/run/secrets/fleetcache/s3"
+REGISTRY_MOUNT_PATH = "/var/run/secrets/fleetcache/registry"
+REGISTRY_CONFIG_FILE = "config.json"  # the Docker config JSON, as the agent's --registry-config reads it
+DOCKER_CONFIG_KEY = ".dockerconfigjson"  # a kubernetes.io/dockerconfigjson Secret's key
 MIRROR_CREDENTIALS_MOUNT_PATH = "/var/run/secrets/fleetcache/mirror"
 DEFAULT_MANIFEST_FILE = ".fleetcache/manifest.json"
 ACCESS_KEY_ID, SECRET_ACCESS_KEY = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
@@ -64,7 +67,8 @@ class Source:
 
     @property
     def pinned_manifest(self) -> bool:
-        """Resolve pins a manifest the ModelCache latches (an S3 prefix, a volume's file)."""
+        """Resolve pins a manifest the ModelCache latches (an S3 prefix, an OCI artifact, a
+        volume's file)."""
         return self.hub is None
 
     @property
@@ -73,13 +77,16 @@ class Source:
 
     @property
     def repo(self) -> str:
-        """The repository name the volume's layout uses (contract §C: s3/<bucket>/<prefix>);
-        "" for an existing volume checked against a file, which is served in place."""
+        """The repository name the volume's layout uses (contract §C: s3/<bucket>/<prefix>,
+        oci/<host>/<repository>, a port as -<port>); "" for an existing volume checked
+        against a file, which is served in place."""
         if self.hub is not None:
             return self.hub["repo"]
         if self.kind == S3:
             return "/".join(p for p in ("s3", self.fields["bucket"],
                                         self.fields.get("prefix", "").strip("/")) if p)
+        if self.kind == OCI:
+            return oci_repo(self.fields["reference"])
         return ""
 
     @property
@@ -91,6 +98,8 @@ class Source:
         """For messages: what is resolved."""
         if self.kind == S3:
             return f"s3://{self.fields['bucket']}/{self.fields.get('prefix', '')}"
+        if self.kind == OCI:
+            return f"oci://{self.fields['reference']}"
         if self.kind == VOLUME:
             where = f"volume {self.fields['claimName']}"
             if self.fields.get("subPath"):
@@ -107,6 +116,8 @@ class Source:
             what = {k: v for k, v in self.fields.items() if k != "tokenSecretRef"}
         elif self.kind == S3:
             what = {S3: {k: v for k, v in self.fields.items() if k != "credentialsSecretRef"}}
+        elif self.kind == OCI:
+            what = {OCI: {k: v for k, v in self.fields.items() if k != "pullSecretRef"}}
         else:
             manifest = dict(read.mapping_at(self.fields, "manifest"))
             if "huggingFace" in manifest:
@@ -128,6 +139,10 @@ class Source:
         if self.kind == S3 and self.fields.get("credentialsSecretRef"):
             return credentials(self.fields["credentialsSecretRef"], CREDENTIALS_MOUNT_PATH,
                                "spec.source.s3.credentialsSecretRef")
+        if self.kind == OCI and self.fields.get("pullSecretRef"):
+            ref = self.fields["pullSecretRef"]
+            return SecretRef(ref["name"], ((ref.get("key", DOCKER_CONFIG_KEY), REGISTRY_CONFIG_FILE),),
+                             REGISTRY_MOUNT_PATH, "spec.source.oci.pullSecretRef")
         return None
 
     # -- agent arguments -------------------------------------------------------------------
@@ -141,7 +156,8 @@ class Source:
         return args
 
     def origin_args(self) -> list[str]:
-        """The flags that name the origin (Hub or S3), its patterns and its credentials."""
+        """The flags that name the origin (Hub, S3 or a registry), its patterns and its
+        credentials."""
         hub = self.hub
         if hub is not None:
             args = ["--endpoint", hub.get("endpoint", "https://huggingface.co"),
@@ -153,6 +169,13 @@ class Source:
             args = s3_args("--s3", self.fields) + self.patterns()
             if self.fields.get("credentialsSecretRef"):
                 args += ["--credentials-dir", CREDENTIALS_MOUNT_PATH]
+            return args
+        if self.kind == OCI:
+            args = ["--oci-reference", self.fields["reference"], *self.patterns()]
+            if self.fields.get("plainHTTP"):
+                args.append("--plain-http")
+            if self.fields.get("pullSecretRef"):
+                args += ["--registry-config", f"{REGISTRY_MOUNT_PATH}/{REGISTRY_CONFIG_FILE}"]
             return args
         return self.patterns()
 
@@ -172,8 +195,8 @@ class Source:
         return self.kind == VOLUME and self.hub is None
 
     def hydrate_args(self, commit: str, digest: str, progress: str) -> list[str]:
-        """What a hydration Job runs for content other than a Hub fetch: an S3 fetch of the
-        pinned manifest, or the verify of an existing volume (nothing downloaded)."""
+        """What a hydration Job runs for content other than a Hub fetch: an S3 or OCI fetch of
+        the pinned manifest, or the verify of an existing volume (nothing downloaded)."""
         if self.kind == VOLUME:
             dest = SOURCE_MOUNT_PATH + (f"/{self.fields['subPath']}"
                                         if self.fields.get("subPath") else "")
@@ -186,6 +209,16 @@ class Source:
         return ["fetch", "--dest", agent_job.CACHE_MOUNT_PATH, "--commit", commit,
                 "--manifest-digest", digest, "--manifest-file", MANIFEST_FILE,
                 "--progress-configmap", progress, *layout, *self.origin_args()]
+
+
+def oci_repo(reference: str) -> str:
+    """oci/<host>/<repository> of a reference (its tag or digest dropped), the port after a
+    dash: registry:5000/models/qwen3:v1 is oci/registry-5000/models/qwen3."""
+    name = reference.split("@", 1)[0]
+    host, _, path = name.partition("/")
+    if ":" in path:
+        path = path.rsplit(":", 1)[0]
+    return f"oci/{host.replace(':', '-')}/{path}"
 
 
 def credentials(ref: Mapping, mount_path: str, field: str) -> SecretRef:

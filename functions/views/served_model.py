@@ -54,7 +54,8 @@ class Files:
         of the claim reads as its root, with a warning)."""
         volume = read.mapping_at(cache, "spec.source.volume")
         if not volume:
-            return cls(flat=read.get_path(cache, "spec.source.s3.layout") == FLAT)
+            return cls(flat=FLAT in (read.get_path(cache, "spec.source.s3.layout"),
+                                     read.get_path(cache, "spec.source.oci.layout")))
         claim, sub_path = text_at(volume, "claimName"), text_at(volume, "subPath").strip("/")
         if ".." in sub_path.split("/") or not sub_path.isprintable() \
                 or any(c.isspace() for c in sub_path):
