@@ -21,6 +21,7 @@ from fleetcache.agent.cli_options import (
     DEFAULT_ENDPOINT,
     DEFAULT_TERMINATION_LOG,
     MIRROR,
+    OCI,
     S3,
     bad,
     check_dest,
@@ -32,6 +33,8 @@ from fleetcache.agent.cli_options import (
     make_dest,
     need_repo,
     no_hub_repo,
+    oci_only,
+    one_source,
     parse_quantity,
     with_options,
 )
@@ -41,6 +44,8 @@ from fleetcache.agent.hub import Bandwidth, HubClient, Retryable, RetryPolicy, r
 from fleetcache.agent.layout import Layout
 from fleetcache.agent.layouts import FETCH_LAYOUTS, fetch_layout
 from fleetcache.agent.mirror import FAIL, ORIGIN, PUBLISHER, READER, MirrorConfig, MirrorSource, reader_listing
+from fleetcache.agent.oci import OciReference, RegistryClient, parse_reference, read_registry_config
+from fleetcache.agent.oci_source import OCI_COMMIT, OciSource, resolve_oci
 from fleetcache.agent.plan import Listing, compared_record, parse_listing, resolved_record, select
 from fleetcache.agent.progress import (
     FETCH_FIELDS,
@@ -66,7 +71,7 @@ from fleetcache.agent.sources import (
 from fleetcache.agent.usage import volume_usage
 from fleetcache.agent.verify import read_volume_manifest, resolve_volume_manifest, verify_in_place
 from fleetcache.agent.verify import verify as run_verify
-from fleetcache.manifest import manifest_digest
+from fleetcache.manifest import Entry, manifest_digest
 from fleetcache.shapes import GIT_COMMIT, S3_COMMIT
 
 MAX_COMPARE = 8
@@ -136,6 +141,39 @@ def _resolve_s3(progress: Progress, location: S3Location, allow, ignore, compare
             "compared": [compared_record(c, entries, None) for c in sorted(set(compare))]}
 
 
+def _registry_client(reference: str, registry_config: str | None, plain_http: bool, progress: Progress,
+                     concurrency: int = 8) -> RegistryClient:
+    """The registry client for --oci-reference; its credentials, and every token it receives, are hidden
+    from logs."""
+    ref = parse_reference(reference)
+    credentials = read_registry_config(registry_config, ref.registry) if registry_config else None
+    client = RegistryClient(ref, credentials, plain_http, _policy(progress), pool_size=concurrency,
+                            timeout=read_timeout_from_env(), on_secret=hide)
+    hide(client.secrets)
+    return client
+
+
+def _resolve_oci(progress: Progress, client: RegistryClient, allow, ignore, compare) -> dict:
+    """Pin the manifest digest (design/oci.md): the record carries the fleet manifest and the reference by digest."""
+    ref = client.reference
+    progress.phase("Resolving", repo=ref.repo, revision=ref.name)
+    if len(compare) > MAX_COMPARE or not all(OCI_COMMIT.fullmatch(c) for c in compare):
+        raise bad("--compare", f"at most {MAX_COMPARE} OCI commits (oci- and 40 hex)")
+    resolved = resolve_oci(client, ref, globs(allow), globs(ignore), 8, progress.note)
+    entries = _selected_oci(resolved.entries(), allow, ignore, ref)
+    listing = Listing(ref.repo, ref.name, resolved.commit, entries)
+    # Like an S3 prefix, a registry gives no history to compare with: a compared commit is reported missing.
+    return {**resolved_record(listing, entries), "manifest": resolved.manifest, "reference": str(resolved.reference),
+            "compared": [compared_record(c, entries, None) for c in sorted(set(compare))]}
+
+
+def _selected_oci(entries: tuple[Entry, ...], allow, ignore, ref: OciReference) -> tuple[Entry, ...]:
+    """Selecting nothing is refused (14), as for the other sources."""
+    if not entries:
+        raise AgentError(reasons.InvalidSource, f"{_patterns(allow, ignore)} select none of the files of {ref}")
+    return entries
+
+
 @click.command()
 @with_options(COMMON)
 @click.option("--compare", "compare", multiple=True,
@@ -143,13 +181,20 @@ def _resolve_s3(progress: Progress, location: S3Location, allow, ignore, compare
 @with_options(S3)
 @click.option("--manifest-file", "volume_manifest",
               help="an existing volume's manifest file (JSON list of {path, size, sha256}) to pin")
+@with_options(OCI)
 def resolve(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
             termination_log, compare, s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir,
-            volume_manifest) -> None:
-    """List REPO at REVISION (or an S3 prefix, or a volume's manifest file) and print {repo, revision, commit,
-    files, bytes, manifestDigest}."""
+            volume_manifest, oci_reference, registry_config, plain_http) -> None:
+    """List REPO at REVISION (or an S3 prefix, a volume's manifest file, an OCI reference) and print {repo,
+    revision, commit, files, bytes, manifestDigest}."""
     context["termination"] = Path(termination_log)
     progress = open_progress(RESOLVE_FIELDS, progress_file, progress_configmap)
+    oci_only(oci_reference, registry_config, plain_http)
+    if oci_reference is not None:
+        one_source(repo, s3_bucket, oci_reference, volume_manifest)
+        registry = _registry_client(oci_reference, registry_config, plain_http, progress)
+        _resolved(progress, _resolve_oci(progress, registry, allow, ignore, compare))
+        return
     if volume_manifest is not None:
         no_hub_repo(repo)
         progress.phase("Resolving")
@@ -200,22 +245,27 @@ def _resolved(progress: Progress, record: dict) -> None:
 @click.option("--manifest-file", help="S3: the resolved manifest (JSON list)")
 @click.option("--manifest-configmap", help="S3: NAMESPACE/NAME of a ConfigMap with key manifest.json")
 @with_options(MIRROR)
+@with_options(OCI)
 def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
           termination_log, dest, concurrency, bandwidth, layout_name, wait, refs, s3_bucket, s3_prefix, s3_region,
           s3_endpoint, credentials_dir, commit, pinned_digest, manifest_file, manifest_configmap, mirror_bucket,
           mirror_prefix, mirror_region, mirror_endpoint, mirror_credentials_dir, mirror_role,
-          mirror_on_missing) -> None:
-    """Download REPO at REVISION (or an S3 source's pinned manifest) into DEST, verifying every byte while it
-    streams; with --mirror-bucket, through the fleet mirror (publisher or reader)."""
+          mirror_on_missing, oci_reference, registry_config, plain_http) -> None:
+    """Download REPO at REVISION (or an S3 source's pinned manifest, or an OCI reference) into DEST, verifying
+    every byte while it streams; with --mirror-bucket, through the fleet mirror (publisher or reader)."""
     context["termination"] = Path(termination_log)
     progress = open_progress(FETCH_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
+    oci_only(oci_reference, registry_config, plain_http)
+    one_source(repo, s3_bucket, oci_reference)
     if s3_bucket is None:
-        check_repo(need_repo(repo))
+        if oci_reference is None:
+            check_repo(need_repo(repo))
+        pins = "an OCI fetch pins --oci-reference by digest" if oci_reference else "a Hub fetch pins --revision"
         for flag, value in (("--commit", commit), ("--manifest-file", manifest_file),
                             ("--manifest-configmap", manifest_configmap)):
             if value is not None:
-                raise bad(flag, "only with --s3-bucket (a Hub fetch pins --revision)")
+                raise bad(flag, f"only with --s3-bucket ({pins})")
         check_digest(pinned_digest, required=False)
     else:
         no_hub_repo(repo)
@@ -234,9 +284,20 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
                             mirror_role, mirror_on_missing, progress, int(concurrency))
     progress.phase("Resolving")
     complete = None
-    client: HubClient | S3Client
+    client: HubClient | S3Client | RegistryClient
     source: Source
-    if s3_bucket is None:
+    if oci_reference is not None:
+        client = _registry_client(oci_reference, registry_config, plain_http, progress, int(concurrency))
+        resolved = resolve_oci(client, client.reference, globs(allow), globs(ignore), int(concurrency), progress.note)
+        entries = _selected_oci(resolved.entries(), allow, ignore, client.reference)
+        if pinned_digest is not None and manifest_digest(entries) != pinned_digest:
+            raise bad("--manifest-digest", f"{pinned_digest} is not the digest {manifest_digest(entries)} of the "
+                                            f"selected files of {resolved.reference}: the Job was built from another "
+                                            "resolve")
+        repo = client.reference.repo
+        listing = Listing(repo, client.reference.tag, resolved.commit, entries)  # a tag is kept as a ref
+        source = OciSource(client, resolved.located)
+    elif s3_bucket is None:
         client = _client(endpoint, token, progress, int(concurrency))
         listing, entries, complete = _hub_listing(client, mirror, Layout(dest_path, repo), repo, revision,
                                                   pinned_digest, allow, ignore)
@@ -377,8 +438,8 @@ def prune(dest, repo, keep, wait, progress_file, progress_configmap, termination
     if not keep:
         raise bad("--keep", "not given: a prune must keep at least one commit (the one the volume serves)")
     for commit in keep:
-        if not (GIT_COMMIT.fullmatch(commit) or S3_COMMIT.fullmatch(commit)):
-            raise bad("--keep", f"{commit!r} is not a 40-hex commit (or an S3 source's s3- commit)")
+        if not (GIT_COMMIT.fullmatch(commit) or S3_COMMIT.fullmatch(commit) or OCI_COMMIT.fullmatch(commit)):
+            raise bad("--keep", f"{commit!r} is not a 40-hex commit (or an S3 or OCI source's s3- or oci- commit)")
     dest_path = check_dest(dest)
     if not dest_path.is_dir():
         raise bad("--dest", f"{dest!r} does not exist: pass the cache volume's mount path")

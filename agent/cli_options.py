@@ -18,6 +18,7 @@ import click
 from fleetcache import quantity, reasons
 from fleetcache.agent.errors import AgentError, os_reason
 from fleetcache.agent.mirror import ORIGIN
+from fleetcache.agent.oci import OCI_REPO
 from fleetcache.shapes import S3_BUCKET, SHA256_HEX, is_resolved_commit
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -43,8 +44,9 @@ def parse_quantity(value: str) -> float:
 
 
 def check_repo(repo: str) -> str:
-    """ORG/NAME on the Hub, or `s3/<bucket>/<prefix>`, the name an S3 source's files are kept under."""
-    if not (_REPO.fullmatch(repo) or _S3_REPO.fullmatch(repo)) or ".." in repo:
+    """ORG/NAME on the Hub, or the name an S3 source's files are kept under (`s3/<bucket>/<prefix>`), or an OCI
+    source's (`oci/<host>/<repository>`)."""
+    if not (_REPO.fullmatch(repo) or _S3_REPO.fullmatch(repo) or OCI_REPO.fullmatch(repo)) or ".." in repo:
         raise bad("--repo", f"{repo!r} is not ORG/NAME")
     return repo
 
@@ -103,6 +105,22 @@ def no_hub_repo(repo: str | None) -> None:
         raise bad("--repo", "not with --s3-bucket: an S3 source is named by its bucket and prefix")
 
 
+def one_source(repo: str | None, s3_bucket: str | None, oci_reference: str | None,
+               volume_manifest: str | None = None) -> None:
+    """An OCI reference names the whole source: no Hub repo, S3 bucket or volume manifest beside it."""
+    for flag, value in (("--repo", repo), ("--s3-bucket", s3_bucket), ("--manifest-file", volume_manifest)):
+        if oci_reference is not None and value is not None:
+            raise bad(flag, "not with --oci-reference: give one source (an OCI reference names the registry, "
+                            "repository and tag or digest)")
+
+
+def oci_only(oci_reference: str | None, registry_config: str | None, plain_http: bool) -> None:
+    if oci_reference is None:
+        for flag, given in (("--registry-config", registry_config is not None), ("--plain-http", plain_http)):
+            if given:
+                raise bad(flag, "only with --oci-reference")
+
+
 def check_commit(commit: str, flag: str = "--commit") -> str:
     """A resolved commit: a Hub commit, or an S3 or volume pin."""
     if not is_resolved_commit(commit):
@@ -159,6 +177,13 @@ S3 = [
     click.option("--s3-region", default="us-east-1", show_default=True),
     click.option("--s3-endpoint", help="an S3-compatible endpoint URL"),
     click.option("--credentials-dir", help="a mounted Secret with files AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+]
+OCI = [
+    click.option("--oci-reference", help="the source is this OCI artifact or image: HOST/REPOSITORY:TAG or "
+                                         "HOST/REPOSITORY@sha256:HEX"),
+    click.option("--registry-config", help="a Docker config JSON (a pull secret's .dockerconfigjson) with the "
+                                           "registry's credentials"),
+    click.option("--plain-http", is_flag=True, help="talk to the registry over http (a registry on loopback)"),
 ]
 MIRROR = [
     click.option("--mirror-bucket", help="the fleet mirror's S3 bucket"),
