@@ -665,3 +665,23 @@ NodeAgentNotReady = Reason(
     remedy="See the node agent's pods on the named cluster (kubectl -n fleetcache-system get pods -l "
            "app.kubernetes.io/component=node-agent): a pod that cannot mount spec.nodeCache.path means the path is "
            "missing on that node (create the filesystem, or remove the node's opt-in label).")
+
+
+# --- ModelReplica: the commit its engine serves
+
+CommitServed = Reason(
+    "CommitServed",
+    where="ModelReplica `Serving` condition (True) and `status.servingCommit`",
+    remedy="None: every pod of the engine's Deployment serves status.servingCommit, the commit the replica is "
+           "composed for; the condition's lastTransitionTime says since when.")
+RollingCommit = Reason(
+    "RollingCommit",
+    where=REPLICA + "; ModelReplica `Serving` condition (False)",
+    remedy="None while the engine's Deployment rolls to the new commit (the old pod serves until the new one is "
+           "available: maxUnavailable 0); if it lasts, look at the new engine pod on the cluster (kubectl describe "
+           "pod -l fleetcache.dev/model-replica=<replica>); a ModelCache rollout halts on it after "
+           "spec.rollout.progressDeadline.")
+NotServing = Reason(
+    "NotServing",
+    where="ModelReplica `Serving` condition (False)",
+    remedy="None: no engine runs for this replica (delivery Wait or Fail); status.reason says what it waits for.")

@@ -62,14 +62,20 @@ class Condition:
 
 @dataclass
 class Outcome:
-    """What a composer returns; `ready` of each desired resource is True, False or None."""
+    """What a composer returns; `ready` of each desired resource is True, False or None.
+
+    warnings and notices become Warning and Normal results, which Crossplane records as
+    events of that type on the composite; requeue_after asks to be called again within that
+    many seconds (a bake ending, a deadline passing) rather than at the default TTL."""
 
     desired: dict[str, tuple[dict, bool | None]] = field(default_factory=dict)
     status: dict = field(default_factory=dict)
     conditions: list[Condition] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
     requirements: dict[str, Requirement] = field(default_factory=dict)
     composite_ready: bool | None = None
+    requeue_after: float | None = None
     fatal: str | None = None
 
     def compose(self, key: str, resource: dict, ready: bool | None = None) -> None:

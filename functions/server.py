@@ -43,6 +43,12 @@ MiB = 1024 * 1024
 # size (MaxInt32) and accepts responses of at most 4 MiB. design/composers.md has the sources.
 CROSSPLANE_MAX_RESPONSE_MIB = 4
 MAX_RESPONSE_BYTES = CROSSPLANE_MAX_RESPONSE_MIB * MiB
+# Crossplane requeues a composite after the shortest response TTL of its pipeline (v1.20 on,
+# with realtime compositions, on by default in v2: composite/reconciler.go); the SDK's
+# response.to sets 60 s. An outcome's requeue_after shortens it, never below a second (a TTL
+# of 0 would mean none: no requeue at all).
+DEFAULT_TTL_SECONDS = response.DEFAULT_TTL.total_seconds()
+MIN_TTL_SECONDS = 1
 # A ModelCache request grows by about 1.3 kB per target cluster (13.4 MB at 10,000):
 # 64 MiB admits about 48,000, where the SDK's default of 4 MiB stopped at about 3,000.
 MAX_REQUEST_MIB = 64
@@ -124,6 +130,10 @@ def apply_outcome(rsp: fnv1.RunFunctionResponse, outcome: protocol.Outcome) -> N
     ))
     for message in outcome.warnings:
         response.warning(rsp, messages.clipped(message, messages.MESSAGE_LIMIT))
+    for message in outcome.notices:
+        response.normal(rsp, messages.clipped(message, messages.MESSAGE_LIMIT))
+    if outcome.requeue_after is not None and outcome.requeue_after < DEFAULT_TTL_SECONDS:
+        rsp.meta.ttl.FromSeconds(max(MIN_TTL_SECONDS, math.ceil(outcome.requeue_after)))
     for key in sorted(outcome.requirements):
         requirement = outcome.requirements[key]
         selector = fnv1.ResourceSelector(api_version=requirement.api_version, kind=requirement.kind)

@@ -430,6 +430,14 @@ def test_model_cache_status_has_every_field_the_composer_writes():
     assert keys_of(status["retained"]["items"]) == {"cluster", "since", "until", "reason"}
 
 
+def test_model_replica_status_has_every_field_the_composer_writes():
+    status = status_props("ModelReplica")
+    assert set(status) == {"phase", "clusterName", "delivery", "deliveryReason", "nodeCache", "reason",
+                           "message", "servingCommit", "endpoint", "model"}
+    assert keys_of(status["model"]) == {"name", "revision"}
+    assert keys_of(status["nodeCache"]) == {"commit", "placement", "startedAt", "revertedAt"}
+
+
 def test_model_cache_grant_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheGrant")
     assert set(spec) == {"clusters", "quota", "allowPinned"}

@@ -15,12 +15,18 @@ from crossplane.function import runtime
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
+from fleetcache import messages
 from fleetcache.devtools import render
-from fleetcache.functions import server
+from fleetcache.functions import protocol, server
+from fleetcache.functions.composers import model_replica
 from tests.support.cases import CASES
+from tests.support.deployments import CLUSTER, REPLICA_ENGINE, deployment, replica_xr
+from tests.support.fleet import COMMIT, fleet_cluster, observed_object
 from tests.support.tls import make_pki
 
 FIXED_NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
+REPLICA_REQUIRED = {model_replica.FLEET_CLUSTER_KEY: [fleet_cluster(CLUSTER)],
+                    model_replica.DEPLOYMENT_KEY: [deployment(engine=REPLICA_ENGINE)]}
 
 
 def fixed_clock_server(credentials=None) -> render.InProcessServer:
@@ -166,3 +172,46 @@ def test_fleetcache_function_names_the_tls_files_a_directory_lacks(tmp_path):
     result = CliRunner().invoke(server.main, ["--tls-certs-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "lacks tls.key, ca.crt" in result.output
+
+
+# --- Normal results and the response TTL ----------------------------------------------------
+
+
+def test_a_replica_that_starts_serving_a_commit_gives_a_normal_result_through_grpc(insecure_stub):
+    """Crossplane records a Normal result as a Normal event on the composite
+    (composite/composition_functions.go: Severity_SEVERITY_NORMAL -> event.Normal)."""
+    xr = replica_xr("Cache")
+    first = model_replica.compose(protocol.Request(composite=xr, required=REPLICA_REQUIRED))
+    engine = observed_object(first.desired[model_replica.ENGINE_KEY][0], remote_status={
+        "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "observedGeneration": 1})
+    req = render.build_request(xr, {model_replica.ENGINE_KEY: engine}, fnv1.State(), None, None,
+                               REPLICA_REQUIRED, tag="serving")
+    rsp = insecure_stub.RunFunction(req, timeout=60)
+    assert [(r.severity, r.message) for r in rsp.results] == [
+        (fnv1.SEVERITY_NORMAL, f"Deployment {xr['metadata']['name']} on cluster {CLUSTER} serves commit {COMMIT}")]
+
+
+def answering(outcome: protocol.Outcome):
+    """A composer for every kind that returns `outcome`."""
+    return lambda kind: (lambda request: outcome)
+
+
+@pytest.mark.parametrize("requeue_after, ttl", [
+    (None, 60), (90.0, 60), (12.3, 13), (0.0, 1), (-30.0, 1), (float("nan"), 60)])
+def test_the_response_ttl_is_the_requeue_asked_for_when_sooner_than_the_default(
+        requeue_after, ttl, insecure_stub, monkeypatch):
+    """Crossplane requeues a composite after the shortest TTL its pipeline returned
+    (composite/reconciler.go, v1.20 on); a TTL of 0 would mean none, so never below 1 s."""
+    monkeypatch.setattr(server, "composer_for", answering(protocol.Outcome(requeue_after=requeue_after)))
+    rsp = insecure_stub.RunFunction(request_of(CASES[0]), timeout=60)
+    assert rsp.meta.ttl.ToTimedelta() == datetime.timedelta(seconds=ttl)
+
+
+def test_notices_and_warnings_become_normal_and_warning_results_in_order(insecure_stub, monkeypatch):
+    outcome = protocol.Outcome(warnings=["halted"], notices=["wave early started", "x" * 5000])
+    monkeypatch.setattr(server, "composer_for", answering(outcome))
+    rsp = insecure_stub.RunFunction(request_of(CASES[0]), timeout=60)
+    assert [r.severity for r in rsp.results] == \
+        [fnv1.SEVERITY_WARNING, fnv1.SEVERITY_NORMAL, fnv1.SEVERITY_NORMAL]
+    assert rsp.results[1].message == "wave early started"
+    assert len(rsp.results[2].message) == messages.MESSAGE_LIMIT

@@ -89,8 +89,10 @@ def moved(observed: dict, outcome: protocol.Outcome, cluster: str, phase: str, *
 def ready_replica(commit: str, cluster: str, since: datetime.datetime, ready: bool = True) -> dict:
     replica = cache_replica(commit, cluster=cluster)
     replica["spec"]["cache"]["modelCacheName"] = "qwen"
-    return with_status(replica, reason="Available" if ready else "Starting", conditions=[
-        {"type": "Ready", "status": str(ready), "lastTransitionTime": times.format_time(since)}])
+    return with_status(replica, reason="Available" if ready else "Starting", servingCommit=commit,
+                       model={"revision": commit}, conditions=[
+        {"type": "Ready", "status": str(ready), "lastTransitionTime": times.format_time(since)},
+        {"type": "Serving", "status": "True", "lastTransitionTime": times.format_time(since)}])
 
 
 def commits(outcome: protocol.Outcome) -> dict[str, str]:
@@ -257,6 +259,26 @@ def test_a_halt_is_warned_once_on_the_change_not_on_every_call():
     assert [w for w in halted.warnings if "halted at canary" in w]
     assert not [w for w in again.warnings if "halted" in w]
 
+
+
+def test_a_new_wave_is_a_normal_event_once_not_a_warning():
+    xr = cache(waves=CANARY)
+    observed, first = started(xr)
+    observed = moved(observed, first, "gpu-a", "Ready")
+    next_wave = compose(xr, observed, previous=first.status["rollout"])
+    again = compose(xr, observed, previous=next_wave.status["rollout"])
+    assert [n for n in next_wave.notices if "wave" in n or "rest" in n]
+    assert not next_wave.warnings and not again.notices
+
+
+def test_a_bake_in_progress_asks_to_be_called_again_when_it_ends():
+    xr = cache(waves=CANARY, bakeTime="10m")
+    observed, first = started(xr)
+    replicas = [ready_replica(COMMIT, "gpu-a", NOW)]
+    baking = compose(xr, moved(observed, first, "gpu-a", "Ready"), replicas, now=NOW + 4 * MINUTE,
+                     previous=first.status["rollout"])
+    assert commits(baking)["gpu-b"] == OLD
+    assert baking.requeue_after == 6 * MINUTE.total_seconds()
 
 # --- the previous commit on the volumes -----------------------------------------------------------
 

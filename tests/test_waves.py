@@ -600,10 +600,14 @@ def test_a_target_that_may_start_is_not_held():
 
 def replica(cluster: str, commit: str, ready: bool, since: str = "2026-05-01T12:00:00Z", cache: str = "qwen",
             reason: str = "Starting") -> dict:
+    """A replica on `commit` whose engine serves it (status.servingCommit, the Serving condition)
+    and is Ready or not since `since`."""
     return {"metadata": {"creationTimestamp": "2026-05-01T11:00:00Z"},
             "spec": {"clusterName": cluster, "cache": {"modelCacheName": cache, "commit": commit}},
-            "status": {"reason": reason, "conditions": [
-                {"type": "Ready", "status": str(ready), "lastTransitionTime": since}]}}
+            "status": {"reason": reason, "servingCommit": commit, "model": {"revision": commit},
+                       "conditions": [
+                           {"type": "Ready", "status": str(ready), "lastTransitionTime": since},
+                           {"type": "Serving", "status": "True", "lastTransitionTime": since}]}}
 
 
 @pytest.mark.parametrize("found, expected", [
@@ -621,5 +625,6 @@ def test_a_clusters_replicas_are_ready_on_the_new_commit_since_the_last_of_them(
 
 
 def test_a_replica_not_ready_without_a_transition_time_counts_from_its_creation():
-    found = [{**replica("a", NEW, False), "status": {"conditions": [{"type": "Ready", "status": "False"}]}}]
+    found = [replica("a", NEW, False, reason="")]
+    del found[0]["status"]["conditions"][0]["lastTransitionTime"]
     assert cache_replicas.by_cluster(found, "qwen", NEW, T0).get("a") == Replicas(None, T0 - 60 * MINUTE)

@@ -279,6 +279,14 @@ class Status(BaseModel):
     message: Annotated[str | None, Field(description='What is happening and, when something is wrong, what to do.')] = (
         None
     )
+    serving_commit: Annotated[
+        str | None,
+        Field(
+            alias='servingCommit',
+            description="The commit every pod of the engine serves (FLEETCACHE_MODEL_REVISION; on Source without a commit, the revision): it moves to the commit the replica is composed for (status.model.revision) only once its Deployment has rolled out, as kubectl rollout status decides; until then the old pod serves the previous one. The Serving condition's lastTransitionTime says since when.",
+            max_length=255,
+        ),
+    ] = None
     endpoint: Annotated[str | None, Field(description="The engine's Service on its cluster, host:port.")] = None
     model: Annotated[
         Model1 | None, Field(description='What the engine was told (FLEETCACHE_MODEL and FLEETCACHE_MODEL_REVISION).')

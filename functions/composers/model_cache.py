@@ -83,8 +83,8 @@ CREDENTIALS_MISSING = reasons.CredentialsSecretMissing
 HYDRATION_PREFIX = "hydration-"
 REPLICAS_KEY = cache_replicas.REPLICAS_KEY
 # Why a Rollback cannot run for a source whose hydrations read the cache's current manifest.
-PINNED_MANIFEST = ("the source's hydrations read the ModelCache's current manifest (an S3 prefix or a "
-                   "volume's manifest file), so they cannot be pinned to the previous one")
+PINNED_MANIFEST = ("the source's hydrations read the ModelCache's current manifest (an S3 prefix, an OCI "
+                   "artifact or a volume's manifest file), so they cannot be pinned to the previous one")
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -470,11 +470,14 @@ def report(request: protocol.Request, spec: CacheSpec, resolution: Resolution,
 
 def report_rollout_change(before: Any, after: dict, outcome: protocol.Outcome) -> None:
     """A warning (Crossplane records it as a Warning event on the ModelCache) when the rollout
-    halts or rolls back: once, on the change of phase, not on every call while it stays so."""
+    halts or rolls back, a notice (a Normal event) when it otherwise changes phase or wave:
+    once, on the change, not on every call while it stays so."""
     before = before if isinstance(before, dict) else {}
     changed = (before.get("commit"), before.get("phase")) != (after["commit"], after["phase"])
     if changed and after["phase"] in (HALTED, ROLLED_BACK):
         outcome.warnings.append(f"rollout of {after['commit'][:10]} {after['summary']}: {after['message']}")
+    elif changed or before.get("wave") != after["wave"]:
+        outcome.notices.append(f"rollout of {after['commit'][:10]} {after['summary']}: {after['message']}")
 
 
 def compose(request: protocol.Request) -> protocol.Outcome:
@@ -510,6 +513,7 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     missing_secrets = missing_mirror_secrets(request, spec)
     if resolution.resolved and admitted.admitted:
         decision = rollout_decision(request, spec, resolution.resolved, targets)
+        outcome.requeue_after = None if decision.wake_at is None else decision.wake_at - request.now.timestamp()
         fleet = fleet_mirror(request, spec, resolution.resolved, targets, decision.may_start)
         reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome, decision,
                                      fleet, missing_secrets)

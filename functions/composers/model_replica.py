@@ -16,7 +16,10 @@ Lifecycle, top to bottom:
    its timeout; Cache and Node hold their ModelCache with a Crossplane Usage by the
    engine's Deployment Object (cache_usage);
 4. report: the replica is ready when its Deployment is available (a CEL readiness query
-   on the Object).
+   on the Object); the commit it serves (status.servingCommit, the `Serving` condition)
+   moves only when the Deployment has rolled out, so a replica moved to a new commit
+   reads Ready on the old one (reason RollingCommit) while the new pod loads, and a
+   ModelCache's rollout counts from the real switch (views/cache_replicas.py).
 
 The engine is told where the model is through environment variables only, so one
 command line (`--model=$(FLEETCACHE_MODEL)`) serves both deliveries. What real engines
@@ -46,7 +49,14 @@ from fleetcache.functions.k8s.engine import (
 from fleetcache.functions.node_tier import delivery as node_delivery
 from fleetcache.functions.node_tier.warmer_names import VOLUME_MOUNT
 from fleetcache.functions.views.fleet_cluster import FleetClusterView, fleet_cluster_requirement
-from fleetcache.functions.views.model_replica import HF_CACHE, CacheMount, Engine
+from fleetcache.functions.views.model_replica import (
+    HF_CACHE,
+    SERVED_LIMIT,
+    SERVING,
+    CacheMount,
+    Engine,
+    served_commit,
+)
 from fleetcache.volume import hf_hub_cache
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
@@ -57,6 +67,7 @@ ENGINE_KEY = "deployment"  # the Object of the engine's Deployment, the pod that
 REMOTE_KEYS = ("namespace", ENGINE_KEY, "service")
 # What a Deployment's Progressing=False may say that a replica passes on; any other reads as NotProgressing.
 STALLED = (reasons.ProgressDeadlineExceeded,)
+MODEL_REVISION_ENV = "FLEETCACHE_MODEL_REVISION"
 
 
 # --- 1. inputs ----------------------------------------------------------------------------
@@ -176,7 +187,7 @@ def environment(spec: ReplicaSpec) -> list[dict]:
     """The environment contract of DESIGN.md §3: where the model is, which revision, which
     delivery, and on Cache and Node the Hugging Face cache to read offline."""
     env = [{"name": "FLEETCACHE_MODEL", "value": spec.model},
-           {"name": "FLEETCACHE_MODEL_REVISION", "value": spec.model_revision},
+           {"name": MODEL_REVISION_ENV, "value": spec.model_revision},
            {"name": "FLEETCACHE_DELIVERY", "value": spec.delivery.lower()}]
     if spec.hub_cache:
         env.append({"name": "HF_HUB_CACHE", "value": spec.hub_cache})
@@ -277,6 +288,75 @@ def engine_phase(request: protocol.Request, cluster: str, name: str) -> Phase:
             f"{messages.shown(str(progressing.get('message') or ''))}", reason))
     return Phase("Pending", reasons.Starting, f"waiting for Deployment {name} on cluster {cluster} "
                  "to become available (pulling the image, loading the model)")
+
+
+def rolled_out(deployment: dict) -> bool:
+    """Whether every pod of the Deployment runs its current template, decided as `kubectl
+    rollout status` decides it (kubernetes/kubectl pkg/polymorphichelpers/rollout_status.go,
+    DeploymentStatusViewer): the controller has observed this generation, the progress
+    deadline has not passed, every replica is updated, no old one is left, and every updated
+    one is available."""
+    status = read.mapping_at(deployment, "status")
+    if read.as_int(read.get_path(deployment, "metadata.generation")) > read.as_int(status.get("observedGeneration")):
+        return False
+    if read.condition_of(deployment, "Progressing").get("reason") == reasons.ProgressDeadlineExceeded:
+        return False
+    updated = read.as_int(status.get("updatedReplicas"))
+    return updated >= read.as_int(read.get_path(deployment, "spec.replicas"), 1) \
+        and read.as_int(status.get("replicas")) <= updated \
+        and read.as_int(status.get("availableReplicas")) >= updated
+
+
+def template_commit(deployment: dict) -> str:
+    """The commit the Deployment's pod template tells its engine (FLEETCACHE_MODEL_REVISION);
+    "" when the template names none."""
+    containers = read.get_path(deployment, "spec.template.spec.containers")
+    for container in containers if isinstance(containers, list) else ():
+        env = read.get_path(container, "env")
+        for var in env if isinstance(env, list) else ():
+            value = read.get_path(var, "value")
+            if read.get_path(var, "name") == MODEL_REVISION_ENV and isinstance(value, str) \
+                    and 0 < len(value) <= SERVED_LIMIT:
+                return value
+    return ""
+
+
+def serving_commit(observed_engine: dict | None, latched: str) -> str:
+    """The commit every pod of the engine serves: its template's once the Deployment has
+    rolled out, else the one served before (the old pod serves it while the new one starts:
+    the rolling update keeps maxUnavailable 0)."""
+    deployment = objects.remote_manifest(observed_engine)
+    commit = template_commit(deployment)
+    return commit if commit and rolled_out(deployment) else latched
+
+
+def report_serving(request: protocol.Request, spec: ReplicaSpec, outcome: protocol.Outcome,
+                   current: Phase) -> Phase:
+    """status.servingCommit and the Serving condition, a Normal event when the commit served
+    changes, and the phase as reported: Ready on the old commit reads RollingCommit while
+    the Deployment rolls to the new one."""
+    if spec.delivery not in RUNNING:
+        outcome.condition(SERVING, False, reasons.NotServing,
+                          f"no engine runs for this replica on cluster {spec.cluster} (delivery {spec.delivery})")
+        return current
+    before = served_commit(request.status)
+    serving = serving_commit(request.observed.get(ENGINE_KEY), before)
+    name, target = remote_name(spec.name), spec.model_revision
+    if serving:
+        outcome.status["servingCommit"] = serving
+    if serving and serving != before:
+        outcome.notices.append(f"Deployment {name} on cluster {spec.cluster} serves commit {serving}"
+                               + (f" (was {before})" if before else ""))
+    if serving == target:
+        outcome.condition(SERVING, True, reasons.CommitServed,
+                          f"every pod of Deployment {name} on cluster {spec.cluster} serves commit {target}")
+        return current
+    rolling = f"Deployment {name} on cluster {spec.cluster} rolls to commit {target}; " + (
+        f"commit {serving} serves meanwhile" if serving else "no commit was served before")
+    outcome.condition(SERVING, False, reasons.RollingCommit, rolling)
+    if current.phase == "Ready" and serving:
+        return Phase("Ready", reasons.RollingCommit, rolling)
+    return current
 
 
 def waiting_phase(spec: ReplicaSpec) -> Phase:
@@ -388,6 +468,7 @@ def compose(request: protocol.Request) -> protocol.Outcome:
             naming.API_VERSION, "ModelDeployment", match_name=spec.deployment,
             namespace=request.namespace))
         current = running_phase(request, spec, outcome)
+    current = report_serving(request, spec, outcome, current)
     outcome.status.update({"phase": current.phase, "reason": current.reason,
                            "message": current.message})
     outcome.composite_ready = current.phase == "Ready"

@@ -1,7 +1,9 @@
 """What compose-model-deployment writes into a ModelReplica's spec and compose-model-replica
 reads back: the engine (spec.engine, with the digest that says which engine a replica was
-composed with) and the warm cache it mounts (spec.cache); and what the deployment reads back
-of its replicas at its next compose (where each ran, how, whether it was Ready, and why not)."""
+composed with) and the warm cache it mounts (spec.cache); what the deployment reads back
+of its replicas at its next compose (where each ran, how, whether it was Ready, and why not);
+and the commit a replica's engine serves, which compose-model-replica writes and a
+ModelCache's rollout reads back (views/cache_replicas.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,23 @@ from typing import Any
 
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_deployment as deployment_api
-from fleetcache.functions import naming, quantities, times
+from fleetcache.functions import naming, quantities, read, times
 from fleetcache.functions.k8s.engine import Container
 
 ENGINE_DIGEST_LENGTH = 16
+# The condition whose lastTransitionTime says since when status.servingCommit is served:
+# True (CommitServed) once every pod serves the commit the replica is composed for
+# (status.model.revision), False (RollingCommit) while its Deployment rolls to it, False
+# (NotServing) when no engine runs. Its message names the commits, so its time moves with them.
+SERVING = "Serving"
+SERVED_LIMIT = 255  # a commit, or on Source without one the revision (spec.model.revision's maxLength)
+
+
+def served_commit(value: Any) -> str:
+    """status.servingCommit as a replica wrote it: the commit every pod of its engine serves,
+    "" before its Deployment first rolled out (or for a value no replica writes)."""
+    commit = read.get_path(value, "servingCommit")
+    return commit if isinstance(commit, str) and 0 < len(commit) <= SERVED_LIMIT else ""
 
 
 @dataclass(frozen=True)
