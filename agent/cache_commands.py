@@ -45,7 +45,7 @@ from fleetcache.agent.layout import Layout
 from fleetcache.agent.layouts import FETCH_LAYOUTS, fetch_layout
 from fleetcache.agent.mirror import FAIL, ORIGIN, PUBLISHER, READER, MirrorConfig, MirrorSource, reader_listing
 from fleetcache.agent.oci import OciReference, RegistryClient, parse_reference, read_registry_config
-from fleetcache.agent.oci_source import OCI_COMMIT, OciSource, resolve_oci
+from fleetcache.agent.oci_source import OCI_COMMIT, Located, OciSource, located_manifest, resolve_oci
 from fleetcache.agent.plan import Listing, compared_record, parse_listing, resolved_record, select
 from fleetcache.agent.progress import (
     FETCH_FIELDS,
@@ -65,7 +65,6 @@ from fleetcache.agent.sources import (
     manifest_entries,
     parse_manifest,
     pinned_listing,
-    read_manifest_file,
     resolve_s3,
 )
 from fleetcache.agent.usage import volume_usage
@@ -238,12 +237,13 @@ def _resolved(progress: Progress, record: dict) -> None:
 @click.option("--ref", "refs", multiple=True,
               help="after success, name the commit fetched (hub/models--ORG--NAME/refs/REF), repeatable")
 @with_options(S3)
-@click.option("--commit", help="S3: the resolved commit (s3- and 40 hex)")
+@click.option("--commit", help="S3, OCI: the resolved commit (s3- or oci- and 40 hex)")
 @click.option("--manifest-digest", "pinned_digest",
-              help="the resolved manifest digest (S3: required; Hub: the listing must match it, and a mirror "
-                   "reader of a --revision commit plans from the mirror's manifest without the Hub)")
-@click.option("--manifest-file", help="S3: the resolved manifest (JSON list)")
-@click.option("--manifest-configmap", help="S3: NAMESPACE/NAME of a ConfigMap with key manifest.json")
+              help="the resolved manifest digest (S3, and OCI with --manifest-file: required; Hub: the listing "
+                   "must match it, and a mirror reader of a --revision commit plans from the mirror's manifest "
+                   "without the Hub)")
+@click.option("--manifest-file", help="S3, OCI: the resolved manifest (JSON list, the resolve record's manifest)")
+@click.option("--manifest-configmap", help="S3, OCI: NAMESPACE/NAME of a ConfigMap with key manifest.json")
 @with_options(MIRROR)
 @with_options(OCI)
 def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
@@ -258,16 +258,14 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     token = read_token(token_file)
     oci_only(oci_reference, registry_config, plain_http)
     one_source(repo, s3_bucket, oci_reference)
-    if s3_bucket is None:
-        if oci_reference is None:
-            check_repo(need_repo(repo))
-        pins = "an OCI fetch pins --oci-reference by digest" if oci_reference else "a Hub fetch pins --revision"
+    if s3_bucket is None and oci_reference is None:
+        check_repo(need_repo(repo))
         for flag, value in (("--commit", commit), ("--manifest-file", manifest_file),
                             ("--manifest-configmap", manifest_configmap)):
             if value is not None:
-                raise bad(flag, f"only with --s3-bucket ({pins})")
+                raise bad(flag, "only with --s3-bucket or --oci-reference (a Hub fetch pins --revision)")
         check_digest(pinned_digest, required=False)
-    else:
+    elif s3_bucket is not None:
         no_hub_repo(repo)
     check_revision(revision)
     for ref in refs:
@@ -288,15 +286,10 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     source: Source
     if oci_reference is not None:
         client = _registry_client(oci_reference, registry_config, plain_http, progress, int(concurrency))
-        resolved = resolve_oci(client, client.reference, globs(allow), globs(ignore), int(concurrency), progress.note)
-        entries = _selected_oci(resolved.entries(), allow, ignore, client.reference)
-        if pinned_digest is not None and manifest_digest(entries) != pinned_digest:
-            raise bad("--manifest-digest", f"{pinned_digest} is not the digest {manifest_digest(entries)} of the "
-                                            f"selected files of {resolved.reference}: the Job was built from another "
-                                            "resolve")
-        repo = client.reference.repo
-        listing = Listing(repo, client.reference.tag, resolved.commit, entries)  # a tag is kept as a ref
-        source = OciSource(client, resolved.located)
+        listing, located = _oci_listing(progress, client, commit, pinned_digest, manifest_file, manifest_configmap,
+                                        allow, ignore, int(concurrency))
+        repo, entries = listing.repo, listing.entries
+        source = OciSource(client, located)
     elif s3_bucket is None:
         client = _client(endpoint, token, progress, int(concurrency))
         listing, entries, complete = _hub_listing(client, mirror, Layout(dest_path, repo), repo, revision,
@@ -305,7 +298,10 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     else:
         location = S3Location(s3_bucket, s3_prefix, s3_region, s3_endpoint, credentials_dir)
         client = _s3_client(location, progress, int(concurrency))
-        manifest = _pinned_manifest(commit, pinned_digest, manifest_file, manifest_configmap, client.policy)
+        if commit is None or not S3_COMMIT.fullmatch(commit):
+            raise bad("--commit", f"{commit!r} is not an S3 commit (s3- and 40 hex); pass the resolved commit")
+        check_digest(pinned_digest)
+        manifest = parse_manifest(_pinned_json(manifest_file, manifest_configmap, client.policy))
         repo = location.repo
         listing, entries = pinned_listing(repo, manifest, commit, pinned_digest)
         source = S3Source(client, manifest)
@@ -337,15 +333,45 @@ def _hub_listing(client: HubClient, mirror: MirrorConfig | None, layout, repo: s
     return listing, entries, complete
 
 
-def _pinned_manifest(commit, digest, manifest_file, manifest_configmap, policy: RetryPolicy) -> list[dict]:
-    """The manifest resolve latched (contract §D), from the mounted file or the ConfigMap."""
-    if commit is None or not S3_COMMIT.fullmatch(commit):
-        raise bad("--commit", f"{commit!r} is not an S3 commit (s3- and 40 hex); pass the resolved commit")
-    check_digest(digest)
+def _oci_listing(progress: Progress, client: RegistryClient, commit, digest, manifest_file, manifest_configmap,
+                 allow, ignore, concurrency: int) -> tuple[Listing, tuple[Located, ...]]:
+    """What an OCI fetch plans from. Given the pinned manifest resolve recorded (as the hydration Job is), no
+    manifest is asked for and nothing is hashed again: each entry names its blob, read by digest from the
+    reference's repository, so a tag moved since resolve changes nothing. Without it (a fetch by hand), the
+    reference is resolved first, then fetched the same way. The tag, if any, is kept as a ref."""
+    ref = client.reference
+    if manifest_file is None and manifest_configmap is None:
+        if commit is not None:
+            raise bad("--commit", "only with --manifest-file or --manifest-configmap (the manifest resolve pinned)")
+        check_digest(digest, required=False)
+        resolved = resolve_oci(client, ref, globs(allow), globs(ignore), concurrency, progress.note)
+        commit, located = resolved.commit, resolved.located
+        entries = _selected_oci(resolved.entries(), allow, ignore, ref)
+        if digest is None:
+            digest = manifest_digest(entries)
+    else:
+        if commit is None or not OCI_COMMIT.fullmatch(commit):
+            raise bad("--commit", f"{commit!r} is not an OCI commit (oci- and 40 hex); pass the resolved commit")
+        check_digest(digest)
+        located = located_manifest(_pinned_json(manifest_file, manifest_configmap, client.policy))
+        entries = tuple(item.entry for item in located)
+    if manifest_digest(entries) != digest:
+        raise bad("--manifest-digest", f"{digest} is not the digest {manifest_digest(entries)} of the files to "
+                                       f"fetch from {ref}: the Job was built from another resolve")
+    return Listing(ref.repo, ref.tag, commit, entries), located
+
+
+def _pinned_json(manifest_file, manifest_configmap, policy: RetryPolicy) -> object:
+    """The manifest resolve latched (contract §D), from the mounted file or the ConfigMap, as JSON."""
     if (manifest_file is None) == (manifest_configmap is None):
         raise bad("--manifest-file", "give exactly one of --manifest-file and --manifest-configmap")
     if manifest_file is not None:
-        return read_manifest_file(manifest_file)
+        try:
+            return json.loads(Path(manifest_file).read_text())
+        except OSError as err:
+            raise bad("--manifest-file", f"cannot read it ({type(err).__name__})") from None
+        except ValueError:
+            raise bad("--manifest-file", "not JSON") from None
     namespace, name = parse_configmap_ref(manifest_configmap)
 
     def read():
@@ -359,7 +385,7 @@ def _pinned_manifest(commit, digest, manifest_file, manifest_configmap, policy: 
         if "manifest.json" not in data:
             raise bad("--manifest-configmap", f"{manifest_configmap} has no key manifest.json")
         try:
-            return parse_manifest(json.loads(data["manifest.json"]))
+            return json.loads(data["manifest.json"])
         except ValueError:
             raise bad("--manifest-configmap", "manifest.json is not JSON") from None
 

@@ -18,8 +18,8 @@ import click
 from fleetcache import quantity, reasons
 from fleetcache.agent.errors import AgentError, os_reason
 from fleetcache.agent.mirror import ORIGIN
-from fleetcache.agent.oci import OCI_REPO
 from fleetcache.shapes import S3_BUCKET, SHA256_HEX, is_resolved_commit
+from fleetcache.volume import OCI_REPO
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
@@ -122,9 +122,9 @@ def oci_only(oci_reference: str | None, registry_config: str | None, plain_http:
 
 
 def check_commit(commit: str, flag: str = "--commit") -> str:
-    """A resolved commit: a Hub commit, or an S3 or volume pin."""
+    """A resolved commit: a Hub commit, or an S3, OCI or volume pin."""
     if not is_resolved_commit(commit):
-        raise bad(flag, f"{commit!r} is not a 40-hex commit (or s3- or vol- and 40 hex)")
+        raise bad(flag, f"{commit!r} is not a 40-hex commit (or s3-, oci- or vol- and 40 hex)")
     return commit
 
 

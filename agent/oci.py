@@ -38,7 +38,8 @@ from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.hub import MAX_REDIRECTS, READ_TIMEOUT, Retryable, RetryPolicy, connection_pool, unreachable
 from fleetcache.agent.hub import _retry_after as retry_after
-from fleetcache.shapes import SHA256_HEX
+from fleetcache.shapes import OCI_DIGEST, OCI_HOST, OCI_REPOSITORY, OCI_TAG, oci_reference_parts
+from fleetcache.volume import oci_repo
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -49,12 +50,6 @@ INDEX_TYPES = frozenset({OCI_INDEX, DOCKER_LIST})
 MAX_MANIFEST = 4 << 20  # distribution's own limit on a manifest's size
 
 REFERENCE_FIX = "give host[:port]/repository:tag or host[:port]/repository@sha256:<64 hex>"
-# a host with a dot or a port, or localhost (Docker's rule for the first component), as host[:port]
-_HOST = re.compile(r"(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(?::[0-9]{1,5})?|[A-Za-z0-9-]+:[0-9]{1,5}")
-REPOSITORY = re.compile(r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*")
-# the layouts' name of a reference's repository (OciReference.repo)
-OCI_REPO = re.compile(rf"oci/[A-Za-z0-9.-]+(?:_[0-9]{{1,5}})?/{REPOSITORY.pattern}")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -84,31 +79,38 @@ class OciReference:
 
     @property
     def repo(self) -> str:
-        """The name the layouts keep files under: `oci/<host>/<repository>`, a port's `:` as `_`
-        (no host name has `_`, and a `:` would reach paths where it is unwelcome)."""
-        return f"oci/{self.registry.replace(':', '_')}/{self.repository}"
+        """The name the layouts keep files under (volume.oci_repo, as the composers name it)."""
+        return oci_repo(str(self))
 
 
 def parse_reference(value: str) -> OciReference:
-    """`host[:port]/repository[:tag|@sha256:hex]`; neither tag nor digest is refused, never read as `latest`."""
+    """`host[:port]/repository(:tag|@sha256:hex)` as shapes.OCI_REFERENCE (the XRDs' pattern) takes it;
+    neither tag nor digest is refused, never read as `latest`."""
+    parts = oci_reference_parts(value)
+    if parts is None:
+        raise _bad_reference(f"{value!r} {_why_not(value)}")
+    return OciReference(*parts)
+
+
+def _why_not(value: str) -> str:
+    """Which part of a reference OCI_REFERENCE refused, told with the grammar's own parts."""
     name, at, digest = value.partition("@")
-    if at and not (digest.startswith("sha256:") and SHA256_HEX.fullmatch(digest[7:])):
-        raise _bad_reference(f"{value!r} has a digest that is not sha256:<64 lowercase hex>")
     host, slash, rest = name.partition("/")
-    if not slash or not _HOST.fullmatch(host):
-        raise _bad_reference(f"{value!r} does not start with a registry host (a name with a dot or a port, "
-                             "or localhost)")
-    repository, tag = rest, None
-    if ":" in rest.rpartition("/")[2]:
-        repository, _, tag = rest.rpartition(":")
-        if not _TAG.fullmatch(tag):
-            raise _bad_reference(f"{value!r} has a malformed tag {tag!r}")
-    if not REPOSITORY.fullmatch(repository):
-        raise _bad_reference(f"{value!r} has a malformed repository {repository!r} (lowercase, digits, "
-                             "separators . _ -, components joined by /)")
-    if not at and tag is None:
-        raise _bad_reference(f"{value!r} names neither a tag nor a digest (no tag is assumed, not even latest)")
-    return OciReference(host, repository, tag if not at else None, digest or None)
+    repository, colon, tag = rest.rpartition(":") if ":" in rest.rpartition("/")[2] else (rest, "", "")
+    if not slash or not OCI_HOST.fullmatch(host):
+        return "does not start with a registry host (a name with a dot or a port, or localhost)"
+    if at and not OCI_DIGEST.fullmatch(digest):
+        return "has a digest that is not sha256:<64 lowercase hex>"
+    if at and colon:
+        return "names both a tag and a digest; give one"
+    if colon and not OCI_TAG.fullmatch(tag):
+        return f"has a malformed tag {tag!r}"
+    if not OCI_REPOSITORY.fullmatch(repository):
+        return (f"has a malformed repository {repository!r} (lowercase, digits, separators . _ -, components "
+                "joined by /)")
+    if not at and not colon:
+        return "names neither a tag nor a digest (no tag is assumed, not even latest)"
+    return "is not a reference"
 
 
 # -- credentials ------------------------------------------------------------------------------

@@ -14,6 +14,12 @@ Which layers hold which files, decided from the manifest alone (`manifest_layers
 A tar layer is streamed once at resolve: the blob is checked against its descriptor digest and
 each member's sha256 and offset recorded; fetch then reads each member as a range of the blob,
 checked against that sha256. The commit is `oci-` + the first 40 hex of the manifest digest.
+
+The pinned manifest (resolve's record, latched by the ModelCache, handed to fetch) says where
+each file is, so fetch makes no manifest GET and hashes nothing twice: `{path, size, sha256,
+blob}`, the blob a `sha256:` digest read from the reference's repository, plus `offset` and
+`blobSize` when the file is a member of a tar layer (a raw layer's file is its whole blob).
+The locator is outside the manifest digest (fleetcache/manifest.py), like S3's versionId.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import hashlib
 import re
 import tarfile
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import urllib3
 
@@ -32,7 +39,7 @@ from fleetcache.agent.oci import INDEX_TYPES, Manifest, OciReference, RegistryCl
 from fleetcache.agent.plan import MAX_FILE_SIZE, check_path, select
 from fleetcache.agent.sources import parallel, parse_manifest
 from fleetcache.manifest import SHA256, Entry
-from fleetcache.shapes import SHA256_HEX
+from fleetcache.shapes import OCI_DIGEST, SHA256_HEX
 
 OCI_COMMIT = re.compile(r"oci-[0-9a-f]{40}")
 FILEPATH_ANNOTATIONS = ("org.cncf.model.filepath", "org.cnai.model.filepath")
@@ -44,6 +51,8 @@ COMPRESSED = ("+gzip", "+zstd", ".gzip", ".zstd", "tar.gzip")
 MODELCAR_ROOT = "models/"
 READ_BLOCK = 1 << 20
 RAW, TAR = "raw", "tar"
+BLOB, OFFSET, BLOB_SIZE = "blob", "offset", "blobSize"
+LOCATOR = (BLOB, OFFSET, BLOB_SIZE)  # where a manifest entry's bytes are: outside the manifest digest
 
 
 def _refuse(what: str) -> AgentError:
@@ -72,6 +81,54 @@ class Located:
     digest: str
     offset: int
     blob_size: int
+
+    @property
+    def row(self) -> dict:
+        """The pinned manifest's entry: the file, and its blob; a range of it for a tar member."""
+        row = {"path": self.path, "size": self.size, "sha256": self.sha256, BLOB: self.digest}
+        if (self.digest, self.offset, self.blob_size) != ("sha256:" + self.sha256, 0, self.size):
+            row |= {OFFSET: self.offset, BLOB_SIZE: self.blob_size}
+        return row
+
+    @property
+    def entry(self) -> Entry:
+        return Entry(self.path, self.size, self.sha256, SHA256)
+
+
+def _manifest_refused(what: str) -> AgentError:
+    return AgentError(reasons.InvalidSource, f"manifest: {what}")
+
+
+def located_manifest(data: object) -> tuple[Located, ...]:
+    """An OCI source's pinned manifest, sorted by path: each entry passes sources.parse_manifest's
+    checks (safe unique paths, sane sizes, sha256) and names its blob and where the file is in it."""
+    if not isinstance(data, list):
+        raise _manifest_refused("not a JSON list")
+    files = parse_manifest([{k: v for k, v in item.items() if k not in LOCATOR} if isinstance(item, dict) else item
+                            for item in data])
+    by_path = {item["path"]: item for item in data}  # every item a dict with a path: parse_manifest checked
+    return tuple(_located(by_path[f["path"]]) for f in files)
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _located(item: dict) -> Located:
+    path, size, sha256 = item["path"], item["size"], item["sha256"]
+    blob, offset, blob_size = item.get(BLOB), item.get(OFFSET), item.get(BLOB_SIZE)
+    if not isinstance(blob, str) or not OCI_DIGEST.fullmatch(blob):
+        raise _manifest_refused(f"{path!r} has no {BLOB} (sha256:<64 hex>): an OCI fetch takes the manifest its "
+                                "resolve recorded")
+    if offset is None and blob_size is None:
+        if blob != "sha256:" + sha256:
+            raise _manifest_refused(f"{path!r}: {BLOB} {blob} is not the file's own digest, so the file is a range "
+                                    f"of it: give {OFFSET} and {BLOB_SIZE}")
+        return Located(path, size, sha256, blob, 0, size)
+    if not (_count(offset) and _count(blob_size) and offset + size <= blob_size):
+        raise _manifest_refused(f"{path!r} has {OFFSET} {offset!r} and {BLOB_SIZE} {blob_size!r}: not a range of "
+                                f"{size} bytes inside its blob")
+    return Located(path, size, sha256, blob, offset, blob_size)
 
 
 def oci_commit(manifest_digest: str) -> str:
@@ -200,18 +257,22 @@ def _members(reader: _HashingReader, layer: Layer) -> list[Located]:
 
 @dataclass(frozen=True)
 class OciResolved:
-    """A pinned manifest's files: the fleet manifest (sorted `{path, size, sha256}`) and where each is."""
+    """A pinned manifest's files, each with where it is (sorted by path)."""
 
     reference: OciReference  # by digest
-    manifest: list[dict]
-    located: dict[str, Located]
+    located: tuple[Located, ...]
 
     @property
     def commit(self) -> str:
         return oci_commit(self.reference.digest or "")
 
+    @property
+    def manifest(self) -> list[dict]:
+        """What the resolve record carries and fetch is given back (the module docstring)."""
+        return [item.row for item in self.located]
+
     def entries(self) -> tuple[Entry, ...]:
-        return tuple(Entry(i["path"], i["size"], i["sha256"], SHA256) for i in self.manifest)
+        return tuple(item.entry for item in self.located)
 
 
 def resolve_oci(client: RegistryClient, reference: OciReference, allow: list[str] | None,
@@ -232,16 +293,16 @@ def resolve_oci(client: RegistryClient, reference: OciReference, allow: list[str
     if len(by_path) != len(located):
         twice = sorted({i.path for i in located if sum(j.path == i.path for j in located) > 1})[0]
         raise _refuse(f"manifest {manifest.digest} holds {twice!r} in more than one layer")
-    chosen = select(tuple(Entry(i.path, i.size, i.sha256, SHA256) for i in located), allow, ignore)
-    items = parse_manifest([{"path": e.path, "size": e.size, "sha256": e.digest} for e in chosen])
-    return OciResolved(reference.pinned(manifest.digest), items, {i["path"]: by_path[i["path"]] for i in items})
+    chosen = select(tuple(item.entry for item in located), allow, ignore)
+    return OciResolved(reference.pinned(manifest.digest), located_manifest([by_path[e.path].row for e in chosen]))
 
 
 class OciSource:
-    """A pinned manifest's files, each read as a range of the blob that holds it; the locator is its path."""
+    """A pinned manifest's files, each read as a range of the blob that holds it, by digest from the
+    client's repository (the reference's tag or digest finds nothing); the locator is its path."""
 
-    def __init__(self, client: RegistryClient, located: dict[str, Located]):
-        self.client, self.located = client, located
+    def __init__(self, client: RegistryClient, located: tuple[Located, ...]):
+        self.client, self.located = client, {item.path: item for item in located}
 
     def url(self, entry: Entry) -> str:
         return entry.path

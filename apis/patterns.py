@@ -24,6 +24,7 @@ PATTERN_MEANINGS: dict[str, str] = {
     r"^https?://[^\s/?#]+(/[^\s?#]*)?$":
         "an http(s) URL without spaces, query or fragment, e.g. https://huggingface.co",
     r"^[0-9a-f]{40}$": "a full commit hash (40 lowercase hex digits)",
+    r"^sha256:[0-9a-f]{64}$": "a registry blob digest, sha256: and 64 lowercase hex digits",
     r"^((s3|oci|vol)-)?[0-9a-f]{40}$": "a resolved commit: 40 lowercase hex digits, after s3-, "
                                        "oci- or vol- for an S3 prefix, an OCI artifact or a "
                                        "volume's manifest file",

@@ -4,10 +4,16 @@ build HF_HUB_CACHE and FLEETCACHE_MODEL from them)."""
 
 from __future__ import annotations
 
+import re
+
+from fleetcache.shapes import OCI_REPOSITORY, oci_reference_parts
+
 STATE_DIR = ".fleetcache"  # the agent's own state, beside the HF cache and never inside it
 HUB_DIR = "hub"  # HF_HUB_CACHE for readers: DEST/hub
 COMMITS_DIR = "commits"  # a flat fetch's commits: DEST/commits/<commit>
 CURRENT_LINK = "current"  # DEST/current -> commits/<the latest commit Ready>
+# The name an OCI source's files are kept under (oci_repo), as `--repo` may name it.
+OCI_REPO = re.compile(rf"oci/[A-Za-z0-9.-]+(_[0-9]{{1,5}})?/{OCI_REPOSITORY.pattern}")
 
 
 def repo_folder(repo: str) -> str:
@@ -29,3 +35,15 @@ def flat_commit_path(root: str, commit: str) -> str:
     """A flat fetch's directory of one commit under a volume mounted at `root` (the agent's
     --dest, or a replica's mount path): the one definition FLEETCACHE_MODEL is built from."""
     return f"{root.rstrip('/')}/{COMMITS_DIR}/{commit}"
+
+
+def oci_repo(reference: str) -> str:
+    """The repository name an OCI source's files are kept under: oci/<host>/<repository>, its
+    tag or digest dropped and a port after `_` (registry:5000/models/qwen3:v1 is
+    oci/registry_5000/models/qwen3). No host name has `_`, so no two registries share a
+    name, and no `:` reaches a path. The reference must match shapes.OCI_REFERENCE."""
+    parts = oci_reference_parts(reference)
+    if parts is None:
+        raise ValueError(f"{reference!r} is not an OCI reference")
+    host, repository, _, _ = parts
+    return f"oci/{host.replace(':', '_')}/{repository}"

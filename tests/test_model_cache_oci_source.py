@@ -16,6 +16,7 @@ from fleetcache.functions import protocol
 from fleetcache.functions.composers import model_cache, model_cache_hydration
 from fleetcache.functions.decisions import sources
 from fleetcache.functions.k8s import agent_job, hydration_objects, job_mounts
+from fleetcache.functions.views.model_cache import read_manifest
 from tests.support.builders import composed_key, hydration_request, hydration_xr, observe
 from tests.support.fleet import condition, fleet_cluster, grant_admitting, model_cache_xr
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
@@ -179,8 +180,41 @@ def test_a_flat_oci_layout_is_passed_to_the_fetch():
 
 
 @pytest.mark.parametrize("reference, repo", [
-    ("registry.example.com:5000/models/qwen3:v1", "oci/registry.example.com-5000/models/qwen3"),
+    ("registry.example.com:5000/models/qwen3:v1", "oci/registry.example.com_5000/models/qwen3"),
     ("localhost/qwen3@sha256:" + "a" * 64, "oci/localhost/qwen3"),
 ])
 def test_the_layout_names_an_oci_model_for_its_registry_and_repository(reference, repo):
     assert sources.Source.of({"oci": {"reference": reference}}).repo == repo
+
+
+# --- the pinned manifest: each file's blob ------------------------------------------------
+
+
+BLOB = "sha256:" + "3" * 64
+MEMBER = {"path": "model.safetensors", "size": 3 << 30, "sha256": "2" * 64, "blob": BLOB,
+          "offset": 1536, "blobSize": (3 << 30) + 4096}
+
+
+def test_the_latched_manifest_keeps_where_each_oci_file_is():
+    raw = {"path": "config.json", "size": 100, "sha256": "1" * 64, "blob": "sha256:" + "1" * 64}
+    assert read_manifest([MEMBER, raw]) == [raw, MEMBER]
+
+
+def test_where_an_oci_file_is_stays_outside_the_manifest_digest():
+    assert sources.digest_of_manifest([MEMBER]) == sources.digest_of_manifest(
+        [{k: MEMBER[k] for k in ("path", "size", "sha256")}])
+
+
+@pytest.mark.parametrize("broken", [
+    {"blob": "sha256:abc"},
+    {"blob": "3" * 64},
+    {"offset": -1},
+    {"blobSize": "4096"},
+    {"blob": None},
+])
+def test_a_malformed_oci_locator_makes_the_manifest_malformed(broken):
+    assert read_manifest([{**MEMBER, **broken}]) is None
+
+
+def test_a_range_without_its_blob_makes_the_manifest_malformed():
+    assert read_manifest([{k: v for k, v in MEMBER.items() if k != "blob"}]) is None

@@ -376,6 +376,21 @@ class ManifestItem(BaseModel):
     etag: Annotated[
         str | None, Field(description='The pinned S3 ETag (unversioned buckets; sent as If-Match).', max_length=1024)
     ] = None
+    blob: Annotated[
+        str | None,
+        Field(
+            description="OCI: the registry blob that holds the file (sha256:<64 hex>), read by digest from the reference's repository.",
+            max_length=71,
+            pattern='^sha256:[0-9a-f]{64}$',
+        ),
+    ] = None
+    offset: Annotated[
+        StrictInt | None, Field(description='OCI, a file inside a tar layer; where its bytes start in the blob.', ge=0)
+    ] = None
+    blob_size: Annotated[
+        StrictInt | None,
+        Field(alias='blobSize', description="OCI, a file inside a tar layer; the blob's size in bytes.", ge=0),
+    ] = None
 
 
 class MatchExpression(BaseModel):
@@ -675,7 +690,7 @@ class Resolved(BaseModel):
     manifest: Annotated[
         list[ManifestItem] | None,
         Field(
-            description='S3 and existing-volume sources only: the pinned file list every cluster fetches or verifies against (sorted by path, at most 2,000 files); plan.manifest_digest of it is manifestDigest.',
+            description='S3, OCI and existing-volume sources only: the pinned file list every cluster fetches or verifies against (sorted by path, at most 2,000 files); plan.manifest_digest of it (path, size and sha256 only) is manifestDigest.',
             max_length=2000,
         ),
     ] = None

@@ -19,6 +19,7 @@ from fleetcache.functions.k8s import agent_job
 from fleetcache.functions.k8s.job_mounts import MANIFEST_FILE, SOURCE_MOUNT_PATH, SecretRef
 from fleetcache.functions.views.model_cache import MANIFEST_LIMIT, read_manifest
 from fleetcache.manifest import SHA256, Entry, manifest_digest
+from fleetcache.volume import oci_repo
 
 HUGGING_FACE, S3, OCI, VOLUME = "huggingFace", "s3", "oci", "volume"
 KINDS = (HUGGING_FACE, S3, OCI, VOLUME)
@@ -78,8 +79,8 @@ class Source:
     @property
     def repo(self) -> str:
         """The repository name the volume's layout uses (contract §C: s3/<bucket>/<prefix>,
-        oci/<host>/<repository>, a port as -<port>); "" for an existing volume checked
-        against a file, which is served in place."""
+        oci/<host>/<repository> as volume.oci_repo names it); "" for an existing volume
+        checked against a file, which is served in place."""
         if self.hub is not None:
             return self.hub["repo"]
         if self.kind == S3:
@@ -209,16 +210,6 @@ class Source:
         return ["fetch", "--dest", agent_job.CACHE_MOUNT_PATH, "--commit", commit,
                 "--manifest-digest", digest, "--manifest-file", MANIFEST_FILE,
                 "--progress-configmap", progress, *layout, *self.origin_args()]
-
-
-def oci_repo(reference: str) -> str:
-    """oci/<host>/<repository> of a reference (its tag or digest dropped), the port after a
-    dash: registry:5000/models/qwen3:v1 is oci/registry-5000/models/qwen3."""
-    name = reference.split("@", 1)[0]
-    host, _, path = name.partition("/")
-    if ":" in path:
-        path = path.rsplit(":", 1)[0]
-    return f"oci/{host.replace(':', '-')}/{path}"
 
 
 def credentials(ref: Mapping, mount_path: str, field: str) -> SecretRef:

@@ -207,25 +207,36 @@ def read_compared(value: Any) -> list[dict]:
 
 
 def read_manifest(value: Any) -> list[dict] | None:
-    """A pinned manifest (a list sorted by path of {path, size, sha256, versionId?, etag?}),
-    normalized; None when it is not one (too long, or any entry malformed), so a broken
-    record or status is never fanned out."""
+    """A pinned manifest (a list sorted by path of {path, size, sha256, versionId?, etag?}, or
+    for an OCI source {path, size, sha256, blob, offset?, blobSize?}: where the agent reads
+    each file, agent/oci_source.py), normalized; None when it is not one (too long, or any
+    entry malformed), so a broken record or status is never fanned out."""
     if not isinstance(value, list) or not value or len(value) > MANIFEST_LIMIT:
         return None
     rows = []
     for item in value:
         if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
-                or not item["path"] or not shapes.is_sha256(item.get("sha256")):
+                or not item["path"] or not shapes.is_sha256(item.get("sha256")) \
+                or not _is_count(item.get("size")):
             return None
-        size = item.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            return None
-        row = {"path": item["path"], "size": size, "sha256": item["sha256"]}
+        row = {"path": item["path"], "size": item["size"], "sha256": item["sha256"]}
         for pin in ("versionId", "etag"):
             if isinstance(item.get(pin), str) and item[pin]:
                 row[pin] = item[pin]
+        if "blob" in item:
+            if not shapes.is_oci_digest(item["blob"]):
+                return None
+            row["blob"] = item["blob"]
+        if "offset" in item or "blobSize" in item:  # a member of a tar layer: a range of its blob
+            if "blob" not in item or not _is_count(item.get("offset")) or not _is_count(item.get("blobSize")):
+                return None
+            row |= {"offset": item["offset"], "blobSize": item["blobSize"]}
         rows.append(row)
     return sorted(rows, key=lambda r: r["path"])
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def is_empty(resolved: dict) -> bool:

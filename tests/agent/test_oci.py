@@ -22,7 +22,16 @@ import pytest
 
 from fleetcache.agent.errors import AgentError
 from fleetcache.agent.oci import Manifest, parse_reference, read_registry_config
-from fleetcache.agent.oci_source import MODELCAR_ROOT, RAW, TAR, index_child, manifest_layers, member_path
+from fleetcache.agent.oci_source import (
+    MODELCAR_ROOT,
+    RAW,
+    TAR,
+    index_child,
+    located_manifest,
+    manifest_layers,
+    member_path,
+)
+from fleetcache.manifest import SHA256, Entry, manifest_digest
 from tests.agent.conftest import AGENT, run_agent
 from tests.support.registry import (
     EMPTY_CONFIG,
@@ -77,6 +86,9 @@ def test_a_reference_names_its_registry_repository_and_tag_or_digest(value, regi
     ("models/qwen3:v1", "registry host"),
     ("registry.example.com/qwen@sha256:abc", "not sha256:<64"),
     ("registry.example.com/Qwen:v1", "malformed repository"),
+    ("registry.example.com/qwen:v1@sha256:" + "a" * 64, "names both a tag and a digest"),
+    ("registry.example.com/qwen:-v1", "malformed tag"),
+    ("-bad.example.com/qwen:v1", "registry host"),
 ])
 def test_a_malformed_reference_is_refused_naming_the_flag_and_the_fix(value, says):
     with pytest.raises(AgentError) as err:
@@ -156,6 +168,28 @@ def test_an_index_of_several_manifests_is_refused():
         index_child(index)
 
 
+def test_a_pinned_manifest_entry_names_its_blob_and_for_a_tar_member_its_range():
+    raw = {"path": "w.bin", "size": 1, "sha256": sha(b"w"), "blob": sha256(b"w")}
+    member = {"path": "a/t.bin", "size": 3, "sha256": "1" * 64, "blob": "sha256:" + "2" * 64, "offset": 512,
+              "blobSize": 2048}
+    located = located_manifest([raw, member])
+    assert [(i.path, i.digest, i.offset, i.blob_size) for i in located] == \
+        [("a/t.bin", "sha256:" + "2" * 64, 512, 2048), ("w.bin", sha256(b"w"), 0, 1)]
+    assert [i.row for i in located] == [member, raw]
+
+
+@pytest.mark.parametrize("locator,says", [
+    ({}, "has no blob"),
+    ({"blob": "sha256:" + "9" * 64}, "not the file's own digest"),
+    ({"blob": "sha256:" + "9" * 64, "offset": 512, "blobSize": 600}, "not a range of 100 bytes inside its blob"),
+    ({"blob": "sha256:" + "9" * 64, "offset": -1, "blobSize": 600}, "not a range"),
+])
+def test_a_pinned_manifest_entry_without_a_usable_locator_is_refused(locator, says):
+    with pytest.raises(AgentError) as err:
+        located_manifest([{"path": "w.bin", "size": 100, "sha256": "1" * 64, **locator}])
+    assert err.value.reason == "InvalidSource" and says in err.value.what
+
+
 @pytest.mark.parametrize("entry", [
     {"auth": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()},
     {"username": USER, "password": PASSWORD},
@@ -210,6 +244,14 @@ def snapshot(dest: Path, record: dict) -> Path:
     return dest / "hub" / ("models--" + record["repo"].replace("/", "--")) / "snapshots" / record["commit"]
 
 
+def pinned(record: dict, tmp_path: Path) -> list[str]:
+    """The flags a hydration Job passes with the resolve record: its commit, digest and manifest file."""
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps(record["manifest"]))
+    return ["--commit", record["commit"], "--manifest-digest", record["manifestDigest"],
+            "--manifest-file", str(manifest)]
+
+
 def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -236,23 +278,42 @@ def test_resolve_lists_a_modelpack_artifacts_files_with_their_sha256(registry, f
     registry.push_modelpack(REPOSITORY, flavor, FILES, flavor=flavor)
     result = resolve(f"{registry.host}/{REPOSITORY}:{flavor}")
     assert result.code == 0, result.stderr
-    assert result.json["manifest"] == [{"path": p, "size": len(d), "sha256": sha(d)} for p, d in sorted(FILES.items())]
+    assert result.json["manifest"] == [{"path": p, "size": len(d), "sha256": sha(d), "blob": sha256(d)}
+                                       for p, d in sorted(FILES.items())]
 
 
-def test_resolve_hashes_the_files_of_a_tar_layer(registry):
+def test_resolve_hashes_the_files_of_a_tar_layer_and_records_where_each_is_in_the_blob(registry):
     layer = tar_of(FILES)
     registry.push_image(REPOSITORY, "tar", [(descriptor(TAR_TYPE, layer), layer)], modelpack_config())
     result = resolve(f"{registry.host}/{REPOSITORY}:tar")
     assert result.code == 0, result.stderr
-    assert result.json["manifest"] == [{"path": p, "size": len(d), "sha256": sha(d)} for p, d in sorted(FILES.items())]
+    manifest = result.json["manifest"]
+    assert [(i["path"], i["size"], i["sha256"], i["blob"], i["blobSize"]) for i in manifest] == \
+        [(p, len(d), sha(d), sha256(layer), len(layer)) for p, d in sorted(FILES.items())]
+    assert all(layer[i["offset"]:i["offset"] + i["size"]] == FILES[i["path"]] for i in manifest)
 
 
-def test_fetch_writes_a_modelpack_artifact_verified(registry, tmp_path):
+def test_the_manifest_digest_covers_the_files_and_not_where_they_are(registry):
+    registry.push_modelpack(REPOSITORY, "digest", FILES)
+    record = resolve(f"{registry.host}/{REPOSITORY}:digest").json
+    assert record["manifestDigest"] == manifest_digest(
+        tuple(Entry(i["path"], i["size"], i["sha256"], SHA256) for i in record["manifest"]))
+
+
+def test_fetch_writes_a_modelpack_artifact_verified_from_the_pinned_manifest(registry, tmp_path):
     digest = registry.push_modelpack(REPOSITORY, "fetch", FILES)
     resolved = resolve(f"{registry.host}/{REPOSITORY}:fetch").json
-    result = fetch(resolved["reference"], tmp_path / "d", "--manifest-digest", resolved["manifestDigest"])
+    result = fetch(f"{registry.host}/{REPOSITORY}:fetch", tmp_path / "d", *pinned(resolved, tmp_path))
     assert result.code == 0, result.stderr
     assert result.json["phase"] == "Ready" and result.json["commit"] == "oci-" + digest[7:47]
+    assert files_under(snapshot(tmp_path / "d", resolved)) == FILES
+
+
+def test_fetch_without_the_pinned_manifest_resolves_the_reference_first(registry, tmp_path):
+    registry.push_modelpack(REPOSITORY, "by-hand", FILES)
+    resolved = resolve(f"{registry.host}/{REPOSITORY}:by-hand").json
+    result = fetch(f"{registry.host}/{REPOSITORY}:by-hand", tmp_path / "d")
+    assert result.code == 0, result.stderr
     assert files_under(snapshot(tmp_path / "d", resolved)) == FILES
 
 
@@ -276,11 +337,20 @@ def test_fetch_extracts_a_modelcar_images_files_from_its_tar_layers(registry, tm
     assert files_under(snapshot(tmp_path / "d", resolved)) == FILES
 
 
-def test_a_fetch_by_the_pinned_digest_keeps_the_old_bytes_after_the_tag_moved(registry, tmp_path):
+def test_a_fetch_of_the_pinned_manifest_keeps_the_resolved_bytes_after_the_tag_moved(registry, tmp_path):
     registry.push_modelpack(REPOSITORY, "moving", FILES)
     resolved = resolve(f"{registry.host}/{REPOSITORY}:moving").json
     registry.push_modelpack(REPOSITORY, "moving", model_files(seed=8))
     assert resolve(f"{registry.host}/{REPOSITORY}:moving").json["commit"] != resolved["commit"]
+    result = fetch(f"{registry.host}/{REPOSITORY}:moving", tmp_path / "d", *pinned(resolved, tmp_path))
+    assert result.code == 0, result.stderr
+    assert files_under(snapshot(tmp_path / "d", resolved)) == FILES
+
+
+def test_a_fetch_by_the_pinned_digest_keeps_the_old_bytes_after_the_tag_moved(registry, tmp_path):
+    registry.push_modelpack(REPOSITORY, "moved", FILES)
+    resolved = resolve(f"{registry.host}/{REPOSITORY}:moved").json
+    registry.push_modelpack(REPOSITORY, "moved", model_files(seed=8))
     result = fetch(resolved["reference"], tmp_path / "d")
     assert result.code == 0, result.stderr
     assert files_under(snapshot(tmp_path / "d", resolved)) == FILES
@@ -353,6 +423,21 @@ def test_the_bearer_flow_takes_a_token_from_the_realm_and_sends_it_to_the_regist
     assert fake.token not in result.stderr + result.stdout + progress.read_text()
 
 
+def test_a_fetch_of_the_pinned_manifest_asks_for_no_manifest_and_reads_each_tar_member_once(tmp_path):
+    layer = tar_of(FILES)
+    with FakeRegistry(REPOSITORY) as fake:
+        fake.add_image("v1", [(descriptor(TAR_TYPE, layer), layer)], modelpack_config())
+        resolved = resolve(f"{fake.host}/{REPOSITORY}:v1").json
+        fake.seen.clear()
+        result = fetch(f"{fake.host}/{REPOSITORY}:v1", tmp_path / "d", *pinned(resolved, tmp_path))
+        assert result.code == 0, result.stderr
+        paths = [s.path for s in fake.requests("registry")]
+        assert not [p for p in paths if "/manifests/" in p]
+        ranges = sorted(s.range for s in fake.requests("registry") if "/blobs/" in s.path)
+        assert ranges == sorted(f"bytes={i['offset']}-{i['offset'] + i['size'] - 1}" for i in resolved["manifest"])
+    assert files_under(snapshot(tmp_path / "d", resolved)) == FILES
+
+
 def test_a_realm_that_refuses_the_credentials_is_auth_failed(fake, tmp_path):
     fake.token_users = {USER: "another"}
     result = resolve(f"{fake.host}/{REPOSITORY}:v1", config=docker_config(tmp_path, fake.host))
@@ -401,13 +486,14 @@ def test_a_fetch_interrupted_mid_blob_resumes_from_the_bytes_written(tmp_path):
             time.sleep(0.05)
         agent.send_signal(signal.SIGTERM)
         agent.communicate(timeout=30)
-        written = json.loads(progress.read_text())["bytesDone"]
-        assert 0 < written < 8 << 20
+        assert 0 < json.loads(progress.read_text())["bytesDone"] < 8 << 20
         fake.seen.clear()
         result = fetch(f"{fake.host}/{REPOSITORY}:v1", tmp_path / "d")
         assert result.code == 0, result.stderr
-        blob_ranges = [s.range for s in fake.requests("registry") if "/blobs/" in s.path]
-        assert blob_ranges == [f"bytes={written}-{(8 << 20) - 1}"]
+        # one range, from the bytes on disk (the progress record may lag behind them) to the end
+        [blob_range] = [s.range for s in fake.requests("registry") if "/blobs/" in s.path]
+        start, end = map(int, blob_range.removeprefix("bytes=").split("-"))
+        assert 0 < start < 8 << 20 and end == (8 << 20) - 1
     resolved = {"repo": f"oci/{fake.host.replace(':', '_')}/{REPOSITORY}", "commit": result.json["commit"]}
     assert files_under(snapshot(tmp_path / "d", resolved)) == big
 
@@ -430,6 +516,31 @@ def test_registry_flags_without_an_oci_reference_are_refused(extra, flag):
     result = run_agent("resolve", "--repo", "acme/tiny", *extra)
     assert result.code == 15
     assert f"{flag}: only with --oci-reference" in result.stderr
+
+
+def test_an_oci_commit_without_the_pinned_manifest_is_refused(tmp_path):
+    result = run_agent("fetch", "--oci-reference", "reg.example.com/m:v1", "--dest", str(tmp_path / "d"),
+                       "--commit", "oci-" + "1" * 40)
+    assert result.code == 15
+    assert "--commit: only with --manifest-file or --manifest-configmap" in result.stderr
+
+
+def test_a_pinned_oci_fetch_needs_an_oci_commit(tmp_path):
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text("[]")
+    result = run_agent("fetch", "--oci-reference", "reg.example.com/m:v1", "--dest", str(tmp_path / "d"),
+                       "--commit", "s3-" + "1" * 40, "--manifest-digest", "2" * 64, "--manifest-file", str(manifest))
+    assert result.code == 15
+    assert "--commit: 's3-" in result.stderr and "not an OCI commit" in result.stderr
+
+
+def test_a_pinned_manifest_that_is_not_the_digest_given_is_refused_before_any_request(tmp_path):
+    entry = {"path": "w.bin", "size": 1, "sha256": sha(b"w"), "blob": sha256(b"w")}
+    record = {"commit": "oci-" + "1" * 40, "manifestDigest": "2" * 64, "manifest": [entry]}
+    result = fetch("127.0.0.1:9/m:v1", tmp_path / "d", *pinned(record, tmp_path))
+    assert result.code == 15
+    assert "--manifest-digest" in result.stderr and "another resolve" in result.stderr
+    assert not (tmp_path / "d").exists()
 
 
 def test_a_reference_without_tag_or_digest_is_a_usage_error_naming_the_flag():
