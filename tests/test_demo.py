@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from fleetcache.devtools import cli, demo
-from fleetcache.devtools.demo import day_two, node_tier, tenants
+from fleetcache.devtools.demo import day_two, node_tier, rollouts, tenants
 from tests.support import xrd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,6 +139,40 @@ def test_every_cache_of_the_demo_names_its_grant():
 
 
 # --- the node tier act (fleetcache.demo_node_tier) ------------------------------------------
+
+
+# --- the rollouts act (fleetcache.devtools.demo.rollouts) -----------------------------------
+
+
+def rollout_listings(output: str) -> list[dict[str, str]]:
+    """Each `kubectl get modelcaches` row the rollouts act printed, by column."""
+    act = output[output.index("rollouts: ModelCache"):]
+    listings = []
+    for block in act.split(f"$ kubectl get modelcaches -n {rollouts.NAMESPACE}\n")[1:]:
+        header, row = (line.split() for line in block.splitlines()[:2])
+        *cells, rollout = row[:len(header) - 1] + [" ".join(row[len(header) - 1:])]
+        listings.append(dict(zip(header, [*cells, rollout], strict=True)))
+    return listings
+
+
+def test_the_rollouts_act_shows_a_halted_then_a_rolled_back_rollout(demo_output):
+    halted, rolled_back = rollout_listings(demo_output)
+    assert (halted["ROLLOUT"], halted["REASON"]) == ("halted at canary", "DigestMismatch")
+    assert (rolled_back["ROLLOUT"], rolled_back["REASON"]) == ("rolled back", "RolledBack")
+
+
+def test_a_rolled_back_canary_is_ready_on_the_commit_every_other_cluster_serves(demo_output):
+    act = demo_output[demo_output.index("spec.rollout.onFailure Rollback"):]
+    table = act[act.index("CLUSTER     COMMIT"):].split("\n\n")[0].splitlines()[1:]
+    assert len({line.split()[1] for line in table}) == 1
+    assert {line.split()[2] for line in table} == {"Ready"}
+
+
+def test_every_manifest_of_the_rollouts_act_is_valid_against_its_xrd():
+    clusters = ("gpu-east-1", "gpu-east-2")
+    xrd.assert_valid(rollouts.grant(clusters))
+    xrd.assert_valid(rollouts.cache("http://127.0.0.1:1", clusters, "v2", waves=rollouts.WAVES,
+                                    onFailure="Rollback"))
 
 
 def node_tier_act(output: str) -> str:

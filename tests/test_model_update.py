@@ -18,7 +18,9 @@ from fleetcache.devtools.simulation import Cluster, ControlPlane, files_bytes, s
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import TestHub
 from fleetcache.functions import naming, read
-from tests.support.plane import control_plane
+from tests.support.plane import PlayedFleet, control_plane
+
+pytestmark = pytest.mark.xdist_group("test_model_update")  # one worker plays its fleet, once
 
 NAMESPACE = "ml"
 REPO = "fleetcache-test/update"
@@ -59,14 +61,7 @@ def fleet_cluster(name: str) -> dict:
                                              "name": f"{name}-kubeconfig"}}}
 
 
-class Fleet:
-    def __init__(self, control: ControlPlane, clusters: dict[str, Cluster]):
-        self.control, self.clusters = control, clusters
-
-    def round(self) -> None:
-        step(self.control, self.clusters.values())
-        time.sleep(0.05)
-
+class Fleet(PlayedFleet):
     def until(self, done, what: str) -> None:
         started = time.monotonic()
         while not done():

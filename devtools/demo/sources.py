@@ -40,7 +40,7 @@ S3_CACHE, VOLUME_CACHE, MIRROR_CACHE = "s3-chat", "volume-chat", "mirror-chat"
 MIRROR_REPO = "fleetcache-demo/mirror-chat"
 STORAGE = {"size": "64Mi"}  # small volumes: the act shares clusters whose capacity is set
 SHARE = 0.25  # of the demo model's size, per model of this act
-ACT_SECONDS = 90.0
+ACT_SECONDS = 240.0  # a hang guard, as the demo's deadlines
 
 
 class S3Store:
