@@ -10,11 +10,13 @@ import pytest
 import yaml
 
 from fleetcache import reasons
-from fleetcache.devtools import demo
 from fleetcache.devtools import render as rendering
 from fleetcache.devtools.demo import node_tier as demo_node_tier
 from fleetcache.devtools.simulation import ControlPlane, Provider, key_of
 from fleetcache.functions import read
+from tests.support.played_demo import played_demo
+
+pytestmark = pytest.mark.xdist_group("demo")  # one worker plays the demo once (tests/support/played_demo.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGOCD_CM = ROOT / "examples" / "argocd" / "argocd-cm.yaml"
@@ -47,9 +49,9 @@ def health():
 @pytest.fixture(scope="module")
 def demo_rounds() -> list[dict]:
     """Every composite as the demo's rounds left it, in order."""
-    seen: list[dict] = []
-    assert demo.run(ROOT, fast=True, out=lambda _: None, on_composite=seen.append) == 0
-    return seen
+    played = played_demo()
+    assert played.code == 0, played.output
+    return list(played.composites)
 
 
 def states(rounds: list[dict], kind: str) -> list[dict]:

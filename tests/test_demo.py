@@ -12,15 +12,18 @@ from click.testing import CliRunner
 from fleetcache.devtools import cli, demo
 from fleetcache.devtools.demo import day_two, node_tier, rollouts, tenants
 from tests.support import xrd
+from tests.support.played_demo import played_demo
+
+pytestmark = pytest.mark.xdist_group("demo")  # one worker plays the demo once (tests/support/played_demo.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def demo_output() -> str:
-    lines: list[str] = []
-    assert demo.run(ROOT, fast=True, out=lines.append) == 0, "\n".join(lines)
-    return "\n".join(lines)
+    played = played_demo()
+    assert played.code == 0, played.output
+    return played.output
 
 
 def test_the_demo_converges_and_says_so(demo_output):
@@ -138,9 +141,6 @@ def test_every_cache_of_the_demo_names_its_grant():
         xrd.assert_valid(cache)
 
 
-# --- the node tier act (fleetcache.demo_node_tier) ------------------------------------------
-
-
 # --- the rollouts act (fleetcache.devtools.demo.rollouts) -----------------------------------
 
 
@@ -173,6 +173,9 @@ def test_every_manifest_of_the_rollouts_act_is_valid_against_its_xrd():
     xrd.assert_valid(rollouts.grant(clusters))
     xrd.assert_valid(rollouts.cache("http://127.0.0.1:1", clusters, "v2", waves=rollouts.WAVES,
                                     onFailure="Rollback"))
+
+
+# --- the node tier act (fleetcache.demo_node_tier) ------------------------------------------
 
 
 def node_tier_act(output: str) -> str:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from fleetcache.devtools import render as rendering
-from fleetcache.devtools.simulation import Cluster, ControlPlane, files_bytes, step
+from fleetcache.devtools.simulation import Cluster, files_bytes
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import TestHub
 from fleetcache.functions import naming, read

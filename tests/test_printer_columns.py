@@ -3,7 +3,6 @@ composers' output where something is wrong (the FAILED and REASON columns say wh
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 from fleetcache import reasons
 from fleetcache.apis.xrds import CROSSPLANE_PRINTER_COLUMNS
-from fleetcache.devtools import demo, render
+from fleetcache.devtools import render
 from fleetcache.devtools.demo import node_tier
 from fleetcache.functions import protocol
 from fleetcache.functions.composers import model_cache, model_deployment, model_replica
@@ -33,6 +32,9 @@ from tests.support.fleet import (
     observed_hydration,
     with_resolved,
 )
+from tests.support.played_demo import played_demo
+
+pytestmark = pytest.mark.xdist_group("demo")  # one worker plays the demo once (tests/support/played_demo.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER = re.compile(r"^\[\?\(@\.([A-Za-z0-9_]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
@@ -89,14 +91,10 @@ def in_waves(obj: dict) -> bool:
 def final_state() -> dict[tuple[str, str, str], dict]:
     """The last state of every composite the demo touched (every act, the node tier's
     included), by (kind, namespace, name)."""
-    state: dict[tuple[str, str, str], dict] = {}
-
-    def keep(c: dict) -> None:
-        state[c["kind"], c["metadata"].get("namespace", ""), c["metadata"]["name"]] = \
-            copy.deepcopy(c)
-
-    assert demo.run(ROOT, fast=True, out=lambda _: None, on_composite=keep) == 0
-    return state
+    played = played_demo()
+    assert played.code == 0, played.output
+    return {(c["kind"], c["metadata"].get("namespace", ""), c["metadata"]["name"]): c
+            for c in played.composites}
 
 
 def column(kind: str, name: str) -> str:
