@@ -650,5 +650,5 @@ def test_a_model_cache_refuses_the_node_tier_for_an_existing_volume_source():
                           source={"volume": {"claimName": "weights",
                                              "manifest": {"file": ".fleetcache/manifest.json"}}}
                           )["spec"]
-    with pytest.raises(specs.InputError, match="spec.storage.tier Node needs a huggingFace or s3"):
+    with pytest.raises(specs.InputError, match="spec.storage.tier Node needs a huggingFace, s3 or oci source"):
         model_cache.read_spec(spec)
