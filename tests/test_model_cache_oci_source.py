@@ -126,7 +126,7 @@ def test_the_docker_config_is_copied_from_the_users_secret_under_its_key_never_i
     assert "data" not in secret["spec"]["forProvider"]["manifest"]
     assert [(r["patchesFrom"]["name"], r["patchesFrom"]["fieldPath"], r["toFieldPath"])
             for r in secret["spec"]["references"]] == [
-        ("regcred", "data..dockerconfigjson", f"data.{sources.REGISTRY_CONFIG_FILE}")]
+        ("regcred", "data[.dockerconfigjson]", f"data[{sources.REGISTRY_CONFIG_FILE}]")]
     assert "eyJhdXRocyI6e319" not in json.dumps(outcome.status)
 
 

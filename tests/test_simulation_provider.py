@@ -11,7 +11,7 @@ import time
 
 from fleetcache.devtools.simulation import Clock, Cluster, Provider, ProviderFlags, RealisticTiming
 from fleetcache.functions import read
-from fleetcache.functions.k8s import objects
+from fleetcache.functions.k8s import job_mounts, objects
 
 NS = "ml"
 SECONDS_PER_ROUND = 5.0
@@ -125,6 +125,60 @@ def test_a_claim_past_the_namespaces_quota_is_refused_with_the_quota_plugins_mes
         'create failed: cannot create object: cannot create object: persistentvolumeclaims '
         '"cache" is forbidden: exceeded quota: storage, requested: requests.storage=20Gi, '
         "used: requests.storage=0, limited: requests.storage=10Gi")
+
+
+# --- references: Secrets patched in from the control plane ----------------------------------
+
+
+def docker_config_secret() -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "regcred", "namespace": NS},
+            "type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": "e30="}}
+
+
+def remote_secret(their_key: str = ".dockerconfigjson", our_key: str = "config.json") -> dict:
+    ref = job_mounts.SecretRef("regcred", ((their_key, our_key),), "/registry", "spec.source.oci.pullSecretRef")
+    return job_mounts.secret_object("pull", "pull", NS, "c", ref, {})
+
+
+def with_secrets(tmp_path, *secrets: dict) -> tuple[Provider, Cluster]:
+    cluster = Cluster("c", tmp_path / "c")
+    provider = Provider({"c": cluster}, lambda: list(secrets))
+    provider.apply(namespace())
+    return provider, cluster
+
+
+def test_a_secret_key_with_a_period_is_copied_under_the_key_it_names(tmp_path):
+    provider, cluster = with_secrets(tmp_path, docker_config_secret())
+    provider.apply(remote_secret())
+    assert (cluster.get(("Secret", NS, "pull")) or {}).get("data") == {"config.json": "e30="}
+
+
+def test_a_field_path_with_a_double_period_is_refused_as_crossplane_runtime_parses_it(tmp_path):
+    provider, cluster = with_secrets(tmp_path, docker_config_secret())
+    obj = remote_secret()
+    obj["spec"]["references"][0]["patchesFrom"]["fieldPath"] = "data..dockerconfigjson"
+    provider.apply(obj)
+    assert synced(provider.observe(obj))["message"] == (
+        "observe failed: cannot resolve resource references: cannot patch from referenced "
+        "resource: unexpected '.' at position 5")
+    assert cluster.get(("Secret", NS, "pull")) is None
+
+
+def test_a_missing_referenced_secret_leaves_the_object_unsynced_and_nothing_created(tmp_path):
+    provider, cluster = with_secrets(tmp_path)
+    provider.apply(remote_secret())
+    assert synced(provider.observe(remote_secret()))["message"] == (
+        "observe failed: cannot resolve resource references: cannot get referenced resource: "
+        'secrets "regcred" not found')
+    assert cluster.get(("Secret", NS, "pull")) is None
+
+
+def test_a_key_the_secret_lacks_is_named_in_the_providers_error(tmp_path):
+    provider, _ = with_secrets(tmp_path, docker_config_secret())
+    obj = remote_secret(their_key="token")
+    provider.apply(obj)
+    assert synced(provider.observe(obj))["message"].endswith(
+        "cannot patch from referenced resource: data.token: no such field")
 
 
 # --- a remote object that is gone -------------------------------------------------------------

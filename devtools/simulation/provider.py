@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetcache.devtools.simulation import fieldpath
 from fleetcache.devtools.simulation.admission import refusal
 from fleetcache.devtools.simulation.api import Key, key_of
 from fleetcache.devtools.simulation.cluster import Cluster
@@ -38,6 +39,9 @@ UNAVAILABLE = {"type": "Ready", "status": "False", "reason": "Unavailable"}
 CREATING = {"type": "Ready", "status": "False", "reason": "Creating"}
 SYNCED = {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}
 CREATE, UPDATE, DELETE = {"*", "Create"}, {"*", "Update"}, {"*", "Delete"}
+
+
+REFERENCES_UNRESOLVED = "cannot resolve resource references"  # object.go's errResolveResourceReferences
 
 
 def reconcile_error(message: str) -> dict:
@@ -135,8 +139,10 @@ class Provider:
                 requeue=True)
             return
         manifest = copy.deepcopy(obj["spec"]["forProvider"]["manifest"])
-        for ref in obj["spec"].get("references", []) or []:
-            self.patch_from(ref, manifest)
+        unresolved = self.resolve_references(obj, manifest)
+        if unresolved:
+            self.finish(state, reconcile_error(f"observe failed: {unresolved}"), requeue=True)
+            return
         policies = set(obj["spec"].get("managementPolicies") or ["*"])
         readiness = obj["spec"].get("readiness") or {}
         successful_create = readiness.get("policy", "SuccessfulCreate") == "SuccessfulCreate"
@@ -217,19 +223,28 @@ class Provider:
         kept = [c for c in state.status.get("conditions", []) if c["type"] != condition["type"]]
         state.status["conditions"] = sorted([*kept, condition], key=lambda c: c["type"])
 
-    def patch_from(self, ref: dict, manifest: dict) -> None:
-        source = ref.get("patchesFrom") or {}
-        for secret in self.secrets():
-            meta = secret.get("metadata", {})
-            if (secret.get("kind") == source.get("kind") and meta.get("name") == source.get("name")
-                    and meta.get("namespace") == source.get("namespace")):
-                value = read.get_path(secret, source.get("fieldPath", ""))
-                if value is not None:
-                    target = manifest
-                    *parents, last = ref.get("toFieldPath", source["fieldPath"]).split(".")
-                    for part in parents:
-                        target = target.setdefault(part, {})
-                    target[last] = value
+    def resolve_references(self, obj: dict, manifest: dict) -> str:
+        """resolveReferencies (object.go): each patchesFrom copies a field of a control-plane
+        Secret into the manifest; a missing Secret or field, or a field path that does not
+        parse, is the error the provider's Observe returns ("" when all resolved)."""
+        for ref in obj["spec"].get("references", []) or []:
+            source = ref.get("patchesFrom") or {}
+            if not source:
+                continue
+            secret = next((s for s in self.secrets()
+                           if s.get("kind") == source.get("kind")
+                           and read.get_path(s, "metadata.name") == source.get("name")
+                           and read.get_path(s, "metadata.namespace") == source.get("namespace")),
+                          None)
+            if secret is None:
+                return (f"{REFERENCES_UNRESOLVED}: cannot get referenced resource: "
+                        f'secrets "{source.get("name")}" not found')
+            try:
+                value = fieldpath.get_value(secret, source.get("fieldPath", ""))
+                fieldpath.set_value(manifest, ref.get("toFieldPath") or source["fieldPath"], value)
+            except fieldpath.FieldPathError as error:
+                return f"{REFERENCES_UNRESOLVED}: cannot patch from referenced resource: {error}"
+        return ""
 
     def cel(self, query: str, remote: dict) -> bool:
         import celpy

@@ -38,8 +38,9 @@ def secret_object(name: str, remote_name: str, namespace: str, provider_config: 
     manifest = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                 "metadata": {"name": remote_name, "namespace": namespace, "labels": dict(labels)}}
     references = [{"patchesFrom": {"apiVersion": "v1", "kind": "Secret", "name": ref.name,
-                                   "namespace": namespace, "fieldPath": f"data.{theirs}"},
-                   "toFieldPath": f"data.{ours}"} for theirs, ours in ref.keys]
+                                   "namespace": namespace,
+                                   "fieldPath": objects.secret_data_path(theirs)},
+                   "toFieldPath": objects.secret_data_path(ours)} for theirs, ours in ref.keys]
     return objects.remote_object(name, namespace, manifest, provider_config, references=references,
                              labels=labels)
 

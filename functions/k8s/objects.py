@@ -87,6 +87,13 @@ def namespace_manifest(namespace: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
 
 
+def secret_data_path(key: str) -> str:
+    """A Secret key as a crossplane-runtime field path (pkg/fieldpath/fieldpath.go): a key
+    with a period (.dockerconfigjson, config.json) goes in brackets, or it would read as
+    nested fields and `data..dockerconfigjson` does not parse at all."""
+    return f"data[{key}]" if "." in key else f"data.{key}"
+
+
 def token_secret_object(
     name: str, remote_name: str, namespace: str, provider_config: str,
     token_ref: Mapping, labels: Mapping[str, str],
@@ -106,9 +113,9 @@ def token_secret_object(
             "kind": "Secret",
             "name": str(token_ref.get("name", "")),
             "namespace": namespace,
-            "fieldPath": f"data.{token_ref.get('key', 'HF_TOKEN')}",
+            "fieldPath": secret_data_path(str(token_ref.get("key", "HF_TOKEN"))),
         },
-        "toFieldPath": f"data.{TOKEN_SECRET_KEY}",
+        "toFieldPath": secret_data_path(TOKEN_SECRET_KEY),
     }
     return remote_object(name, namespace, manifest, provider_config, references=[reference],
                          labels=labels)
