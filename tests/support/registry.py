@@ -23,6 +23,7 @@ import ctypes.util
 import hashlib
 import io
 import json
+import re
 import secrets
 import subprocess
 import tarfile
@@ -95,6 +96,9 @@ def modelpack_config(flavor: str = "cncf") -> tuple[str, bytes]:
             json.dumps({"descriptor": {"name": "tiny"}, "modelfs": {"type": "layers"}}).encode())
 
 
+BLOB_GET = re.compile(r'"GET /v2/\S+/blobs/sha256:[0-9a-f]{64} HTTP/[0-9.]+" (?P<status>\d{3}) (?P<size>\d+)')
+
+
 class LoopbackRegistry:
     """docker-registry on a free loopback port; `users` turns on htpasswd auth."""
 
@@ -103,12 +107,14 @@ class LoopbackRegistry:
         self.stack = ExitStack()
         self.host = ""
         self.root = Path()
+        self.access_log = Path()
 
     def __enter__(self) -> LoopbackRegistry:
         scratch = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="fleetcache-oci.")))
         self.root = scratch / "data"
         self.host = f"127.0.0.1:{free_port()}"
-        config = ["version: 0.1", "log:", "  level: error", "  accesslog:", "    disabled: true",
+        self.access_log = scratch / "access.log"
+        config = ["version: 0.1", "log:", "  level: error", "  accesslog:", "    disabled: false",
                   "storage:", "  filesystem:", f"    rootdirectory: {self.root}", "  delete:", "    enabled: true",
                   "http:", f"  addr: {self.host}"]
         if self.users:
@@ -116,8 +122,9 @@ class LoopbackRegistry:
             htpasswd.write_text("".join(f"{u}:{bcrypt_hash(p)}\n" for u, p in self.users.items()))
             config += ["auth:", "  htpasswd:", "    realm: fleetcache-test", f"    path: {htpasswd}"]
         (scratch / "config.yml").write_text("\n".join(config) + "\n")
+        access_log = self.stack.enter_context(self.access_log.open("wb"))
         process = subprocess.Popen(["docker-registry", "serve", str(scratch / "config.yml")],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                   stdout=access_log, stderr=subprocess.PIPE)
         self.stack.callback(self._stop, process)
         try:
             self._wait(process)
@@ -190,6 +197,16 @@ class LoopbackRegistry:
 
     def push_modelpack(self, repository: str, tag: str, files: dict[str, bytes], flavor: str = "cncf") -> str:
         return self.push_image(repository, tag, modelpack_layers(files, flavor), modelpack_config(flavor))
+
+    def blob_bytes_served(self) -> int:
+        """The body bytes of every blob GET answered so far, from the access log (the combined
+        log format: the request, the status, the size)."""
+        served = 0
+        for line in self.access_log.read_text(errors="replace").splitlines():
+            found = BLOB_GET.search(line)
+            if found and found["status"] in ("200", "206"):
+                served += int(found["size"])
+        return served
 
     def blob_file(self, digest: str) -> Path:
         """Where the filesystem driver keeps a blob's bytes (registry/storage/paths.go: blobDataPathSpec)."""
