@@ -16,7 +16,7 @@ from fleetcache.functions import protocol
 from fleetcache.functions.composers import model_cache, model_cache_hydration
 from fleetcache.functions.decisions import sources
 from fleetcache.functions.k8s import agent_job, hydration_objects, job_mounts
-from fleetcache.functions.views.model_cache import read_manifest
+from fleetcache.functions.views.model_cache import latched_result, read_manifest, read_resolved
 from tests.support.builders import composed_key, hydration_request, hydration_xr, observe
 from tests.support.fleet import condition, fleet_cluster, grant_admitting, model_cache_xr
 from tests.support.k8s import assert_valid_k8s, iter_remote_manifests, restricted_violations
@@ -218,3 +218,17 @@ def test_a_malformed_oci_locator_makes_the_manifest_malformed(broken):
 
 def test_a_range_without_its_blob_makes_the_manifest_malformed():
     assert read_manifest([{k: v for k, v in MEMBER.items() if k != "blob"}]) is None
+
+
+PINNED = "registry.example.com:5000/models/qwen3@sha256:" + "7" * 64
+
+
+def test_the_reference_pinned_by_digest_is_latched_for_what_mounts_the_artifact():
+    resolved = read_resolved(latched_result({"commit": OCI_COMMIT, "reference": PINNED}, "oci/r", "v1", "d"))
+    assert resolved is not None and resolved["reference"] == PINNED
+
+
+@pytest.mark.parametrize("reference", [REFERENCE, "not a reference", 7])
+def test_a_reference_not_pinned_by_digest_is_not_latched(reference):
+    resolved = read_resolved(latched_result({"commit": OCI_COMMIT, "reference": reference}, "oci/r", "v1", "d"))
+    assert resolved is not None and "reference" not in resolved

@@ -99,6 +99,7 @@ class Settled:
 @dataclass
 class Story:
     caches: dict[str, Settled] = field(default_factory=dict)  # by step
+    pushed_digest: str = ""  # the manifest digest of the first push
     missing_secret: dict = field(default_factory=dict)  # the cache's Resolved condition
     replicas: list[tuple[str, dict, Path]] = field(default_factory=list)  # cluster, env, model dir
 
@@ -157,7 +158,7 @@ def story(tmp_path_factory) -> Story:
             control.apply(act.grant(CLUSTERS))
 
             # 1. an anonymous registry, a ModelPack artifact of raw layers, two clusters
-            public.push_modelpack(REPOSITORY, "v1", PUSHED)
+            told.pushed_digest = public.push_modelpack(REPOSITORY, "v1", PUSHED)
             control.apply(oci_cache(PUBLIC, public, FIRST))
             told.caches["resolved"] = settle(stage, public, PUBLIC, FIRST)
 
@@ -194,8 +195,13 @@ def story(tmp_path_factory) -> Story:
 
 def test_the_artifact_resolves_to_one_oci_commit_of_its_manifest(story):
     resolved = story.caches["resolved"].status["resolved"]
-    assert resolved["commit"].startswith("oci-") and len(resolved["commit"]) == 44
+    assert resolved["commit"] == "oci-" + story.pushed_digest.removeprefix("sha256:")[:40]
     assert resolved["files"] == len(PUSHED)
+
+
+def test_the_status_names_the_artifact_pinned_by_its_digest(story):
+    resolved = story.caches["resolved"].status["resolved"]
+    assert resolved["reference"].endswith(f"/{REPOSITORY}@{story.pushed_digest}")
 
 
 def test_every_clusters_hydration_is_ready_holding_exactly_the_pushed_bytes(story):

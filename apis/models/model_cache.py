@@ -687,6 +687,13 @@ class Resolved(BaseModel):
             description='Digest of spec.source when it was resolved; a changed source no longer matches and resolves again.',
         ),
     ] = None
+    reference: Annotated[
+        str | None,
+        Field(
+            description="OCI sources only: the reference pinned by digest (host/repository@sha256:<64 hex>), the manifest every cluster's bytes come from; a tag moved later changes nothing.",
+            max_length=1024,
+        ),
+    ] = None
     manifest: Annotated[
         list[ManifestItem] | None,
         Field(

@@ -184,8 +184,15 @@ def read_resolved(value: Any) -> dict | None:
         "manifestDigest": messages.clipped(value.get("manifestDigest") or "", 128),
         "sourceDigest": messages.clipped(value.get("sourceDigest") or "", 64),
         "compared": read_compared(value.get("compared")),
+        **({"reference": value["reference"]} if is_pinned_reference(value.get("reference")) else {}),
         **({"manifest": manifest} if (manifest := read_manifest(value.get("manifest"))) else {}),
     }
+
+
+def is_pinned_reference(value: Any) -> bool:
+    """An OCI reference pinned by digest (host/repository@sha256:…), as resolve writes it."""
+    parts = shapes.oci_reference_parts(value)
+    return parts is not None and parts[3] is not None
 
 
 def read_compared(value: Any) -> list[dict]:
@@ -259,7 +266,8 @@ def latched_result(record: dict, repo: str, revision: str, source_digest: str,
                    manifest: list[dict] | None = None) -> dict:
     """The agent's resolve record as status.resolved (read_resolved checks its fields); an
     S3 prefix or a volume's manifest file also latches the pinned manifest (contract §D),
-    which the caller reads from the record (decisions/sources.manifest_of)."""
+    which the caller reads from the record (decisions/sources.manifest_of), and an OCI
+    source the reference pinned by digest (what an image volume mounts)."""
     result = {
         "repo": repo,
         "revision": revision,
@@ -270,6 +278,8 @@ def latched_result(record: dict, repo: str, revision: str, source_digest: str,
         "sourceDigest": source_digest,
         "compared": compared_of(record),
     }
+    if record.get("reference"):
+        result["reference"] = record["reference"]
     if manifest is not None:
         result["manifest"] = manifest
     return result
