@@ -27,6 +27,7 @@ from fleetcache.agent.cli_options import (
     check_dest,
     check_digest,
     check_endpoint,
+    check_oci_repository,
     check_repo,
     check_revision,
     globs,
@@ -43,8 +44,19 @@ from fleetcache.agent.fetch import fetch as run_fetch
 from fleetcache.agent.hub import Bandwidth, HubClient, Retryable, RetryPolicy, read_timeout_from_env
 from fleetcache.agent.layout import Layout
 from fleetcache.agent.layouts import FETCH_LAYOUTS, fetch_layout
-from fleetcache.agent.mirror import FAIL, ORIGIN, PUBLISHER, READER, MirrorConfig, MirrorSource, reader_listing
+from fleetcache.agent.mirror import (
+    FAIL,
+    ORIGIN,
+    PUBLISHER,
+    READER,
+    MirrorConfig,
+    MirrorSource,
+    S3Store,
+    Store,
+    reader_listing,
+)
 from fleetcache.agent.oci import OciReference, RegistryClient, parse_reference, read_registry_config
+from fleetcache.agent.oci_mirror import OciStore
 from fleetcache.agent.oci_source import OCI_COMMIT, Located, OciSource, located_manifest, resolve_oci
 from fleetcache.agent.plan import Listing, compared_record, parse_listing, resolved_record, select
 from fleetcache.agent.progress import (
@@ -249,10 +261,12 @@ def _resolved(progress: Progress, record: dict) -> None:
 def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, progress_configmap,
           termination_log, dest, concurrency, bandwidth, layout_name, wait, refs, s3_bucket, s3_prefix, s3_region,
           s3_endpoint, credentials_dir, commit, pinned_digest, manifest_file, manifest_configmap, mirror_bucket,
-          mirror_prefix, mirror_region, mirror_endpoint, mirror_credentials_dir, mirror_role,
-          mirror_on_missing, oci_reference, registry_config, plain_http) -> None:
+          mirror_oci_repository, mirror_registry_config, mirror_plain_http, mirror_prefix, mirror_region,
+          mirror_endpoint, mirror_credentials_dir, mirror_role, mirror_on_missing, oci_reference, registry_config,
+          plain_http) -> None:
     """Download REPO at REVISION (or an S3 source's pinned manifest, or an OCI reference) into DEST, verifying
-    every byte while it streams; with --mirror-bucket, through the fleet mirror (publisher or reader)."""
+    every byte while it streams; with --mirror-bucket or --mirror-oci-repository, through the fleet mirror
+    (publisher or reader)."""
     context["termination"] = Path(termination_log)
     progress = open_progress(FETCH_FIELDS, progress_file, progress_configmap)
     token = read_token(token_file)
@@ -278,7 +292,10 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     if layout_name not in FETCH_LAYOUTS:
         raise bad("--layout", f"{layout_name!r} is not one of {', '.join(sorted(FETCH_LAYOUTS))}")
     limit = Bandwidth(parse_quantity(bandwidth)) if bandwidth else None
-    mirror = _mirror_config(mirror_bucket, mirror_prefix, mirror_region, mirror_endpoint, mirror_credentials_dir,
+    mirror = _mirror_config(_mirror_location(mirror_bucket, mirror_prefix, mirror_region, mirror_endpoint,
+                                             mirror_credentials_dir),
+                            _mirror_registry(mirror_oci_repository, mirror_registry_config, mirror_plain_http,
+                                             progress, int(concurrency)),
                             mirror_role, mirror_on_missing, progress, int(concurrency))
     progress.phase("Resolving")
     complete = None
@@ -308,8 +325,7 @@ def fetch(endpoint, repo, revision, token_file, allow, ignore, progress_file, pr
     make_dest(dest_path)  # only now: a listing refused writes nothing, not even --dest
     layout = fetch_layout(layout_name, dest_path, repo, listing.commit)
     if mirror is not None:
-        source = MirrorSource(source, mirror, repo, listing.commit, manifest_digest(entries), entries,
-                              int(concurrency), progress.note, complete)
+        source = MirrorSource(source, mirror, repo, listing.commit, manifest_digest(entries), entries, complete)
     record = run_fetch(source, layout, listing, entries, progress, int(concurrency), limit,
                        client.policy, wait, tuple(refs))
     click.echo(json.dumps(record, sort_keys=True))
@@ -392,20 +408,56 @@ def _pinned_json(manifest_file, manifest_configmap, policy: RetryPolicy) -> obje
     return policy.run(read, f"reading ConfigMap {manifest_configmap}")
 
 
-def _mirror_config(bucket, prefix, region, endpoint, credentials_dir, role, on_missing, progress: Progress,
-                   concurrency: int) -> MirrorConfig | None:
+def _mirror_location(bucket, prefix, region, endpoint, credentials_dir) -> S3Location | None:
+    """The S3 mirror of --mirror-bucket, if any."""
     if bucket is None:
-        for flag, value in (("--mirror-role", role), ("--mirror-endpoint", endpoint),
-                            ("--mirror-credentials-dir", credentials_dir)):
+        for flag, value in (("--mirror-endpoint", endpoint), ("--mirror-credentials-dir", credentials_dir)):
             if value is not None:
                 raise bad(flag, "only with --mirror-bucket")
         return None
+    return S3Location(bucket, prefix, region, endpoint, credentials_dir)
+
+
+def _mirror_registry(repository: str | None, registry_config: str | None, plain_http: bool, progress: Progress,
+                     concurrency: int) -> RegistryClient | None:
+    """The OCI mirror's registry client (--mirror-oci-repository); its credentials are hidden from logs."""
+    if repository is None:
+        for flag, given in (("--mirror-registry-config", registry_config is not None),
+                            ("--mirror-plain-http", plain_http)):
+            if given:
+                raise bad(flag, "only with --mirror-oci-repository")
+        return None
+    host, path = check_oci_repository(repository)
+    credentials = read_registry_config(registry_config, host, "--mirror-registry-config") if registry_config \
+        else None
+    client = RegistryClient(OciReference(host, path, None, None), credentials, plain_http, _policy(progress),
+                            pool_size=concurrency, timeout=read_timeout_from_env(), on_secret=hide,
+                            secret_field="spec.distribution.mirror.oci.pushSecretRef, --mirror-registry-config",
+                            action="push to")
+    hide(client.secrets)
+    return client
+
+
+def _mirror_config(location: S3Location | None, registry: RegistryClient | None, role, on_missing,
+                   progress: Progress, concurrency: int) -> MirrorConfig | None:
+    """The fleet mirror of --mirror-bucket (S3) or --mirror-oci-repository (a registry), not both."""
+    if location is None and registry is None:
+        if role is not None:
+            raise bad("--mirror-role", "only with --mirror-bucket or --mirror-oci-repository")
+        return None
+    if location is not None and registry is not None:
+        raise bad("--mirror-oci-repository", "not with --mirror-bucket: give one fleet mirror")
     if role not in (PUBLISHER, READER):
         raise bad("--mirror-role", f"{role!r} is not publisher or reader")
     if on_missing not in (ORIGIN, FAIL):
         raise bad("--mirror-on-missing", f"{on_missing!r} is not origin or fail")
-    client = _s3_client(S3Location(bucket, prefix, region, endpoint, credentials_dir), progress, concurrency)
-    return MirrorConfig(client, prefix, role, on_missing)
+    store: Store
+    if registry is not None:
+        store = OciStore(registry, concurrency)
+    else:
+        assert location is not None
+        store = S3Store(_s3_client(location, progress, concurrency), location.prefix, concurrency, progress.note)
+    return MirrorConfig(store, role, on_missing)
 
 
 @click.command()

@@ -18,7 +18,7 @@ import click
 from fleetcache import quantity, reasons
 from fleetcache.agent.errors import AgentError, os_reason
 from fleetcache.agent.mirror import ORIGIN
-from fleetcache.shapes import S3_BUCKET, SHA256_HEX, is_resolved_commit
+from fleetcache.shapes import OCI_HOST, OCI_REPOSITORY, S3_BUCKET, SHA256_HEX, is_resolved_commit
 from fleetcache.volume import OCI_REPO
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -121,6 +121,15 @@ def oci_only(oci_reference: str | None, registry_config: str | None, plain_http:
                 raise bad(flag, "only with --oci-reference")
 
 
+def check_oci_repository(value: str) -> tuple[str, str]:
+    """--mirror-oci-repository: HOST[:PORT]/REPOSITORY as the XRD's pattern admits it, split."""
+    host, _, repository = value.partition("/")
+    if not OCI_HOST.fullmatch(host) or not OCI_REPOSITORY.fullmatch(repository):
+        raise bad("--mirror-oci-repository", f"{value!r} is not HOST[:PORT]/REPOSITORY (a registry host, then "
+                                             "lowercase components joined by /; no tag or digest)")
+    return host, repository
+
+
 def check_commit(commit: str, flag: str = "--commit") -> str:
     """A resolved commit: a Hub commit, or an S3, OCI or volume pin."""
     if not is_resolved_commit(commit):
@@ -187,6 +196,10 @@ OCI = [
 ]
 MIRROR = [
     click.option("--mirror-bucket", help="the fleet mirror's S3 bucket"),
+    click.option("--mirror-oci-repository", help="the fleet mirror's OCI repository (HOST/REPOSITORY) to publish "
+                                                 "the commit to as a ModelPack artifact, or read it from"),
+    click.option("--mirror-registry-config", help="a Docker config JSON with credentials for the mirror registry"),
+    click.option("--mirror-plain-http", is_flag=True, help="talk to the mirror registry over http"),
     click.option("--mirror-prefix", default="fleetcache", show_default=True),
     click.option("--mirror-region", default="us-east-1", show_default=True),
     click.option("--mirror-endpoint"),

@@ -1,6 +1,9 @@
-"""The fleet mirror: one cluster publishes verified blobs to an S3 bucket, the others read them from there.
+"""The fleet mirror: one cluster publishes verified blobs to an S3 bucket (or, as a ModelPack
+artifact, to an OCI registry: agent/oci_mirror.py), the others read them from there. What the
+mirror is made of is a store's (`S3Store` here, `OciStore` there); who reads what from where,
+falling back to the origin per file, is `MirrorSource`'s, the same for both.
 
-Keys (content-addressed, so any number of caches and commits share a bucket safely):
+S3 keys (content-addressed, so any number of caches and commits share a bucket safely):
 
     <prefix>/blobs/sha256/<hex>           an LFS or S3 file, by its sha256
     <prefix>/blobs/sha1/<hex>             a Hub git file, by its git blob sha1
@@ -29,7 +32,8 @@ not start on a half-published mirror.
 
 The record gains `bytesFrom` (Mirror when a reader did not find the mirror incomplete and took at
 least as many bytes from it as from the origin, so a warm rerun stays Mirror; else Origin),
-`originBytes` and `mirrorBytes` (bytes received this run).
+`originBytes` and `mirrorBytes` (bytes received this run), and for an OCI mirror `artifact`
+(host/repository@sha256:…, the artifact pushed or read).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from fleetcache import reasons
 from fleetcache.agent.errors import AgentError
@@ -88,10 +93,72 @@ def checked_manifest(body: bytes | None, digest: str) -> tuple[tuple[Entry, ...]
     return entries, ""
 
 
+class S3Store:
+    """The mirror in an S3 bucket: content-addressed blobs, and the manifest written last."""
+
+    def __init__(self, client: S3Client, prefix: str, concurrency: int, report=None):
+        self.client, self.prefix, self.concurrency, self.report = client, prefix, concurrency, report
+
+    def describe(self, entry: Entry | None = None) -> str:
+        return self.client.location.describe() + (blob_key(self.prefix, entry) if entry else "")
+
+    def published(self, digest: str) -> tuple[tuple[Entry, ...], str]:
+        key = manifest_key(self.prefix, digest)
+        entries, why = checked_manifest(self.client.get_small(key), digest)
+        return entries, f"{self.client.location.describe()}{key}: {why}" if why else ""
+
+    def open_range(self, entry: Entry, start: int, end: int, size: int):
+        return self.client.open_range(blob_key(self.prefix, entry), None, None, start, end, size)
+
+    def publish(self, layout, entries: tuple[Entry, ...], digest: str, repo: str, commit: str) -> dict:
+        self._upload(layout, entries, check_present=True)
+        self.client.put_bytes(manifest_key(self.prefix, digest), manifest_body(repo, commit, digest, entries))
+        log.info("published %s to the mirror", manifest_key(self.prefix, digest))
+        return {}
+
+    def republish(self, layout, entries: tuple[Entry, ...]) -> None:
+        self._upload(layout, entries, check_present=False)
+
+    def record(self) -> dict:
+        return {}
+
+    def _upload(self, layout, entries: tuple[Entry, ...], check_present: bool) -> None:
+        """Upload verified blobs from the volume, once per content key; a publisher skips the ones
+        the mirror already holds at the right size (a rerun after a crash, another cache's blob)."""
+        unique = list({blob_key(self.prefix, e): e for e in entries}.items())
+        if self.report:
+            self.report(f"publishing {len(unique)} blobs ({sum(e.size for _, e in unique)} bytes) to the mirror "
+                        f"{self.client.location.describe()}")
+
+        def put(item: tuple[str, Entry]) -> None:
+            key, entry = item
+            if check_present and self.client.head_size(key) == entry.size:
+                return
+            sha256 = entry.digest if entry.algo == SHA256 else None
+            self.client.put_file(key, layout.blob_path(entry), sha256)
+
+        parallel(put, unique, self.concurrency)
+
+
+class Store(Protocol):
+    """What a mirror is made of (S3Store, oci_mirror.OciStore): MirrorSource's only way to it."""
+
+    def describe(self, entry: Entry | None = None) -> str: ...
+
+    def published(self, digest: str) -> tuple[tuple[Entry, ...], str]: ...
+
+    def open_range(self, entry: Entry, start: int, end: int, size: int): ...
+
+    def publish(self, layout, entries: tuple[Entry, ...], digest: str, repo: str, commit: str) -> dict: ...
+
+    def republish(self, layout, entries: tuple[Entry, ...]) -> None: ...
+
+    def record(self) -> dict: ...
+
+
 @dataclass(frozen=True)
 class MirrorConfig:
-    client: S3Client
-    prefix: str
+    store: Store
     role: str  # publisher | reader
     on_missing: str  # origin | fail
 
@@ -99,15 +166,13 @@ class MirrorConfig:
 def published_entries(config: MirrorConfig, digest: str, otherwise: str) -> tuple[Entry, ...]:
     """The publisher's manifest of `digest`, checked: its entries, or none (logged with what happens
     `otherwise`); with `fail` a missing or invalid one is MirrorIncomplete (20)."""
-    key = manifest_key(config.prefix, digest)
-    entries, why = checked_manifest(config.client.get_small(key), digest)
-    where = f"{config.client.location.describe()}{key}"
+    entries, why = config.store.published(digest)  # why names where it looked
     if entries:
-        log.info("mirror %s is complete; reading from it", where)
+        log.info("mirror %s is complete; reading from it", config.store.describe())
     elif config.on_missing == FAIL:
-        raise AgentError(reasons.MirrorIncomplete, f"{where}: {why}")
+        raise AgentError(reasons.MirrorIncomplete, why)
     else:
-        log.warning("%s: %s; %s", where, why, otherwise)
+        log.warning("%s; %s", why, otherwise)
     return entries
 
 
@@ -161,12 +226,10 @@ class MirrorSource:
     """A Source that reads from the mirror (reader) or the origin (publisher, fallback), and publishes."""
 
     def __init__(self, origin, config: MirrorConfig, repo: str, commit: str, digest: str,
-                 entries: tuple[Entry, ...], concurrency: int, report=None, complete: bool | None = None):
+                 entries: tuple[Entry, ...], complete: bool | None = None):
         self.origin, self.config = origin, config
         self.repo, self.commit, self.digest = repo, commit, digest
         self.by_path = {e.path: e for e in entries}
-        self.concurrency = concurrency
-        self.report = report
         self.origin_bytes, self.mirror_bytes = _Counter(), _Counter()
         self.fallen: set[str] = set()  # paths a reader takes from the origin instead
         self.fallen_lock = threading.Lock()
@@ -184,7 +247,7 @@ class MirrorSource:
             return self._complete
 
     def _fall_back(self, entry: Entry, why: str) -> None:
-        where = f"{self.config.client.location.describe()}{blob_key(self.config.prefix, entry)}"
+        where = self.config.store.describe(entry)
         if self.config.on_missing == FAIL:
             raise AgentError(reasons.MirrorIncomplete, f"{entry.path}: {why} ({where})")
         with self.fallen_lock:
@@ -205,7 +268,7 @@ class MirrorSource:
         entry = self.by_path[url[len(MIRROR_LOCATOR):]]
         if entry.path not in self.fallen:
             try:
-                resp = self.config.client.open_range(blob_key(self.config.prefix, entry), None, None, start, end, size)
+                resp = self.config.store.open_range(entry, start, end, size)
                 resp.final_url = url
                 return _Counted(resp, self.mirror_bytes)
             except AgentError as err:
@@ -224,38 +287,19 @@ class MirrorSource:
 
     def complete(self, layout, entries: tuple[Entry, ...], digest: str) -> dict:
         if self.config.role == PUBLISHER:
-            self._publish(layout, entries, check_present=True)
-            self.config.client.put_bytes(manifest_key(self.config.prefix, digest),
-                                         manifest_body(self.repo, self.commit, digest, entries))
-            log.info("published %s to the mirror", manifest_key(self.config.prefix, digest))
+            self.config.store.publish(layout, entries, digest, self.repo, self.commit)
         elif self._complete and self.fallen:
             self._republish(layout, tuple(e for e in entries if e.path in self.fallen))
         origin, mirror = self.origin_bytes.value, self.mirror_bytes.value
         from_mirror = self.config.role == READER and self._complete is not False and mirror >= origin
-        return {"bytesFrom": "Mirror" if from_mirror else "Origin", "originBytes": origin, "mirrorBytes": mirror}
+        return {"bytesFrom": "Mirror" if from_mirror else "Origin", "originBytes": origin, "mirrorBytes": mirror,
+                **self.config.store.record()}
 
     def _republish(self, layout, entries: tuple[Entry, ...]) -> None:
         """A reader's repair of the mirror is a courtesy: its own copy is verified and complete, so a
         mirror it may not write (read-only credentials) or cannot reach costs a warning, not its Ready."""
         try:
-            self._publish(layout, entries, check_present=False)
+            self.config.store.republish(layout, entries)
         except AgentError as err:
             log.warning("could not re-publish %d files to the mirror (%s: %s); the next reader falls back "
                         "for them too", len(entries), err.reason, err.what)
-
-    def _publish(self, layout, entries: tuple[Entry, ...], check_present: bool) -> None:
-        """Upload verified blobs from the volume, once per content key; a publisher skips the ones
-        the mirror already holds at the right size (a rerun after a crash, another cache's blob)."""
-        unique = list({blob_key(self.config.prefix, e): e for e in entries}.items())
-        if self.report:
-            self.report(f"publishing {len(unique)} blobs ({sum(e.size for _, e in unique)} bytes) to the mirror "
-                        f"{self.config.client.location.describe()}")
-
-        def put(item: tuple[str, Entry]) -> None:
-            key, entry = item
-            if check_present and self.config.client.head_size(key) == entry.size:
-                return
-            sha256 = entry.digest if entry.algo == SHA256 else None
-            self.config.client.put_file(key, layout.blob_path(entry), sha256)
-
-        parallel(put, unique, self.concurrency)

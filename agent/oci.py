@@ -10,6 +10,9 @@ stream, and one mapping of every answer onto fleetcache/exitcodes.py:
 - 429 (Retry-After honoured)                             → retried, then RateLimited (18)
 - 5xx, other answers, refused connections                → retried, then SourceUnreachable (17)
 
+It also pushes (the fleet's OCI mirror, agent/oci_mirror.py): HEAD a blob or manifest, a
+monolithic blob upload (POST, then PUT with its digest) and a manifest PUT, under the same auth.
+
 Auth follows the distribution token spec (distribution/docs/spec/auth/token.md): a 401 with
 `WWW-Authenticate: Bearer realm=…,service=…,scope=…` sends the client to the realm, with the
 Docker config's basic credentials if any, for a token it then sends to the registry; a
@@ -130,11 +133,10 @@ def _config_host(key: str) -> str:
     return urlsplit(key if "://" in key else f"//{key}").netloc.lower()
 
 
-def read_registry_config(path: str, registry: str) -> Credentials | None:
+def read_registry_config(path: str, registry: str, flag: str = "--registry-config") -> Credentials | None:
     """The registry's credentials from a Docker config JSON (a `kubernetes.io/dockerconfigjson` pull
     secret): `auths[host].auth` (base64 of user:password) or `username` and `password`. None when the
     file names no credentials for this host (anonymous access)."""
-    flag = "--registry-config"
     try:
         config = json.loads(Path(path).read_text())
     except OSError as err:
@@ -191,8 +193,10 @@ class RegistryClient:
 
     def __init__(self, reference: OciReference, credentials: Credentials | None, plain_http: bool,
                  policy: RetryPolicy, pool_size: int = 8, timeout: float = READ_TIMEOUT,
-                 on_secret: Callable[[tuple[str, ...]], None] | None = None):
+                 on_secret: Callable[[tuple[str, ...]], None] | None = None,
+                 secret_field: str = "spec.source.oci.pullSecretRef, --registry-config", action: str = "pull"):
         self.reference = reference
+        self.secret_field, self.action = secret_field, action  # what a refusal's remedy names
         self.credentials = credentials
         self.policy = policy
         self.base = f"{'http' if plain_http else 'https'}://{reference.registry}/v2/{reference.repository}"
@@ -213,9 +217,11 @@ class RegistryClient:
             headers["Authorization"] = self.authorization
         return headers
 
-    def request(self, method: str, url: str, headers: dict | None = None, stream: bool = False) -> Any:
+    def request(self, method: str, url: str, headers: dict | None = None, stream: bool = False,
+                body: Callable[[], Any] | None = None) -> Any:
         """One logical request: redirects followed by hand (credentials only on the registry's origin),
-        one 401 answered by authenticating as its challenge asks; failures as the table's rows."""
+        one 401 answered by authenticating as its challenge asks; failures as the table's rows. `body`
+        gives the request's body afresh for each send (a 401 is answered by sending it again)."""
         what = f"{method} {urlsplit(url).path}"
         authenticated = False
         for _ in range(MAX_REDIRECTS + 2):
@@ -223,7 +229,7 @@ class RegistryClient:
             resp: Any  # urllib3's response, given the `final_url` the Source protocol reads
             try:
                 resp = self.http.request(method, url, headers=sent_headers, redirect=False,
-                                         preload_content=not stream)
+                                         preload_content=not stream, body=body() if body else None)
             except (urllib3.exceptions.HTTPError, OSError) as err:
                 raise unreachable(what, err) from None
             if resp.status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
@@ -263,8 +269,8 @@ class RegistryClient:
 
     def _auth_failed(self, what: str, detail: str) -> AgentError:
         ref = self.reference
-        remedy = (f"The pull secret (spec.source.oci.pullSecretRef, --registry-config) must be a Docker config JSON "
-                  f"with credentials for {ref.registry} that may pull {ref.repository}.")
+        remedy = (f"The Secret ({self.secret_field}) must be a Docker config JSON with credentials for "
+                  f"{ref.registry} that may {self.action} {ref.repository}.")
         if self.credentials is None:
             return AgentError(reasons.AuthFailed, f"{what}: {detail}: the registry {ref.registry} wants credentials "
                                                   "and none were given", remedy)
@@ -365,3 +371,59 @@ class RegistryClient:
             raise AgentError(reasons.DigestMismatch, f"blob {digest}: the registry holds {total} bytes, its "
                                                      f"descriptor says {size}")
         raise Retryable(AgentError(reasons.SourceUnreachable, f"GET blob {digest}: asked for {expected}, got {got}"))
+
+    # -- pushing ------------------------------------------------------------------------------
+    def present(self, kind: str, name: str) -> str | None:
+        """HEAD a blob or manifest (`kind` blobs | manifests): its Docker-Content-Digest when the
+        registry holds it (the name itself when it does not say), None when it does not."""
+        def head() -> str | None:
+            try:
+                resp = self.request("HEAD", f"{self.base}/{kind}/{name}",
+                                    {"Accept": MANIFEST_ACCEPT} if kind == "manifests" else None)
+            except AgentError as err:
+                if err.reason == reasons.SourceNotFound:
+                    return None
+                raise
+            return resp.headers.get("Docker-Content-Digest") or name
+
+        return self.policy.run(head, f"HEAD {kind} {name}")
+
+    def upload_blob(self, digest: str, size: int, opened: Callable[[], Any]) -> None:
+        """A monolithic upload (distribution spec: POST /blobs/uploads/, then PUT its Location with
+        ?digest=): `opened()` gives the bytes as a file, read from its start on every attempt; the
+        registry checks them against `digest`."""
+        what = f"upload blob {digest}"
+
+        def attempt() -> None:
+            started = self.request("POST", f"{self.base}/blobs/uploads/", {"Content-Length": "0"})
+            location = started.headers.get("Location")
+            if started.status != 202 or not location:
+                raise Retryable(AgentError(reasons.SourceUnreachable, f"{what}: HTTP {started.status} without an "
+                                                                      "upload location"))
+            url = urljoin(self.base, location)
+            url += ("&" if "?" in url else "?") + urlencode({"digest": digest})
+            with opened() as stream:
+                def body() -> Any:
+                    stream.seek(0)
+                    return stream
+
+                done = self.request("PUT", url, {"Content-Type": "application/octet-stream",
+                                                 "Content-Length": str(size)}, body=body)
+            if done.status != 201:
+                raise Retryable(AgentError(reasons.SourceUnreachable, f"{what}: HTTP {done.status}, not 201"))
+
+        self.policy.run(attempt, what)
+
+    def put_manifest(self, name: str, body: bytes, media_type: str) -> str:
+        """PUT a manifest by digest or tag; the digest the registry says it stored."""
+        what = f"PUT manifest {self.reference.registry}/{self.reference.repository}:{name}"
+
+        def put() -> str:
+            resp = self.request("PUT", f"{self.base}/manifests/{name}", {"Content-Type": media_type},
+                                body=lambda: body)
+            stored = resp.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(body).hexdigest()
+            if stored != "sha256:" + hashlib.sha256(body).hexdigest():
+                raise AgentError(reasons.DigestMismatch, f"{what}: the registry stored {stored}")
+            return stored
+
+        return self.policy.run(put, what)

@@ -384,7 +384,7 @@ def test_model_cache_spec_has_the_designed_fields():
         {"reference", "pullSecretRef", "plainHTTP", "layout"}
     assert keys_of(spec["source"]["properties"]["volume"]) == {"claimName", "manifest", "subPath"}
     assert keys_of(spec["distribution"]["properties"]["mirror"]) == \
-        {"s3", "onMissing", "regionLabel", "regions"}
+        {"s3", "oci", "onMissing", "regionLabel", "regions"}
     assert keys_of(spec["source"]["properties"]["huggingFace"]) == \
         {"repo", "revision", "endpoint", "tokenSecretRef"}
     assert keys_of(spec["placement"]) == {"clusterSelector", "clusterNames"}
@@ -418,7 +418,7 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         {"name", "clusters", "ready", "failed"}
     assert keys_of(status["resolved"]) == \
         {"repo", "revision", "commit", "bytes", "files", "manifestDigest", "sourceDigest",
-         "compared", "manifest"}
+         "compared", "manifest", "reference", "artifact"}
     assert keys_of(status["mirror"]) == {"publisher", "published", "commit", "groups"}
     assert keys_of(status["mirror"]["properties"]["groups"]["items"]) == \
         {"region", "bucket", "publisher", "published", "clusters"}
@@ -474,7 +474,7 @@ def test_model_cache_hydration_status_has_every_field_the_composer_writes():
                            "storedCommits", "prunedCommits", "usedBytes", "capacityBytes",
                            "usedHuman", "mountedBy", "placedReplicas", "lastUsedTime",
                            "readyTime", "pinned", "lapsed", "nodeTier", "bytesFrom",
-                           "originBytes", "mirrorBytes"}
+                           "originBytes", "mirrorBytes", "artifact"}
     assert keys_of(status["nodeTier"]) == {
         "phase", "commit", "claimName", "labelKey", "desiredNodes", "readyNodes",
         "downloadingNodes", "failedNodes", "pendingNodes", "minFreeBytes", "firstFailure",

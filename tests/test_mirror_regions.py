@@ -336,7 +336,7 @@ def xr_with(mirror_spec: dict) -> dict:
                      "distribution": {"mirror": mirror_spec}}}
 
 
-NEEDS_ONE = "spec.distribution.mirror needs s3 (the default mirror) or at least one regions[] " \
+NEEDS_ONE = "spec.distribution.mirror needs s3 (the default mirror), oci, or at least one regions[] " \
             "entry"
 UNIQUE = "spec.distribution.mirror.regions[].region values must be unique"
 

@@ -32,6 +32,19 @@ class AllowPattern(RootModel[str]):
     ]
 
 
+class Artifact(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reference: Annotated[
+        str | None,
+        Field(description='The artifact pinned by digest (host/repository@sha256:<64 hex>).', max_length=1024),
+    ] = None
+    digest: Annotated[
+        str | None, Field(description="The artifact manifest's digest (sha256:<64 hex>).", max_length=71)
+    ] = None
+
+
 class Cluster(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -211,7 +224,10 @@ class Group(BaseModel):
         str | None,
         Field(description='The regions[] entry\'s region; "" for the default mirror (spec.distribution.mirror.s3).'),
     ] = None
-    bucket: Annotated[str | None, Field(description="The mirror's bucket.")] = None
+    bucket: Annotated[str | None, Field(description='The mirror\'s bucket; "" for the OCI mirror.')] = None
+    repository: Annotated[
+        str | None, Field(description="The OCI mirror's repository (spec.distribution.mirror.oci.repository).")
+    ] = None
     publisher: Annotated[
         str | None,
         Field(description='The group\'s cluster that fetches from the origin and publishes; "" when none can.'),
@@ -447,6 +463,12 @@ class Mirror(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
+    oci: Annotated[
+        Oci1 | None,
+        Field(
+            description="The fleet's own OCI registry: the first Ready target cluster by name publishes the verified commit once as a ModelPack artifact (one raw layer per file, pushed by digest and tagged with the manifest digest) to <repository>/<the source's repository name>; the others read it, every byte verified against the manifest digest latched at resolve. status.resolved.artifact names it by digest once published."
+        ),
+    ] = None
     s3: Annotated[
         S31 | None,
         Field(
@@ -595,6 +617,35 @@ class Oci(BaseModel):
     ] = 'HfCache'
 
 
+class Oci1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    repository: Annotated[
+        str,
+        Field(
+            description='Where artifacts go, registry host first, without tag or digest: registry.example.com/fleet-models.',
+            max_length=512,
+            min_length=3,
+            pattern='^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)+(:[0-9]{1,5})?|localhost(:[0-9]{1,5})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[0-9]{1,5})/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*$',
+        ),
+    ]
+    push_secret_ref: Annotated[
+        PushSecretRef | None,
+        Field(
+            alias='pushSecretRef',
+            description='Optional Secret in this namespace with credentials in Docker config JSON that may push to the repository (a kubernetes.io/dockerconfigjson Secret). It is copied only to the publishing cluster while its Job runs, mounted as a file, and never appears in any status. Readers read the registry anonymously. Unset: anonymous pushes.',
+        ),
+    ] = None
+    plain_http: Annotated[
+        StrictBool | None,
+        Field(
+            alias='plainHTTP',
+            description='Speak plain HTTP to the mirror registry instead of HTTPS (a registry on a trusted private network only).',
+        ),
+    ] = False
+
+
 class Placement(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -618,6 +669,30 @@ class Placement(BaseModel):
 
 
 class PullSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the Secret, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    key: Annotated[
+        str | None,
+        Field(
+            description="Key in the Secret's data that holds the Docker config JSON.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = '.dockerconfigjson'
+
+
+class PushSecretRef(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -692,6 +767,12 @@ class Resolved(BaseModel):
         Field(
             description="OCI sources only: the reference pinned by digest (host/repository@sha256:<64 hex>), the manifest every cluster's bytes come from; a tag moved later changes nothing.",
             max_length=1024,
+        ),
+    ] = None
+    artifact: Annotated[
+        Artifact | None,
+        Field(
+            description="With spec.distribution.mirror.oci, once the publisher pushed the resolved commit: the ModelPack artifact in the fleet's registry, by digest."
         ),
     ] = None
     manifest: Annotated[

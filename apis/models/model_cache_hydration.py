@@ -31,6 +31,19 @@ class AllowPattern(RootModel[str]):
     ]
 
 
+class Artifact(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reference: Annotated[
+        str | None,
+        Field(description='The artifact pinned by digest (host/repository@sha256:<64 hex>).', max_length=1024),
+    ] = None
+    digest: Annotated[
+        str | None, Field(description="The artifact manifest's digest (sha256:<64 hex>).", max_length=71)
+    ] = None
+
+
 class CredentialsSecretRef(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -227,12 +240,18 @@ class Mirror(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
+    oci: Annotated[
+        Oci1 | None,
+        Field(
+            description="The fleet's OCI registry: the publisher pushes the verified commit as a ModelPack artifact (one raw layer per file) by digest, tagged with the manifest digest; readers read its blobs."
+        ),
+    ] = None
     s3: Annotated[
-        S31,
+        S31 | None,
         Field(
             description='The mirror bucket. Blobs are stored content-addressed (<prefix>/blobs/sha256/<hex>) and a manifest last, so a copy is complete only once its manifest exists; every byte read from it is verified against the manifest digest latched at resolve.'
         ),
-    ]
+    ] = None
     on_missing: Annotated[
         Literal['Origin', 'Fail'] | None,
         Field(
@@ -365,6 +384,31 @@ class Oci(BaseModel):
     ] = 'HfCache'
 
 
+class Oci1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    repository: Annotated[
+        str,
+        Field(
+            description="The artifact's repository, registry host first (the ModelCache names it).",
+            max_length=1024,
+            min_length=3,
+            pattern='^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)+(:[0-9]{1,5})?|localhost(:[0-9]{1,5})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[0-9]{1,5})/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*$',
+        ),
+    ]
+    push_secret_ref: Annotated[
+        PushSecretRef | None,
+        Field(
+            alias='pushSecretRef',
+            description="The Secret in this namespace with push credentials in Docker config JSON; the ModelCache sets it on the publisher's hydration only.",
+        ),
+    ] = None
+    plain_http: Annotated[
+        StrictBool | None, Field(alias='plainHTTP', description='Speak plain HTTP to the mirror registry.')
+    ] = False
+
+
 class Progress(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -395,6 +439,30 @@ class PullSecretRef(BaseModel):
         str,
         Field(
             description="Name of the Secret, in the ModelCache's own namespace.",
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ]
+    key: Annotated[
+        str | None,
+        Field(
+            description="Key in the Secret's data that holds the Docker config JSON.",
+            max_length=253,
+            min_length=1,
+            pattern='^[-._a-zA-Z0-9]+$',
+        ),
+    ] = '.dockerconfigjson'
+
+
+class PushSecretRef(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="Name of the Secret, in the hydration's own namespace.",
             max_length=253,
             min_length=1,
             pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
@@ -640,7 +708,7 @@ class Spec(BaseModel):
     mirror: Annotated[
         Mirror | None,
         Field(
-            description='A fleet mirror in an S3-compatible bucket: the first cluster by name fetches each commit from the origin and publishes it; the others wait for it and read the mirror, so the origin is read once per fleet.'
+            description='A fleet mirror in an S3-compatible bucket or an OCI registry: the first cluster by name fetches each commit from the origin and publishes it; the others wait for it and read the mirror, so the origin is read once per fleet.'
         ),
     ] = None
     tier: Annotated[
@@ -811,6 +879,12 @@ class Status(BaseModel):
             alias='mirrorBytes',
             description="Bytes the last fetch read from the fleet mirror (the agent's record).",
             ge=0,
+        ),
+    ] = None
+    artifact: Annotated[
+        Artifact | None,
+        Field(
+            description="The ModelPack artifact this copy was published as, or read from (spec.mirror.oci), by digest (the agent's record)."
         ),
     ] = None
     lapsed: Annotated[

@@ -27,10 +27,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetcache.devtools.simulation import fieldpath
 from fleetcache.devtools.simulation.admission import refusal
 from fleetcache.devtools.simulation.api import Key, key_of
 from fleetcache.devtools.simulation.cluster import Cluster
+from fleetcache.devtools.simulation.fieldpath import FieldPathError, get_value, set_value
 from fleetcache.devtools.simulation.timing import RealisticTiming
 from fleetcache.functions import read
 
@@ -240,9 +240,9 @@ class Provider:
                 return (f"{REFERENCES_UNRESOLVED}: cannot get referenced resource: "
                         f'secrets "{source.get("name")}" not found')
             try:
-                value = fieldpath.get_value(secret, source.get("fieldPath", ""))
-                fieldpath.set_value(manifest, ref.get("toFieldPath") or source["fieldPath"], value)
-            except fieldpath.FieldPathError as error:
+                value = get_value(secret, source.get("fieldPath", ""))
+                set_value(manifest, ref.get("toFieldPath") or source["fieldPath"], value)
+            except FieldPathError as error:
                 return f"{REFERENCES_UNRESOLVED}: cannot patch from referenced resource: {error}"
         return ""
 

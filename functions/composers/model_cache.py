@@ -68,6 +68,7 @@ from fleetcache.functions.views.model_cache import (
     ROLLED_BACK,
     RolloutSpec,
     is_empty,
+    read_artifact,
     read_resolved,
     rollout_of,
     volume_bytes,
@@ -301,7 +302,26 @@ def fleet_mirror(request: protocol.Request, spec: CacheSpec, resolved: dict,
                   for t in targets if t.cluster is not None
                   for observed in [request.observed.get(hydration_key(t.name))]]
     return mirror.decide(spec.mirror, resolved["commit"], candidates,
-                         request.status.get("mirror"))
+                         request.status.get("mirror"), resolved.get("repo") or spec.repo)
+
+
+def published_artifact(request: protocol.Request, fleet: mirror.Mirror, resolved: dict,
+                       targets: list[Target]) -> dict | None:
+    """The OCI mirror's artifact of the resolved commit, as its publisher's hydration reports
+    it once Ready on that commit (its record's reference, pinned by digest), for
+    status.resolved.artifact; None while nothing is published, or for an S3 mirror."""
+    group = fleet.groups[0] if fleet.groups else None
+    if group is None or group.location.oci is None:
+        return None
+    expected = f"{group.location.repository}/{fleet.artifact}@"
+    for target in targets:
+        observed = request.observed.get(hydration_key(target.name))
+        artifact = read_artifact(read.get_path(observed, "status.artifact"))
+        if pinned_to(observed, resolved) and read.get_path(observed, "status.phase") == "Ready" \
+                and read.get_path(observed, "spec.mirror.role") == mirror.PUBLISHER \
+                and artifact and artifact["reference"].startswith(expected):
+            return artifact
+    return None
 
 
 def mirror_secret_key(ref: job_mounts.SecretRef) -> str:
@@ -515,6 +535,9 @@ def compose(request: protocol.Request) -> protocol.Outcome:
         decision = rollout_decision(request, spec, resolution.resolved, targets)
         outcome.requeue_after = None if decision.wake_at is None else decision.wake_at - request.now.timestamp()
         fleet = fleet_mirror(request, spec, resolution.resolved, targets, decision.may_start)
+        artifact = published_artifact(request, fleet, resolution.resolved, targets) if fleet else None
+        if artifact and "artifact" not in resolution.resolved:  # latched once: it stays with the commit
+            resolution.resolved["artifact"] = artifact
         reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome, decision,
                                      fleet, missing_secrets)
     else:

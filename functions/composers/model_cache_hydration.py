@@ -87,6 +87,7 @@ from fleetcache.functions.views.hydration import (
     usage_of,
     without_the_volume,
 )
+    artifact_of,
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
 REPLICAS_KEY = "model-replicas"
@@ -116,7 +117,7 @@ class HydrationSpec:
     ttl: datetime.timedelta | None  # spec.retention.ttlAfterLastUse; None: never lapses
     removal: dict | None  # spec.removal {since, until}: the cluster left the placement
     tier: str = "Volume"  # spec.tier: Node also warms the pool nodes (functions/node_tier/)
-    mirror: dict | None = None  # spec.mirror {s3, onMissing, role}
+    mirror: dict | None = None  # spec.mirror {s3 | oci, onMissing, role}
 
     @property
     def secret(self) -> job_mounts.SecretRef | None:
@@ -488,6 +489,7 @@ def report(request: protocol.Request, spec: HydrationSpec, names: Names, seen: S
         **use.as_status(),
         **({"readyTime": ready_time} if ready_time else {}),
     }
+        **artifact_of(seen.record, request.status, spec.commit),
     outcome.condition("Hydrated", phase.ready, phase.reason, message)
     outcome.composite_ready = phase.ready
     if seen.replaced:  # an event outlives the one call that tells

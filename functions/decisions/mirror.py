@@ -12,10 +12,16 @@ group is composed only once its group's mirror is published (the publisher Ready
 resolved commit), so the origin is read once per mirror. A failed publisher hands over to
 the next name of its group. Readers trust nothing: they verify every byte against the
 manifest digest latched at resolve.
+
+The OCI mirror (spec.distribution.mirror.oci, never beside s3 or regions: the XRD refuses
+it) is one group of every target: its publisher pushes the commit as a ModelPack artifact to
+`<repository>/<artifact_name(the source's repo)>`, and only its hydration names the push
+Secret, so the credentials reach the publishing cluster alone; readers read anonymously.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,20 +37,58 @@ DEFAULT_REGION_LABEL = "topology.kubernetes.io/region"
 FIELD = "spec.distribution.mirror"
 
 
+_NOT_IN_COMPONENT = re.compile(r"[^a-z0-9._-]+")
+_SEPARATORS_AT_ENDS = re.compile(r"^[._-]+|[._-]+$")
+_SEPARATOR_RUN = re.compile(r"[._-]{2,}")
+
+
+def artifact_name(repo: str) -> str:
+    """The artifact's repository below spec.distribution.mirror.oci.repository, from the
+    source's repo name (Source.repo: `Org/Name`, `s3/<bucket>/<prefix>`, `oci/<host>/<path>`):
+    lowercased, each component cut to the distribution grammar's characters, a run of
+    separators made one `-`, empty components dropped. The same repo always names the same
+    artifact repository; its tag tells commits and patterns apart."""
+    parts = []
+    for part in repo.lower().split("/"):
+        part = _SEPARATORS_AT_ENDS.sub("", _SEPARATOR_RUN.sub("-", _NOT_IN_COMPONENT.sub("-", part)))
+        if part:
+            parts.append(part)
+    return "/".join(parts) or "model"
+
+
+def push_secret(ref: Mapping, field: str) -> job_mounts.SecretRef:
+    """The OCI mirror's push Secret: its Docker config JSON mounted as the agent's config.json."""
+    return job_mounts.SecretRef(ref["name"], ((ref.get("key", sources.DOCKER_CONFIG_KEY),
+                                               sources.REGISTRY_CONFIG_FILE),),
+                                sources.MIRROR_CREDENTIALS_MOUNT_PATH, field)
+
+
 @dataclass(frozen=True)
 class Location:
     """One mirror of the spec: where it is, and the spec path that names it (messages)."""
 
-    region: str  # DEFAULT_REGION for s3
+    region: str  # DEFAULT_REGION for s3 and oci
     s3: dict
     path: str  # e.g. spec.distribution.mirror.regions[1].s3
+    oci: dict | None = None  # spec.distribution.mirror.oci (then s3 is empty)
 
     @property
     def bucket(self) -> str:
         return str(self.s3.get("bucket", ""))
 
     @property
+    def repository(self) -> str:
+        return str((self.oci or {}).get("repository", ""))
+
+    @property
+    def described(self) -> str:
+        return f"repository {self.repository}" if self.oci is not None else f"bucket {self.bucket}"
+
+    @property
     def secret(self) -> job_mounts.SecretRef | None:
+        if self.oci is not None:
+            ref = self.oci.get("pushSecretRef")
+            return push_secret(ref, f"{self.path}.pushSecretRef") if isinstance(ref, Mapping) else None
         ref = self.s3.get("credentialsSecretRef")
         return sources.credentials(ref, sources.MIRROR_CREDENTIALS_MOUNT_PATH,
                                    f"{self.path}.credentialsSecretRef") \
@@ -53,6 +97,9 @@ class Location:
     def holds(self, hydration: Any) -> bool:
         """The hydration was composed for this mirror (a cluster that moved to another
         region published elsewhere)."""
+        if self.oci is not None:
+            composed = read.get_path(hydration, "spec.mirror.oci.repository")
+            return isinstance(composed, str) and composed.startswith(f"{self.repository}/")
         composed = read.mapping_at(hydration, "spec.mirror.s3")
         return composed.get("bucket") == self.bucket \
             and composed.get("prefix") == self.s3.get("prefix")
@@ -62,6 +109,8 @@ def locations(spec: Mapping | None) -> list[Location]:
     """Every mirror the spec names: the default one first, then regions[] in spec order."""
     if not spec:
         return []
+    if isinstance(spec.get("oci"), Mapping):
+        return [Location(DEFAULT_REGION, {}, f"{FIELD}.oci", dict(spec["oci"]))]
     found = [Location(DEFAULT_REGION, dict(spec["s3"]), f"{FIELD}.s3")] \
         if isinstance(spec.get("s3"), Mapping) else []
     for index, entry in enumerate(spec.get("regions") or ()):
@@ -104,7 +153,8 @@ class Group:
         return self.location.region
 
     def as_status(self) -> dict:
-        return {"region": self.region, "bucket": self.location.bucket,
+        where = {"repository": self.location.repository} if self.location.oci is not None else {}
+        return {"region": self.region, "bucket": self.location.bucket, **where,
                 "publisher": self.publisher, "published": self.published,
                 "clusters": len(self.clusters)}
 
@@ -114,6 +164,7 @@ class Mirror:
     commit: str
     on_missing: str
     groups: tuple[Group, ...]  # the mirrors targets use: the default one first, then by region
+    artifact: str = ""  # the OCI mirror's artifact name below its repository (artifact_name)
 
     def group_of(self, cluster: str) -> Group | None:
         return next((g for g in self.groups if cluster in g.clusters), None)
@@ -146,6 +197,13 @@ class Mirror:
             return None
         role = observed_role if observed_role in (PUBLISHER, READER) \
             else PUBLISHER if cluster == group.publisher else READER
+        oci = group.location.oci
+        if oci is not None:  # the push Secret goes to the publisher alone
+            where = {"repository": f"{group.location.repository}/{self.artifact}",
+                     "plainHTTP": bool(oci.get("plainHTTP", False)),
+                     **({"pushSecretRef": dict(oci["pushSecretRef"])}
+                        if role == PUBLISHER and oci.get("pushSecretRef") else {})}
+            return {"oci": where, "onMissing": self.on_missing, "role": role}
         return {"s3": dict(group.location.s3), "onMissing": self.on_missing, "role": role}
 
     def waiting_message(self, cluster: str) -> str:
@@ -154,7 +212,7 @@ class Mirror:
             return ""
         mirror = f"the mirror of region {group.region}" if group.region \
             else "the default mirror"
-        where = f"{mirror} ({group.location.path}, bucket {group.location.bucket})"
+        where = f"{mirror} ({group.location.path}, {group.location.described})"
         if not group.publisher:
             return reasons.with_remedy(f"no cluster can publish {self.commit[:10]} to {where}: "
                                    "every target's hydration there failed", reasons.HydrationFailed)
@@ -163,8 +221,9 @@ class Mirror:
 
 
 def decide(spec: Mapping | None, commit: str, candidates: list[Candidate],
-           latched: Any) -> Mirror | None:
-    """candidates: the target clusters in name order. None when no mirror is set."""
+           latched: Any, repo: str = "") -> Mirror | None:
+    """candidates: the target clusters in name order; repo: the source's (the OCI mirror
+    names its artifact after it). None when no mirror is set."""
     if not spec:
         return None
     members: dict[str, list[Candidate]] = {}
@@ -184,7 +243,7 @@ def decide(spec: Mapping | None, commit: str, candidates: list[Candidate],
             and read.get_path(c.hydration, "spec.mirror.role") == PUBLISHER
             and location.holds(c.hydration) for c in group)
         groups.append(Group(location, tuple(c.name for c in group), publisher, published))
-    return Mirror(commit, str(spec.get("onMissing", "Origin")), tuple(groups))
+    return Mirror(commit, str(spec.get("onMissing", "Origin")), tuple(groups), artifact_name(repo))
 
 
 def published_before(latched: Any, commit: str, location: Location) -> bool:
@@ -199,21 +258,35 @@ def published_before(latched: Any, commit: str, location: Location) -> bool:
         return location.region == DEFAULT_REGION and latched.get("published") is True
     return any(isinstance(r, Mapping) and r.get("published") is True
                and r.get("region") == location.region and r.get("bucket") == location.bucket
-               for r in rows)
+               and r.get("repository", "") == location.repository for r in rows)
 
 
 def args(mirror_spec: Mapping) -> list[str]:
     """The fetch flags of a hydration's spec.mirror (contract §C)."""
+    role = ["--mirror-role", str(mirror_spec.get("role", READER)).lower(),
+            "--mirror-on-missing", str(mirror_spec.get("onMissing", "Origin")).lower()]
+    oci = mirror_spec.get("oci")
+    if isinstance(oci, Mapping):
+        flags = ["--mirror-oci-repository", str(oci["repository"])]
+        if oci.get("plainHTTP"):
+            flags.append("--mirror-plain-http")
+        if oci.get("pushSecretRef"):
+            flags += ["--mirror-registry-config",
+                      f"{sources.MIRROR_CREDENTIALS_MOUNT_PATH}/{sources.REGISTRY_CONFIG_FILE}"]
+        return flags + role
     location = mirror_spec["s3"]
     flags = sources.s3_args("--mirror", location)
     if location.get("credentialsSecretRef"):
         flags += ["--mirror-credentials-dir", sources.MIRROR_CREDENTIALS_MOUNT_PATH]
-    return flags + ["--mirror-role", str(mirror_spec.get("role", READER)).lower(),
-                    "--mirror-on-missing", str(mirror_spec.get("onMissing", "Origin")).lower()]
+    return flags + role
 
 
 def secret(mirror_spec: Mapping | None) -> job_mounts.SecretRef | None:
-    """The Secret a hydration's mirror fetch needs (its spec.mirror has one location)."""
+    """The Secret a hydration's mirror fetch needs (its spec.mirror has one location; an
+    OCI mirror's only on the publisher's)."""
+    pushed = read.get_path(mirror_spec, "oci.pushSecretRef")
+    if isinstance(pushed, Mapping):
+        return push_secret(pushed, "spec.distribution.mirror.oci.pushSecretRef")
     ref = read.get_path(mirror_spec, "s3.credentialsSecretRef")
     return sources.credentials(ref, sources.MIRROR_CREDENTIALS_MOUNT_PATH,
                                "spec.distribution.mirror.s3.credentialsSecretRef") \

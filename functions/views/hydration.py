@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from fleetcache import messages, reasons, shapes
 from fleetcache.functions import naming, quantities, read
-from fleetcache.functions.views.model_cache import COMPARED_MAX
+from fleetcache.functions.views.model_cache import COMPARED_MAX, artifact_of_reference, read_artifact
 from fleetcache.functions.views.placement import Target
 
 PHASES = ("Failed", "Hydrating", "Pending", "Evicted", "Ready")  # also the order rows are listed in
@@ -280,3 +280,12 @@ def bytes_from(record: dict, status: dict, phase: Phase, existing_volume: bool, 
     if not found and not mirrored and phase.phase in ("Hydrating", "Ready"):
         found = {"bytesFrom": "Origin"}  # a mirror fetch says which in its last record
     return found
+
+
+def artifact_of(record: dict, status: dict, commit: str) -> dict:
+    """The OCI mirror's artifact this copy was published as or read from (the agent's record
+    of this commit's fetch), else as latched for this commit; {} when there is none."""
+    found = artifact_of_reference(record.get("artifact"))
+    if found is None and read.get_path(status, "resolved.commit") == commit:
+        found = read_artifact(status.get("artifact"))
+    return {"artifact": found} if found else {}

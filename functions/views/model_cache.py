@@ -185,6 +185,7 @@ def read_resolved(value: Any) -> dict | None:
         "sourceDigest": messages.clipped(value.get("sourceDigest") or "", 64),
         "compared": read_compared(value.get("compared")),
         **({"reference": value["reference"]} if is_pinned_reference(value.get("reference")) else {}),
+        **({"artifact": artifact} if (artifact := read_artifact(value.get("artifact"))) else {}),
         **({"manifest": manifest} if (manifest := read_manifest(value.get("manifest"))) else {}),
     }
 
@@ -193,6 +194,20 @@ def is_pinned_reference(value: Any) -> bool:
     """An OCI reference pinned by digest (host/repository@sha256:…), as resolve writes it."""
     parts = shapes.oci_reference_parts(value)
     return parts is not None and parts[3] is not None
+
+
+def read_artifact(value: Any) -> dict | None:
+    """status.resolved.artifact (or a hydration's status.artifact): {reference, digest}, the
+    reference pinned by that digest; None when it is not one."""
+    reference = value.get("reference") if isinstance(value, dict) else None
+    if not is_pinned_reference(reference):
+        return None
+    return {"reference": str(reference), "digest": str(reference).rpartition("@")[2]}
+
+
+def artifact_of_reference(reference: Any) -> dict | None:
+    """An agent record's `artifact` (host/repository@sha256:…) as {reference, digest}."""
+    return read_artifact({"reference": reference})
 
 
 def read_compared(value: Any) -> list[dict]:

@@ -208,6 +208,22 @@ class LoopbackRegistry:
                 served += int(found["size"])
         return served
 
+    def requests_logged(self, method: str, path_part: str) -> int:
+        """How many `method` requests whose path holds `path_part` the access log shows so far."""
+        pattern = re.compile(rf'"{method} (\S+) HTTP/[0-9.]+" \d{{3}}')
+        return sum(1 for line in self.access_log.read_text(errors="replace").splitlines()
+                   if (found := pattern.search(line)) and path_part in found[1])
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, dict]:
+        """A stored manifest, read by hand: its digest and body."""
+        with self._call("GET", f"/v2/{repository}/manifests/{reference}", headers={"Accept": OCI_MANIFEST}) as got:
+            body = got.read()
+        return sha256(body), json.loads(body)
+
+    def blob(self, repository: str, digest: str) -> bytes:
+        with self._call("GET", f"/v2/{repository}/blobs/{digest}") as got:
+            return got.read()
+
     def blob_file(self, digest: str) -> Path:
         """Where the filesystem driver keeps a blob's bytes (registry/storage/paths.go: blobDataPathSpec)."""
         hexa = digest.split(":", 1)[1]
