@@ -7,6 +7,8 @@ from fleetcache import quantity, shapes
 
 POSITIVE_QUANTITY = r"^([1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
 OCI_REFERENCE = f"^{shapes.OCI_REFERENCE.pattern}$"
+OCI_REPOSITORY = f"^({shapes.OCI_HOST.pattern})/{shapes.OCI_REPOSITORY.pattern}$"
+OCI_PINNED_REFERENCE = f"^({shapes.OCI_HOST.pattern})/{shapes.OCI_REPOSITORY.pattern}@{shapes.OCI_DIGEST.pattern}$"
 PATTERN_MEANINGS: dict[str, str] = {
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$":
         "a Kubernetes object name (lowercase letters, digits, '-' and '.', starting and "
@@ -30,6 +32,10 @@ PATTERN_MEANINGS: dict[str, str] = {
                                        "volume's manifest file",
     OCI_REFERENCE: "an OCI reference, registry host first, by tag or digest, e.g. "
                    "registry.example.com/models/qwen3:v1",
+    OCI_REPOSITORY: "an OCI repository, registry host first, without tag or digest, e.g. "
+                    "registry.example.com/fleet-models",
+    OCI_PINNED_REFERENCE: "an OCI reference pinned by digest, e.g. "
+                          "registry.example.com/models/qwen3@sha256:<64 hex>",
     r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$": "an S3 bucket name (3-63 lowercase letters, digits, "
                                            "'.' and '-', starting and ending with a letter or digit)",
     r"^$|^[^/\s]\S*$": "empty or a relative path without spaces (no leading '/')",

@@ -567,6 +567,19 @@ NodeRequireReverted = Reason(
 Admitted = Reason(
     "Admitted",
     where="ModelCacheGrant `status.caches[].reason`",
+ImageVolume = Reason(
+    "ImageVolume",
+    where=PLACEMENT + "; ModelReplica `status.deliveryReason`; ModelCacheHydration `status.reason`",
+    remedy="None: the FleetCluster declares spec.features.imageVolumes, so the replica mounts the cache's OCI "
+           "artifact by digest and the cluster's hydration warms no PVC (design/image-volumes.md).")
+ImageVolumeUnavailable = Reason(
+    "ImageVolumeUnavailable",
+    where=REPLICA + "; " + PLACEMENT + "; ModelReplica `status.deliveryReason`",
+    remedy="The engine's Deployment did not become available within its progress deadline while it mounted the "
+           "artifact (or the FleetCluster no longer declares spec.features.imageVolumes), so the replica uses the "
+           "cluster volume. Read the engine pod's events on the cluster (ErrImagePull: the registry, its "
+           "credentials, the runtime's image-volume support); set spec.features.imageVolumes false if the nodes "
+           "cannot mount artifacts. Recreate the ModelReplica to try the image volume again.")
     remedy="None: the ModelCache fans out at this spec.")
 OutsideGrant = Reason(
     "OutsideGrant",

@@ -350,7 +350,9 @@ def test_kubectl_get_shows_the_ready_condition_and_age(xrd):
 
 def test_fleet_cluster_spec_has_the_designed_fields():
     spec = spec_props("FleetCluster")
-    assert set(spec) == {"kubeconfigSecretRef", "providerConfigRef", "cache", "agent", "nodeCache"}
+    assert set(spec) == {"kubeconfigSecretRef", "providerConfigRef", "cache", "agent", "nodeCache",
+                         "features"}
+    assert keys_of(spec["features"]) == {"imageVolumes"}
     assert keys_of(spec["kubeconfigSecretRef"]) == {"namespace", "name", "key"}
     assert keys_of(spec["providerConfigRef"]) == {"name"}
     assert keys_of(spec["cache"]) == {"storageClassName", "accessMode", "capacity",
@@ -421,7 +423,7 @@ def test_model_cache_status_has_every_field_the_composer_writes():
          "compared", "manifest", "reference", "artifact"}
     assert keys_of(status["mirror"]) == {"publisher", "published", "commit", "groups"}
     assert keys_of(status["mirror"]["properties"]["groups"]["items"]) == \
-        {"region", "bucket", "publisher", "published", "clusters"}
+        {"region", "bucket", "repository", "publisher", "published", "clusters"}
     assert keys_of(status["nodeTier"]) == {"desiredNodes", "readyNodes", "downloadingNodes",
                                            "failedNodes", "readyClusters", "summary"}
     assert keys_of(status["clusters"]["items"]) == \

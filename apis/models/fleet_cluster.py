@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictInt
 from typing_extensions import TypeAliasType
 
 
@@ -145,6 +145,19 @@ class Cache1(BaseModel):
             max_length=256,
         ),
     ] = None
+
+
+class Features(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    image_volumes: Annotated[
+        StrictBool | None,
+        Field(
+            alias='imageVolumes',
+            description="The kubelets mount an OCI artifact as a read-only image volume (volumes[].image, KEP-4639: beta and on by default since Kubernetes 1.35) and the runtime mounts a ModelPack artifact's files at their paths (CRI-O does; containerd 2.1 mounts images only). True: replicas of an OCI cache, or of a cache published to an OCI mirror, mount the artifact by digest (delivery Image) and the cluster's hydration of it warms no PVC. Off by default: a wrong true costs each replica its progress deadline before it falls back to the volume.",
+        ),
+    ] = False
 
 
 class FleetCluster(BaseModel):
@@ -431,6 +444,13 @@ class Spec(BaseModel):
             description='Adopt an existing provider-kubernetes ClusterProviderConfig instead of composing one (e.g. one using workload identity). It is never modified.',
         ),
     ] = None
+    features: Annotated[
+        Features | None,
+        Field(
+            description="What the cluster's nodes can do that the composers cannot see (they reach the cluster's API server only, never its kubelets or container runtime), declared by whoever runs them.",
+            validate_default=True,
+        ),
+    ] = {}
     cache: Annotated[
         Cache | None,
         Field(

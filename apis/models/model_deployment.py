@@ -357,13 +357,13 @@ class Placement1(BaseModel):
     replica: Annotated[StrictInt, Field(description="The replica's index, 0 to replicas-1.", ge=0)]
     cluster: Annotated[str | None, Field(description='The FleetCluster it runs on; empty when unscheduled.')] = None
     delivery: Annotated[
-        Literal['', 'Node', 'Cache', 'Source', 'Wait', 'Fail'] | None,
-        Field(description='Node, Cache, Source, Wait or Fail; empty when unscheduled.'),
+        Literal['', 'Node', 'Cache', 'Image', 'Source', 'Wait', 'Fail'] | None,
+        Field(description='Node, Cache, Image, Source, Wait or Fail; empty when unscheduled.'),
     ] = None
     reason: Annotated[
         str | None,
         Field(
-            description='Why: NodeReady (a node holds the commit), NodeTierWarming, NodeTierUnavailable, NodeDeliveryNever or SwitchToNodeNever (the cluster volume instead of the node copy), CacheReady, PreviousCommitWhileHydrating (Cache on the commit the cluster still serves while the resolved one hydrates), PreviousCommitHydrationFailed (the same after the resolved commit failed there), Hydrating, HydrationFailed, NotACacheTarget, SwitchToCacheNever, ModelCacheNotFound, NoModelCache, or for unscheduled replicas NoClusters or MaxReplicasPerCluster.'
+            description="Why: NodeReady (a node holds the commit), NodeTierWarming, NodeTierUnavailable, NodeDeliveryNever or SwitchToNodeNever (the cluster volume instead of the node copy), CacheReady, PreviousCommitWhileHydrating (Cache on the commit the cluster still serves while the resolved one hydrates), PreviousCommitHydrationFailed (the same after the resolved commit failed there), ImageVolume (Image: the cache's OCI artifact, mounted by digest), ImageVolumeUnavailable (the volume path after the artifact could not be mounted), Hydrating, HydrationFailed, NotACacheTarget, SwitchToCacheNever, ModelCacheNotFound, NoModelCache, or for unscheduled replicas NoClusters or MaxReplicasPerCluster."
         ),
     ] = None
     commit: Annotated[
@@ -384,6 +384,13 @@ class Replicas(BaseModel):
     cache: Annotated[
         StrictInt | None,
         Field(description="Scheduled replicas that mount the warm cache's cluster volume (Cache delivery).", ge=0),
+    ] = None
+    image: Annotated[
+        StrictInt | None,
+        Field(
+            description="Scheduled replicas that mount the cache's OCI artifact as an image volume (Image delivery).",
+            ge=0,
+        ),
     ] = None
     source: Annotated[StrictInt | None, Field(description='Scheduled replicas that load from the source.', ge=0)] = None
     waiting: Annotated[

@@ -63,6 +63,27 @@ class Hydration(BaseModel):
     message: Annotated[str | None, Field(description="The hydration's message with its remedy.")] = None
 
 
+class Image(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    model_cache_name: Annotated[
+        str, Field(alias='modelCacheName', description='The ModelCache whose artifact is mounted.', min_length=1)
+    ]
+    reference: Annotated[
+        str,
+        Field(
+            description="The artifact pinned by digest (host/repository@sha256:<64 hex>): the OCI source's resolved reference, or the fleet mirror's artifact (status.resolved.artifact).",
+            max_length=1024,
+            min_length=5,
+            pattern='^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)+(:[0-9]{1,5})?|localhost(:[0-9]{1,5})?|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?:[0-9]{1,5})/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*@sha256:[0-9a-f]{64}$',
+        ),
+    ]
+    commit: Annotated[
+        str, Field(description='The commit the artifact holds (FLEETCACHE_MODEL_REVISION).', min_length=1)
+    ]
+
+
 class Model(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -218,9 +239,9 @@ class Spec(BaseModel):
         ),
     ]
     delivery: Annotated[
-        Literal['Node', 'Cache', 'Source', 'Wait', 'Fail'],
+        Literal['Node', 'Cache', 'Image', 'Source', 'Wait', 'Fail'],
         Field(
-            description="Node reads the node's own copy (else, inside the pod, the cluster volume); Cache mounts the warm cache's cluster volume; Source loads from the source; Wait runs nothing until the cache is Ready; Fail runs nothing and reports the hydration's failure."
+            description="Node reads the node's own copy (else, inside the pod, the cluster volume); Cache mounts the warm cache's cluster volume; Image mounts the cache's OCI artifact by digest as an image volume; Source loads from the source; Wait runs nothing until the cache is Ready; Fail runs nothing and reports the hydration's failure."
         ),
     ]
     delivery_reason: Annotated[
@@ -240,6 +261,12 @@ class Spec(BaseModel):
     ] = None
     model: Annotated[Model | None, Field(description='The model to serve.')] = None
     cache: Annotated[Cache | None, Field(description='The warm cache on the cluster (Cache only).')] = None
+    image: Annotated[
+        Image | None,
+        Field(
+            description="The cache's OCI artifact, mounted read-only as an image volume (Image only): the runtime puts each layer's file at its path under /var/cache/fleetcache-image, which is FLEETCACHE_MODEL."
+        ),
+    ] = None
     hydration: Annotated[
         Hydration | None, Field(description="The cache's state on the cluster, for Wait and Fail replicas.")
     ] = None
@@ -259,7 +286,7 @@ class Status(BaseModel):
     ] = None
     cluster_name: Annotated[str | None, Field(alias='clusterName', description='The cluster it runs on.')] = None
     delivery: Annotated[
-        str | None, Field(description='The delivery it was composed with (Node, Cache, Source, Wait or Fail).')
+        str | None, Field(description='The delivery it was composed with (Node, Cache, Image, Source, Wait or Fail).')
     ] = None
     delivery_reason: Annotated[
         str | None,

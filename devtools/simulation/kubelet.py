@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from fleetcache.devtools.simulation.api import Objects
+from fleetcache.devtools.simulation.images import ImageStore, PullError
 from fleetcache.devtools.simulation.nodes import Node
 from fleetcache.devtools.simulation.pods import Container, NodePod, Unmountable
 from fleetcache.devtools.simulation.scheduling import selector_matches
@@ -88,6 +89,7 @@ class Kubelet:
         self.nodes = nodes
         self.volumes = volumes
         self.stand_ins = stand_ins
+        self.images = ImageStore(volumes.root / "images")  # the runtime's, shared by the nodes here
 
     def run_pod(self, pod: NodePod) -> None:
         """The kubelet's loop for one pod: mount (retried until it works), init containers in
@@ -171,6 +173,11 @@ class Kubelet:
             return host_path(node, read.get_path(pv, "spec.hostPath", {}) or {}, name)
         if "hostPath" in volume:
             return host_path(node, volume["hostPath"], name)
+        if "image" in volume:
+            try:
+                return self.images.mount(volume["image"]["reference"])
+            except PullError as err:
+                raise Unmountable(str(err)) from err
         directory = pod.directory / "volumes" / name
         directory.mkdir(parents=True, exist_ok=True)
         if "secret" in volume:

@@ -1,7 +1,8 @@
 """The Deployment and DaemonSet controllers of a simulated cluster. Without nodes a Deployment
 is available when its engine could start; with nodes both run pods on them, a DaemonSet one
-per matching node, a Deployment's placed by the scheduler and rolled on a new template
-(design/simulation.md, "The clusters" and "Nodes")."""
+per matching node, a Deployment's placed by the scheduler and rolled on a new template. A
+Deployment not available within its progress deadline (compressed) says Progressing False,
+ProgressDeadlineExceeded (design/simulation.md, "The clusters", "Nodes" and "Image volumes")."""
 
 from __future__ import annotations
 
@@ -9,16 +10,23 @@ import copy
 import hashlib
 import json
 import shutil
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from fleetcache.devtools.simulation.api import Key, Objects
+from fleetcache.devtools.simulation.images import PullError
 from fleetcache.devtools.simulation.kubelet import Kubelet
 from fleetcache.devtools.simulation.nodes import Node
 from fleetcache.devtools.simulation.pods import NodePod
 from fleetcache.devtools.simulation.scheduling import pod_fits, schedule, tolerates
 from fleetcache.devtools.simulation.storage import Volumes, translate
 from fleetcache.functions import read
+
+# The progress deadline runs this much faster than written (3600 s: 6 s), as the kubelet's
+# CrashLoopBackOff does: a rollout that cannot progress times out within a story's rounds.
+DEADLINE_SCALE = 1 / 600
+MOUNTED_DELIVERIES = ("cache", "image")  # FLEETCACHE_DELIVERY values whose model is on a mount
 
 
 def generation_of(resource: dict) -> int:
@@ -29,6 +37,10 @@ def generation_of(resource: dict) -> int:
 def template_hash(template: Mapping) -> str:
     """pod-template-hash: a changed template is a new generation of pods."""
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def progress_key(deployment: dict) -> tuple[str, str]:
+    return deployment["metadata"].get("namespace", ""), deployment["metadata"]["name"]
 
 
 class Workloads:
@@ -43,25 +55,61 @@ class Workloads:
         self.kubelet = kubelet
         self.pods: dict[Key, list[NodePod]] = {}  # by DaemonSet or Deployment
         self.pod_serial = 0
+        self.progress: dict[tuple[str, str], tuple[str, float]] = {}  # Deployment: (template, last progress)
 
     def all_pods(self) -> list[NodePod]:
         return [pod for pods in self.pods.values() for pod in pods]
 
+    def model_mounts(self, namespace: str, pod_spec: dict, container: dict) -> dict[str, str]:
+        """mountPath -> the directory of each PVC and image volume the container mounts (an
+        image pulled here if not present: PullError when it cannot be)."""
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        mounts = self.volumes.claim_mounts(namespace, pod_spec, container)
+        for mount in container.get("volumeMounts", []):
+            image = volumes.get(mount["name"], {}).get("image")
+            if image:
+                mounts[mount["mountPath"]] = str(self.kubelet.images.mount(image["reference"]))
+        return mounts
+
+    def progressing(self, deployment: dict) -> dict:
+        """The Progressing condition of a Deployment not available, as the Deployment
+        controller writes it (pkg/controller/deployment/progress.go): its new ReplicaSet
+        progresses, and times out once progressDeadlineSeconds (compressed) pass since the
+        template changed or was last available."""
+        meta, template = deployment["metadata"], deployment["spec"]["template"]
+        digest, now = template_hash(template), time.monotonic()
+        seen = self.progress.get(progress_key(deployment))
+        if seen is None or seen[0] != digest:
+            seen = self.progress[progress_key(deployment)] = (digest, now)
+        replica_set = f'ReplicaSet "{meta["name"]}-{digest}"'
+        deadline = deployment["spec"].get("progressDeadlineSeconds", 600) * DEADLINE_SCALE
+        if now - seen[1] > deadline:
+            return {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                    "message": f"{replica_set} has timed out progressing."}
+        return {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
+                "message": f"{replica_set} is progressing."}
+
     def deployment_status(self, deployment: dict) -> dict:
-        """Available when the engine could start: on Cache delivery the model directory the
-        environment names must exist on the mounted volume (a real engine would fail)."""
+        """Available when the engine could start: on Cache and Image delivery the model
+        directory the environment names must exist on the mounted volume or artifact (a real
+        engine would fail), and an image volume must be pulled first."""
         pod_spec = deployment["spec"]["template"]["spec"]
         container = pod_spec["containers"][0]
         env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
         replicas = deployment["spec"].get("replicas", 1)
-        if env.get("FLEETCACHE_DELIVERY") == "cache":
-            mounts = self.volumes.claim_mounts(deployment["metadata"]["namespace"], pod_spec,
-                                               container)
-            model_dir = Path(translate(env.get("FLEETCACHE_MODEL", ""), mounts))
-            if not (model_dir / "config.json").is_file():
+        if env.get("FLEETCACHE_DELIVERY") in MOUNTED_DELIVERIES:
+            try:
+                mounts = self.model_mounts(deployment["metadata"]["namespace"], pod_spec, container)
+                model_dir = Path(translate(env.get("FLEETCACHE_MODEL", ""), mounts))
+                why = "" if (model_dir / "config.json").is_file() else \
+                    f"the engine cannot find {env.get('FLEETCACHE_MODEL')}"
+            except PullError as err:
+                why = str(err)
+            if why:
                 return {"replicas": replicas, "unavailableReplicas": replicas, "conditions": [
                     {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
-                     "message": f"the engine cannot find {env.get('FLEETCACHE_MODEL')}"}]}
+                     "message": why}, self.progressing(deployment)]}
+        self.progress.pop(progress_key(deployment), None)  # available: the clock starts afresh
         return {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
                 "updatedReplicas": replicas, "observedGeneration": generation_of(deployment),
                 "conditions": [{"type": "Available", "status": "True",
@@ -125,8 +173,9 @@ class Workloads:
                         for pod in updated if not self.available(pod)), "")
             status.update(unavailableReplicas=replicas - available, conditions=[
                 {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
-                 "message": why}])
+                 "message": why}, self.progressing(deployment)])
         else:
+            self.progress.pop(progress_key(deployment), None)
             status["conditions"] = [{"type": "Available", "status": "True",
                                      "reason": "MinimumReplicasAvailable"}]
         return status
@@ -141,7 +190,7 @@ class Workloads:
         if pod.phase != "Running" or not pod.containers:
             return ""
         engine = pod.containers[0]
-        if engine.env.get("FLEETCACHE_DELIVERY") not in ("cache", "node"):
+        if engine.env.get("FLEETCACHE_DELIVERY") not in (*MOUNTED_DELIVERIES, "node"):
             return ""
         model = engine.env.get("FLEETCACHE_MODEL", "")
         if (Path(model) / "config.json").is_file():

@@ -27,7 +27,7 @@ from fleetcache import reasons, shapes
 from fleetcache.apis import specs
 from fleetcache.apis.models.fleet_cluster import FleetCluster
 from fleetcache.functions import naming, protocol, quantities, read
-from fleetcache.functions.decisions import capacity
+from fleetcache.functions.decisions import capacity, image_delivery
 from fleetcache.functions.k8s import agent_job, objects
 from fleetcache.functions.node_tier import capacity as node_capacity
 from fleetcache.functions.node_tier import node_agent
@@ -122,11 +122,13 @@ def copy_of(hydration: dict) -> capacity.Copy:
 def copies_on(spec: ClusterSpec, hydrations: list[dict]) -> list[capacity.Copy]:
     """The hydrations the label selected that really target this cluster (a long name's
     label is a hashed form, so the name itself is checked too) and take room on it (an
-    existing volume is the user's claim: `capacity.allocates`); one without a readable
-    namespace and name cannot be listed, so it is left out."""
+    existing volume is the user's claim: `capacity.allocates`; a hydration whose replicas
+    mount the cache's OCI artifact warms nothing: `image_delivery.served_by_image`); one
+    without a readable namespace and name cannot be listed, so it is left out."""
     return [copy_of(h) for h in hydrations
             if read.get_path(h, "spec.clusterName") == spec.name
             and capacity.allocates(read.get_path(h, "spec.source"))
+            and not image_delivery.served_by_image(h)
             and read.name_or_empty(read.get_path(h, "metadata.name"))
             and read.name_or_empty(read.get_path(h, "metadata.namespace"))]
 

@@ -23,6 +23,12 @@ Lifecycle, top to bottom:
    volume's measured usage and its use (mountedBy, placedReplicas, lastUsedTime, readyTime,
    pinned, lapsed), which the FleetCluster weighs (functions/views/hydration.py writes them).
 
+On a FleetCluster that mounts image volumes, a hydration of a commit its cache has as an OCI
+artifact (functions/decisions/image_delivery.py) warms nothing while no replica there needs the
+volume: it composes nothing on the cluster, is Ready with reason ImageVolume, and takes no room
+(the FleetCluster and the grant leave it out); a replica that could not mount the artifact, or
+mounts the volume, makes it warm the volume as any other.
+
 Capacity is the FleetCluster's decision (functions/decisions/capacity.py), obeyed here between
 2 and 3 (functions/decisions/hydration_gate.py): a copy that has not started and is not
 admitted in the FleetCluster's status.cache waits (Pending/CapacityLow) composing nothing new;
@@ -44,7 +50,7 @@ from fleetcache import messages, reasons, shapes
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_cache_hydration as api
 from fleetcache.functions import naming, protocol, quantities, read, times
-from fleetcache.functions.decisions import mirror, sources
+from fleetcache.functions.decisions import image_delivery, mirror, sources
 from fleetcache.functions.decisions.hydration_gate import (
     ClusterLookup,
     Gate,
@@ -81,13 +87,14 @@ from fleetcache.functions.views.hydration import (
     Phase,
     Serving,
     Use,
+    artifact_of,
     bytes_from,
     progress_of,
     serving_of,
     usage_of,
     without_the_volume,
 )
-    artifact_of,
+from fleetcache.functions.views.served_model import Artifact
 
 FLEET_CLUSTER_KEY = "fleet-cluster"
 REPLICAS_KEY = "model-replicas"
@@ -482,6 +489,7 @@ def report(request: protocol.Request, spec: HydrationSpec, names: Names, seen: S
         else names.volume,
         **({} if spec.existing_volume else {"volumeUID": "" if evicted else seen.volume_uid}),
         **bytes_from(seen.record, request.status, phase, spec.existing_volume, bool(spec.mirror)),
+        **artifact_of(seen.record, request.status, spec.commit),
         **serving.as_status(),
         "storedCommits": [] if evicted else sorted(pruning.stored)[:COMMITS_LISTED],
         "prunedCommits": [] if evicted else list(pruning.pruned[:COMMITS_LISTED]),
@@ -489,12 +497,30 @@ def report(request: protocol.Request, spec: HydrationSpec, names: Names, seen: S
         **use.as_status(),
         **({"readyTime": ready_time} if ready_time else {}),
     }
-        **artifact_of(seen.record, request.status, spec.commit),
     outcome.condition("Hydrated", phase.ready, phase.reason, message)
     outcome.composite_ready = phase.ready
     if seen.replaced:  # an event outlives the one call that tells
         outcome.warnings.append(f"{seen.replaced}: dropped the Ready copy of {spec.commit[:10]} "
                                 "and its serving commit; fetching it again")
+
+
+def report_image(request: protocol.Request, spec: HydrationSpec, artifact: Artifact,
+                 outcome: protocol.Outcome) -> None:
+    """Nothing warmed on the cluster: its replicas mount the artifact as an image volume."""
+    phase = Phase("Ready", reasons.ImageVolume, reasons.with_remedy(
+        f"nothing is warmed on cluster {spec.cluster}: its replicas mount {artifact.reference} as an "
+        "image volume (spec.features.imageVolumes)", reasons.ImageVolume))
+    ready_time = ready_time_of(request, phase)
+    outcome.status = {
+        "phase": phase.phase, "reason": phase.reason, "message": phase.message,
+        "progress": progress_of({}, request.status, spec.commit, spec.bytes, phase),
+        "resolved": {"commit": spec.commit, "manifestDigest": spec.manifest_digest, "bytes": spec.bytes},
+        "storedCommits": [], "prunedCommits": [],
+        **use_of(request, spec, request.required.get(REPLICAS_KEY), ready_time).as_status(),
+        **({"readyTime": ready_time} if ready_time else {}),
+    }
+    outcome.condition("Hydrated", True, phase.reason, phase.message)
+    outcome.composite_ready = True
 
 
 def compose(request: protocol.Request) -> protocol.Outcome:
@@ -503,12 +529,21 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     outcome.require(FLEET_CLUSTER_KEY, fleet_cluster_requirement(spec.cluster))
     outcome.require(REPLICAS_KEY, replicas_requirement(request, spec))
     manifest, manifest_wait = None, ""
-    if spec.origin.pinned_manifest:
+    cluster = look_up_cluster(request.required.get(FLEET_CLUSTER_KEY), spec.cluster)
+    if spec.origin.pinned_manifest or (cluster.view is not None and cluster.view.image_volumes):
         outcome.require(MODEL_CACHE_KEY, protocol.Requirement(
             naming.API_VERSION, "ModelCache", match_name=spec.cache, namespace=request.namespace))
+    artifact = None if spec.existing_volume else image_delivery.hydrates_nothing(
+        cluster.view, next(iter(request.required.get(MODEL_CACHE_KEY) or []), None), spec.commit,
+        request.required.get(REPLICAS_KEY))
+    if artifact is not None:
+        report_image(request, spec, artifact, outcome)
+        return outcome
+    if image_delivery.served_by_image(request.composite):  # its Ready warmed nothing: start afresh
+        request = replace(request, composite={**request.composite, "status": {}})
+    if spec.origin.pinned_manifest:
         manifest, manifest_wait = pinned_manifest(request.required.get(MODEL_CACHE_KEY), spec.cache,
                                                   spec.commit, spec.manifest_digest)
-    cluster = look_up_cluster(request.required.get(FLEET_CLUSTER_KEY), spec.cluster)
     names = Names(request.name, spec.cache, spec.commit, spec.manifest_digest)
     if cluster.view is not None:  # the Job is named for its template (agent_job.template_digest)
         names = replace(names, template=agent_job.template_digest(fetch_job(

@@ -19,7 +19,10 @@ Lifecycle, top to bottom:
    cluster holding the cache on tier Node, Node delivery (the node's own copy) is tried
    before the volume, and that while the cache rolls out in waves (status.rollout, not
    Complete) a cluster it holds on earlier content serves that content's commit
-   (decisions/delivery.py, decisions/node_delivery.py);
+   (decisions/delivery.py, decisions/node_delivery.py); on a cluster that mounts image
+   volumes (spec.features.imageVolumes), a cache with an OCI artifact of the commit served is
+   mounted as that artifact by digest (Image), unless the replica could not mount it there
+   (decisions/image_delivery.py);
 4. compose one ModelReplica per placed replica, carrying only what is its own (index,
    cluster, delivery, model, cache mount) and the digest of the engine: the replica reads
    the shared spec.engine from this ModelDeployment, so 1,000 replicas of a large engine
@@ -46,7 +49,7 @@ from fleetcache.functions.k8s import objects
 from fleetcache.functions.node_tier.warmer_names import VOLUME_MOUNT
 from fleetcache.functions.views import model_cache as model_cache_view
 from fleetcache.functions.views import placement
-from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS
+from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
 from fleetcache.functions.views.hydration import report_of
 from fleetcache.functions.views.model_replica import Engine, Previous
 from fleetcache.functions.views.node_tier import NodeTier
@@ -58,6 +61,7 @@ from fleetcache.functions.views.served_model import (
     held_content,
     held_report,
     hydrations_by_cluster,
+    mountable_artifact,
     rolling_out,
     text_at,
     volume_name,
@@ -163,7 +167,14 @@ def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protoco
     return Model(repo, text_at(resolved, "revision") or text_at(hf, "revision") or "main",
                  text_at(resolved, "commit"), spec.cache_name, True, targets,
                  digest if shapes.is_sha256(digest) else "", node_tiers,
-                 files, volumes, from_hub, held)
+                 files, volumes, from_hub, held, mountable_artifact(cache),
+                 image_clusters(request.required.get(FLEET_CLUSTERS_KEY) or []))
+
+
+def image_clusters(fleet: list[Any]) -> frozenset[str]:
+    """The FleetClusters that declare spec.features.imageVolumes."""
+    views = (FleetClusterView.of(dict(c)) for c in fleet if isinstance(c, Mapping))
+    return frozenset(view.name for view in views if view.name and view.image_volumes)
 
 
 def previous_replicas(request: protocol.Request) -> dict[int, Previous]:
@@ -177,9 +188,13 @@ def previous_replicas(request: protocol.Request) -> dict[int, Previous]:
             node = {**read.mapping_at(observed, "spec.nodeCache")}
             if not node.get("revertedAt"):
                 node["revertedAt"] = read.get_path(observed, "status.nodeCache.revertedAt")
+            said = read.get_path(observed, "spec.deliveryReason")
+            image = read.get_path(observed, "spec.image.reference")
             found[index] = Previous(cluster, str(read.get_path(observed, "spec.delivery") or ""),
                                     read.is_true(observed, "Ready"), node,
-                                    reasons.reason_or_empty(read.get_path(observed, "status.reason")))
+                                    reasons.reason_or_empty(read.get_path(observed, "status.reason")),
+                                    said if isinstance(said, str) else "",
+                                    image if isinstance(image, str) else "")
     return found
 
 
@@ -208,6 +223,7 @@ class Placement:
     delivery_reason: str = ""  # the replica's spec.deliveryReason
     node: Mapping = field(default_factory=dict)  # the replica's spec.nodeCache on Node
     replica_reason: str = ""  # its ModelReplica's status.reason on this cluster, once reported
+    image: Mapping = field(default_factory=dict)  # the replica's spec.image on Image
 
     @property
     def previous_commit(self) -> bool:
@@ -233,7 +249,7 @@ def model_replica(request: protocol.Request, engine_digest: str, model: Model,
         "clusterName": cluster,
         "delivery": placement.delivery,
     }
-    if placement.delivery in ("Node", "Cache", "Source"):
+    if placement.delivery in ("Node", "Cache", "Image", "Source"):
         replica_spec["model"] = {
             "repo": model.repo, "revision": model.revision,
             "commit": placement.commit}
@@ -243,6 +259,8 @@ def model_replica(request: protocol.Request, engine_digest: str, model: Model,
     if placement.delivery == "Node":
         replica_spec["cache"] = model.cache_mount(cluster, placement.commit, VOLUME_MOUNT)
         replica_spec["nodeCache"] = dict(placement.node)
+    if placement.delivery == "Image":
+        replica_spec["image"] = dict(placement.image)
     if placement.delivery_reason:
         replica_spec["deliveryReason"] = placement.delivery_reason
     if placement.delivery in ("Wait", "Fail"):
@@ -279,7 +297,8 @@ def compose_replicas(request: protocol.Request, spec: DeploymentSpec, model: Mod
         here = before if before is not None and before.cluster == cluster else None
         placement = Placement(index, cluster, chosen.delivery, chosen.reason,
                               here is not None and here.ready, chosen.commit,
-                              chosen.delivery_reason, chosen.node, here.reason if here else "")
+                              chosen.delivery_reason, chosen.node, here.reason if here else "",
+                              chosen.image)
         outcome.compose(replica_key(index), model_replica(request, engine_digest, model,
                                                           placement))
         placements.append(placement)
@@ -288,12 +307,12 @@ def compose_replicas(request: protocol.Request, spec: DeploymentSpec, model: Mod
 
 # --- 5. report ----------------------------------------------------------------------------
 
-ATTENTION = {"": 0, "Fail": 1, "Wait": 2, "Source": 3, "Cache": 4, "Node": 5}  # "": unscheduled
+ATTENTION = {"": 0, "Fail": 1, "Wait": 2, "Source": 3, "Cache": 4, "Image": 5, "Node": 6}  # "": unscheduled
 
 
 def listed(placements: list[Placement]) -> list[Placement]:
     """Every placement up to LISTED_PLACEMENTS; past that the ones that most need attention
-    (not ready first, then unscheduled, Fail, Wait, Source, Cache, Node), listed by index."""
+    (not ready first, then unscheduled, Fail, Wait, Source, Cache, Image, Node), listed by index."""
     if len(placements) <= LISTED_PLACEMENTS:
         return placements
     chosen = sorted(placements, key=lambda p: (p.ready, ATTENTION[p.delivery], p.index))
@@ -321,6 +340,8 @@ def report(request: protocol.Request, spec: DeploymentSpec, model: Model, candid
     }
     if model.node_tiers:  # the cache is on tier Node on some cluster
         outcome.status["replicas"]["node"] = count("Node")
+    if model.artifact is not None and model.image_clusters:  # some cluster may mount the artifact
+        outcome.status["replicas"]["image"] = count("Image")
     if model.repo:
         outcome.status["model"] = model.as_status()
 

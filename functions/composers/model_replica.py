@@ -13,13 +13,17 @@ Lifecycle, top to bottom:
    the environment contract of DESIGN.md §3, and a Service (k8s/engine.py); a Node pod
    mounts the node copy and the cluster volume, links one of them in an init container and
    is placed on warm nodes (node_tier/delivery.py), Require reverting to Prefer once after
-   its timeout; Cache and Node hold their ModelCache with a Crossplane Usage by the
-   engine's Deployment Object (cache_usage);
+   its timeout; an Image pod mounts the cache's OCI artifact by digest as a read-only image
+   volume, composed only on a FleetCluster that declares spec.features.imageVolumes; Cache
+   and Node hold their ModelCache with a Crossplane Usage by the engine's Deployment Object
+   (cache_usage);
 4. report: the replica is ready when its Deployment is available (a CEL readiness query
    on the Object); the commit it serves (status.servingCommit, the `Serving` condition)
    moves only when the Deployment has rolled out, so a replica moved to a new commit
    reads Ready on the old one (reason RollingCommit) while the new pod loads, and a
-   ModelCache's rollout counts from the real switch (views/cache_replicas.py).
+   ModelCache's rollout counts from the real switch (views/cache_replicas.py). An Image
+   replica whose Deployment timed out progressing says ImageVolumeUnavailable, and its
+   ModelDeployment moves it to the volume path (decisions/image_delivery.py).
 
 The engine is told where the model is through environment variables only, so one
 command line (`--model=$(FLEETCACHE_MODEL)`) serves both deliveries. What real engines
@@ -36,6 +40,7 @@ from fleetcache import messages, reasons
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_replica as api
 from fleetcache.functions import naming, protocol, quantities, read
+from fleetcache.functions.decisions import image_delivery
 from fleetcache.functions.k8s import objects
 from fleetcache.functions.k8s.engine import (
     AVAILABLE_QUERY,
@@ -51,10 +56,12 @@ from fleetcache.functions.node_tier.warmer_names import VOLUME_MOUNT
 from fleetcache.functions.views.fleet_cluster import FleetClusterView, fleet_cluster_requirement
 from fleetcache.functions.views.model_replica import (
     HF_CACHE,
+    IMAGE_MOUNT_PATH,
     SERVED_LIMIT,
     SERVING,
     CacheMount,
     Engine,
+    ImageMount,
     served_commit,
 )
 from fleetcache.volume import hf_hub_cache
@@ -73,7 +80,8 @@ MODEL_REVISION_ENV = "FLEETCACHE_MODEL_REVISION"
 # --- 1. inputs ----------------------------------------------------------------------------
 
 
-RUNNING = ("Node", "Cache", "Source")  # the deliveries that run the engine
+RUNNING = ("Node", "Cache", "Image", "Source")  # the deliveries that run the engine
+IMAGE_VOLUME = "model-image"  # the pod's volume of the artifact
 
 
 @dataclass(frozen=True)
@@ -92,12 +100,15 @@ class ReplicaSpec:
     engine_digest: str
     node: node_delivery.NodeMount | None = None
     delivery_reason: str = ""
+    image: ImageMount | None = None
 
     @property
     def model(self) -> str:
         """FLEETCACHE_MODEL: on Node the snapshot through the link the select step wrote, on
-        Cache the model's directory on the volume (a snapshot, or flat files), org/repo on
-        Source."""
+        Cache the model's directory on the volume (a snapshot, or flat files), on Image the
+        artifact's mount (its files at their paths), org/repo on Source."""
+        if self.image:
+            return IMAGE_MOUNT_PATH
         if self.node:
             return node_delivery.snapshot_link(self.repo, self.node.commit)
         return self.cache.snapshot_path if self.cache else self.repo
@@ -114,6 +125,8 @@ class ReplicaSpec:
     @property
     def model_revision(self) -> str:
         """FLEETCACHE_MODEL_REVISION: the pinned commit, else the revision asked for."""
+        if self.image:
+            return self.image.commit
         if self.cache:
             return self.cache.commit
         return self.commit or self.revision
@@ -150,6 +163,7 @@ def read_spec(request: protocol.Request) -> ReplicaSpec:
         engine_digest=spec.get("engineDigest", "") if delivery in RUNNING else "",
         node=node_delivery.NodeMount.of(spec["nodeCache"]) if delivery == "Node" else None,
         delivery_reason=spec.get("deliveryReason", ""),
+        image=ImageMount.of(spec["image"]) if delivery == "Image" else None,
     )
 
 
@@ -185,13 +199,14 @@ def hydration_failure(hydration: Mapping, cluster: str) -> tuple[str, str]:
 
 def environment(spec: ReplicaSpec) -> list[dict]:
     """The environment contract of DESIGN.md §3: where the model is, which revision, which
-    delivery, and on Cache and Node the Hugging Face cache to read offline."""
+    delivery, and on Cache and Node the Hugging Face cache to read offline (on Image, the
+    artifact's files: offline too)."""
     env = [{"name": "FLEETCACHE_MODEL", "value": spec.model},
            {"name": MODEL_REVISION_ENV, "value": spec.model_revision},
            {"name": "FLEETCACHE_DELIVERY", "value": spec.delivery.lower()}]
     if spec.hub_cache:
         env.append({"name": "HF_HUB_CACHE", "value": spec.hub_cache})
-    if spec.cache:
+    if spec.cache or spec.image:
         env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
     return env
 
@@ -209,7 +224,8 @@ def engine_pod(spec: ReplicaSpec, node_pod: NodePod | None = None) -> Pod:
     """What this replica puts into its engine's pod: the environment contract, and on Cache
     the model cache PVC, read-only at both the pod and the container (on Node the node PVC
     and the cluster PVC, both read-only, and the link's emptyDir, the select init container
-    and the affinity on warm nodes)."""
+    and the affinity on warm nodes; on Image the artifact as an image volume, by digest,
+    read-only)."""
     volumes: list[dict] = []
     mounts: list[dict] = []
     if spec.node and spec.cache:
@@ -219,6 +235,10 @@ def engine_pod(spec: ReplicaSpec, node_pod: NodePod | None = None) -> Pod:
             "claimName": spec.cache.volume, "readOnly": True}})
         mounts.append({"name": "model-cache", "mountPath": spec.cache.mount_path,
                        "readOnly": True})
+    elif spec.image:  # pinned by digest: IfNotPresent never pulls other bytes
+        volumes.append({"name": IMAGE_VOLUME, "image": {"reference": spec.image.reference,
+                                                        "pullPolicy": "IfNotPresent"}})
+        mounts.append({"name": IMAGE_VOLUME, "mountPath": IMAGE_MOUNT_PATH, "readOnly": True})
     if spec.node and node_pod:
         select = node_delivery.select_container(spec.node, spec.repo, node_pod.agent_image)
         placed = node_delivery.affinity(spec.node, node_pod.placement.placement)
@@ -420,8 +440,20 @@ def running_phase(request: protocol.Request, spec: ReplicaSpec, outcome: protoco
                 f"NodeRequireReverted: not available {spec.node.require_timeout} after its "
                 f"Node delivery started ({placement.started_at}); placed by preference on "
                 f"warm nodes since {placement.reverted_at}", reasons.NodeRequireReverted)
+    if spec.image and not view.image_volumes:  # never composed where nodes may not mount it
+        objects.carry_over(request, outcome, REMOTE_KEYS)
+        return Phase("Pending", reasons.ImageVolumeUnavailable, reasons.with_remedy(
+            f"FleetCluster {spec.cluster} does not declare spec.features.imageVolumes, so no image "
+            f"volume of {spec.image.reference} is composed there", reasons.ImageVolumeUnavailable))
     compose_engine(spec, engine, view, outcome, node_pod)
-    return engine_phase(request, spec.cluster, name)
+    running = engine_phase(request, spec.cluster, name)
+    unmounted = image_delivery.unmounted(objects.remote_manifest(request.observed.get(ENGINE_KEY))) \
+        if spec.image else ""
+    if unmounted and spec.image:
+        return Phase("Pending", reasons.ImageVolumeUnavailable, reasons.with_remedy(messages.clipped(
+            f"Deployment {name} on cluster {spec.cluster} timed out mounting {spec.image.reference} "
+            f"as an image volume: {unmounted}", messages.MESSAGE_LIMIT), reasons.ImageVolumeUnavailable))
+    return running
 
 
 def cache_usage(spec: ReplicaSpec, cache: CacheMount) -> dict:

@@ -17,7 +17,8 @@ the same previous rows, give the same rows.
   times the widest target-cluster count asked of it among what is admitted; a cache not
   resolved yet adds nothing (it is admitted to resolve; `unresolved` counts what the
   projection cannot see). A volume holds the resolved bytes; with spec.rollout.waves it
-  holds at the rollout's peak the previous commit too (`previous_commit_bytes`);
+  holds at the rollout's peak the previous commit too (`previous_commit_bytes`); a target
+  that mounts the cache's OCI artifact as an image volume holds none (`image_delivery`);
 - latch: a refused cache that was admitted before keeps its admittedDigest and the
   footprint admitted with it, which stays counted (that footprint keeps serving).
 
@@ -35,12 +36,13 @@ from typing import Any
 from fleetcache import messages, reasons, shapes
 from fleetcache.apis import specs
 from fleetcache.functions import quantities, read
-from fleetcache.functions.decisions import capacity
+from fleetcache.functions.decisions import capacity, image_delivery
 from fleetcache.functions.k8s import selectors
 from fleetcache.functions.views import grant as grant_view
 from fleetcache.functions.views.fleet_cluster import FleetClusterView
 from fleetcache.functions.views.grant import CacheRow, Footprint, admission_digest
 from fleetcache.functions.views.model_cache import read_resolved, volume_bytes
+from fleetcache.functions.views.served_model import mountable_artifact
 
 LISTED = 500  # status.caches rows: the XRD's maxItems (about 350 kB of status at most)
 NAMED = 5  # clusters a message spells out
@@ -86,6 +88,12 @@ class Cache:
     commit: str
     bytes: int
     previous_bytes: int = 0  # of the previous commit, held beside it at a rollout's peak
+    image_targets: frozenset[str] = frozenset()  # targets that mount its OCI artifact: no volume
+
+    @property
+    def volume_targets(self) -> int:
+        """The targets whose volume holds the cache (the others mount its artifact)."""
+        return len((self.targets or frozenset()) - self.image_targets)
 
     @property
     def peak_bytes(self) -> int:
@@ -100,6 +108,7 @@ class Placements:
     def __init__(self, fleet: Iterable[FleetClusterView]):
         self.fleet = [view for view in fleet if view.name]
         self.known: dict[str, frozenset[str] | specs.InputError] = {}
+        self.image_clusters = frozenset(view.name for view in self.fleet if view.image_volumes)
 
     def clusters(self, placement: Any, field_path: str) -> frozenset[str]:
         """clusterNames as listed, or the FleetClusters a clusterSelector matches;
@@ -151,6 +160,8 @@ def cache_of(resource: Mapping, placements: Placements) -> Cache:
         commit=commit if shapes.is_resolved_commit(commit) else "",
         bytes=max(0, read.as_int(resolved.get("bytes"))) if allocates else 0,
         previous_bytes=previous_commit_bytes(resource) if allocates else 0,
+        image_targets=(targets or frozenset()) & placements.image_clusters
+        if mountable_artifact(resource) is not None else frozenset(),
     )
 
 
@@ -256,7 +267,7 @@ def decide(grant: Grant, caches: Iterable[Cache], previous: Mapping[str, Previou
         before = previous.get(cache.name, Previous(False, "", None))
         reason, message = refusal(grant, cache)
         if not reason:
-            footprint = Footprint(cache.content, cache.peak_bytes, len(cache.targets or ())) \
+            footprint = Footprint(cache.content, cache.peak_bytes, cache.volume_targets) \
                 if cache.content else before.footprint
             needed = ledger.trial(cache.name, footprint)
             if needed <= grant.quota:
@@ -292,7 +303,7 @@ def admitted_message(grant: Grant, cache: Cache, needed: int) -> str:
     if not cache.content:
         return f"admitted to resolve; its size is not known yet, so the projection " \
                f"({quantities.human_bytes(needed)} of {quantities.human_bytes(grant.quota)}) does not count it"
-    return f"{per_cluster(cache)} on {messages.counted(len(cache.targets or ()), 'cluster')} fits: " \
+    return f"{per_cluster(cache)} on {messages.counted(cache.volume_targets, 'cluster')} fits: " \
            f"the projection is {quantities.human_bytes(needed)} of {quantities.human_bytes(grant.quota)}"
 
 
@@ -305,7 +316,7 @@ def per_cluster(cache: Cache) -> str:
 
 
 def over_quota_message(grant: Grant, cache: Cache, needed: int, current: int) -> str:
-    return f"{per_cluster(cache)} on {messages.counted(len(cache.targets or ()), 'cluster')} would " \
+    return f"{per_cluster(cache)} on {messages.counted(cache.volume_targets, 'cluster')} would " \
            f"make the projection {quantities.human_bytes(needed)} ({needed} bytes), over the " \
            f"budget of {quantities.human_bytes(grant.quota)} ({grant.quota} bytes) of " \
            f"ModelCacheGrant {grant.name}; {quantities.human_bytes(max(0, grant.quota - current))} " \
@@ -323,13 +334,14 @@ def limited(decision: Decision) -> tuple[list[dict], int]:
 
 def used_bytes(hydrations: Iterable[Mapping], caches: Iterable[str]) -> int:
     """Each distinct content at its full size for every cluster holding a hydration of it,
-    over the hydrations of the named caches (one namespace), whatever their state."""
+    over the hydrations of the named caches (one namespace), whatever their state, but for
+    those that warm nothing (their cluster mounts the cache's artifact)."""
     names = set(caches)
     held: dict[tuple[str, str], int] = {}
     for hydration in hydrations:
         spec = read.mapping_at(hydration, "spec")
         if not isinstance(spec.get("modelCacheName"), str) or spec["modelCacheName"] not in names \
-                or not capacity.allocates(spec.get("source")):
+                or not capacity.allocates(spec.get("source")) or image_delivery.served_by_image(hydration):
             continue
         content = spec.get("manifestDigest")
         key = content if isinstance(content, str) and content else \

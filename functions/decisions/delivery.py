@@ -6,7 +6,10 @@ cluster holding the cache on tier Node, Node delivery (the node's own copy) is w
 the volume (decisions/node_delivery.py); a model no engine loads from its source (an S3
 prefix, a volume's own files) waits where the table says Source; and on a cluster the cache's
 rollout in waves holds on earlier content, the table runs on that content (its commit is the
-one served, from the cache or the source) and says the rollout is why."""
+one served, from the cache or the source) and says the rollout is why. On a cluster that
+mounts image volumes, a cache with an OCI artifact of the commit served is delivered as that
+artifact (Image), unless the replica could not mount it there: then the table decides, and
+says why (decisions/image_delivery.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from fleetcache import messages, reasons, shapes
-from fleetcache.functions.decisions import node_delivery
+from fleetcache.functions.decisions import image_delivery, node_delivery
 from fleetcache.functions.decisions.node_delivery import NodePolicy
 from fleetcache.functions.views.hydration import ClusterReport
 from fleetcache.functions.views.model_replica import Previous
@@ -38,11 +41,12 @@ class Policy:
 
 @dataclass(frozen=True)
 class Delivery:
-    delivery: str  # Node | Cache | Source | Wait | Fail
+    delivery: str  # Node | Cache | Image | Source | Wait | Fail
     reason: str
     commit: str  # the commit the replica loads ("" for Wait/Fail, or before a resolve)
     detail: str = ""  # what the reason means here (ModelReplica spec.deliveryReason)
     node: Mapping = field(default_factory=dict)  # a Node replica's spec.nodeCache
+    image: Mapping = field(default_factory=dict)  # an Image replica's spec.image
 
     @property
     def delivery_reason(self) -> str:
@@ -53,6 +57,23 @@ class Delivery:
 
 
 def decide(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
+    """One replica's delivery: the cache's artifact as an image volume where the cluster
+    mounts them, else by the table, saying so where the artifact could not be mounted."""
+    image = image_delivery.choose(model.artifact, model.content_on(cluster).commit,
+                                  cluster in model.image_clusters, cluster, before) \
+        if model.cache_found and model.cache_name and cluster in model.targets else ""
+    if model.artifact is not None and model.cache_name and image == image_delivery.IMAGE:
+        return Delivery("Image", reasons.ImageVolume, model.artifact.commit,
+                        image_delivery.mounted_detail(model.artifact, cluster),
+                        image=model.artifact.mount(model.cache_name))
+    chosen = on_the_volume_path(model, cluster, policy, before)
+    if model.artifact is not None and image == image_delivery.FALLBACK:
+        return replace(chosen, reason=reasons.ImageVolumeUnavailable,
+                       detail=image_delivery.fallback_detail(model.artifact, cluster))
+    return chosen
+
+
+def on_the_volume_path(model: Model, cluster: str, policy: Policy, before: Previous | None) -> Delivery:
     """One replica's delivery by the table; where it says Source for a model no engine
     loads from its source (an S3 prefix, a volume's own files), the replica waits instead,
     keeping the table's reason."""

@@ -31,6 +31,7 @@ class FleetClusterView:
     agent_image: str
     high_watermark: int = 80  # spec.cache.highWatermark, percent
     cache: ClusterCache | None = None  # status.cache: None until compose-fleet-cluster wrote it
+    image_volumes: bool = False  # spec.features.imageVolumes: its nodes mount OCI artifacts
 
     @classmethod
     def of(cls, resource: dict) -> FleetClusterView:
@@ -60,6 +61,7 @@ class FleetClusterView:
             and not any(c.isspace() for c in image) else DEFAULT_AGENT_IMAGE,
             high_watermark=watermark(get_path(spec, "cache.highWatermark"), 80),
             cache=ClusterCache.of(get_path(resource, "status.cache")),
+            image_volumes=get_path(spec, "features.imageVolumes") is True,
         )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetcache import reasons
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_deployment as deployment_api
 from fleetcache.functions import naming, quantities, read, times
@@ -110,6 +111,47 @@ class CacheMount:
                 "commit": self.commit, **({"layout": FLAT} if self.layout == FLAT else {})}
 
 
+# Where an Image replica's pod mounts the artifact: the runtime puts each layer's file at its
+# path under it (design/image-volumes.md), so it is FLEETCACHE_MODEL itself.
+IMAGE_MOUNT_PATH = "/var/cache/fleetcache-image"
+
+
+@dataclass(frozen=True)
+class ImageMount:
+    """An Image replica's spec.image: the cache's OCI artifact, pinned by digest, and the commit
+    it holds."""
+
+    model_cache: str
+    reference: str
+    commit: str
+
+    @classmethod
+    def of(cls, value: Mapping) -> ImageMount:
+        """The image of a spec read through the ModelReplica model (required on Image by the
+        XRD's CEL rule, the reference pinned by its pattern)."""
+        return cls(value["modelCacheName"], value["reference"], value["commit"])
+
+    def as_spec(self) -> dict:
+        return {"modelCacheName": self.model_cache, "reference": self.reference, "commit": self.commit}
+
+
+def image_fallback_said(delivery_reason: str, reference: str = "") -> bool:
+    """Whether a spec.deliveryReason says the replica uses the volume because an image volume
+    could not be mounted (of `reference`, when one is given)."""
+    said = f"{reasons.ImageVolumeUnavailable}: "
+    return delivery_reason.startswith(said + reference + (" " if reference else ""))
+
+
+def fell_back_from_image(replica: Any) -> bool:
+    """A ModelReplica whose image volume could not be mounted: compose-model-replica says so in
+    status.reason while it is still Image, compose-model-deployment in spec.deliveryReason once
+    it uses the cluster volume instead. Its cluster's hydration warms the volume for it."""
+    said = read.get_path(replica, "spec.deliveryReason")
+    return (read.get_path(replica, "spec.delivery") == "Image"
+            and read.get_path(replica, "status.reason") == reasons.ImageVolumeUnavailable) \
+        or (isinstance(said, str) and image_fallback_said(said))
+
+
 @dataclass(frozen=True)
 class Previous:
     """Where a replica ran at the last compose, from its observed ModelReplica."""
@@ -119,6 +161,8 @@ class Previous:
     ready: bool
     node: Mapping = field(default_factory=dict)  # spec.nodeCache of a Node replica
     reason: str = ""  # its status.reason, when it has a reason's shape
+    delivery_reason: str = ""  # its spec.deliveryReason
+    image_reference: str = ""  # spec.image.reference of an Image replica
 
     @property
     def reverted_at(self) -> str:

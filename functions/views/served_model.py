@@ -5,6 +5,8 @@ replica is given of it: spec.cache, the claim and the model's directory it mount
 (`Model.cache_mount`), or while it waits, spec.hydration (`Model.waiting_on`). While the
 cache rolls a new commit out in waves (status.rollout), a cluster its rollout keeps on other
 content is read against that content (`held_content`, `held_report`).
+The cache's OCI artifact, which replicas on clusters that mount image volumes mount instead of
+its volume, is read here too (`mountable_artifact`).
 
 compose-model-cache and compose-model-cache-hydration write what is read here; every value
 read is input, cut to size or read as absent when it is not what it should be."""
@@ -22,7 +24,7 @@ from fleetcache.functions.k8s import agent_job
 from fleetcache.functions.views import model_cache as model_cache_view
 from fleetcache.functions.views import placement
 from fleetcache.functions.views.hydration import ClusterReport, pinned_to, report_of
-from fleetcache.functions.views.model_replica import FLAT
+from fleetcache.functions.views.model_replica import FLAT, ImageMount
 from fleetcache.functions.views.node_tier import NodeTier
 from fleetcache.functions.views.placement import Target
 from fleetcache.volume import flat_commit_path, hf_snapshot_path
@@ -79,6 +81,55 @@ class Files:
         return f"{mount.rstrip('/')}/{self.sub_path}" if self.sub_path else mount
 
 
+@dataclass(frozen=True)
+class Artifact:
+    """What an image volume of the cache mounts: a reference pinned by digest, and the commit
+    whose files it holds."""
+
+    reference: str
+    commit: str
+
+    def mount(self, cache: str) -> dict:
+        """An Image replica's spec.image."""
+        return ImageMount(cache, self.reference, self.commit).as_spec()
+
+
+def mirrored_reference(artifact: Any) -> str:
+    """status.resolved.artifact as a reference pinned by digest ("" when it is none): its
+    reference, or its repository and digest."""
+    reference, digest = read.get_path(artifact, "reference"), read.get_path(artifact, "digest")
+    if model_cache_view.is_pinned_reference(reference):
+        return str(reference)
+    parts = shapes.oci_reference_parts(f"{reference}@{digest}")
+    return f"{reference}@{digest}" if parts is not None and shapes.is_oci_digest(digest) else ""
+
+
+def whole_layers(manifest: Any) -> bool:
+    """Every file of a pinned OCI manifest is a whole layer (no member of a tar layer: those
+    carry an offset in their blob), so a runtime mounting the artifact puts each file at its
+    path."""
+    entries = model_cache_view.read_manifest(manifest)
+    return entries is not None and all("offset" not in entry for entry in entries)
+
+
+def mountable_artifact(cache: Any) -> Artifact | None:
+    """The artifact a ModelCache's replicas can mount for its resolved commit: the mirror's
+    ModelPack artifact first (published by the fleet, one layer per file), else the OCI
+    source's resolved reference when its files are whole layers; None otherwise."""
+    resolved = read.mapping_at(cache, "status.resolved")
+    commit = resolved.get("commit")
+    if not shapes.is_resolved_commit(commit):
+        return None
+    mirrored = mirrored_reference(resolved.get("artifact"))
+    if mirrored:
+        return Artifact(mirrored, commit)
+    source = resolved.get("reference")
+    if read.mapping_at(cache, "spec.source.oci") and model_cache_view.is_pinned_reference(source) \
+            and whole_layers(resolved.get("manifest")):
+        return Artifact(str(source), commit)
+    return None
+
+
 def volume_name(hydration: Any) -> str:
     """The claim a cluster's hydration says it filled or verified (status.volumeName: the
     cache PVC, or the user's claim of an existing volume); "" unless it is a claim name."""
@@ -115,6 +166,10 @@ class Model:
     # (their wave has not started, or the rollout rolled them back): targets[] reads them
     # against that content, and their replicas serve it.
     held: Mapping[str, Content] = field(default_factory=dict)
+    # The cache's OCI artifact (design/image-volumes.md) and the clusters that mount image
+    # volumes (spec.features.imageVolumes): there, replicas of that commit mount the artifact.
+    artifact: Artifact | None = None
+    image_clusters: frozenset[str] = frozenset()
 
     def content_on(self, cluster: str) -> Content:
         """The content replicas on the cluster serve once it is Ready there: the content its

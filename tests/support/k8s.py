@@ -76,8 +76,9 @@ SAFE_SYSCTLS = {
     "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes",
     "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
 }
+# check_restrictedVolumes.go; `image` since 1.33 (kubernetes/kubernetes#130394)
 RESTRICTED_VOLUME_TYPES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim",
     "projected", "secret",
 }
 APPARMOR_TYPES = {"RuntimeDefault", "Localhost"}
