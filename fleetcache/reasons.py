@@ -103,20 +103,26 @@ AuthFailed = Reason(
            "spec.source.huggingFace.tokenSecretRef must hold a valid token with read access (for a gated model, its "
            "account must accept the model's terms). S3: the keys in spec.source.s3.credentialsSecretRef (unset: the "
            "cluster's own identity) need s3:ListBucket and s3:GetObject on the bucket, and the mirror's "
-           "(spec.distribution.mirror.s3 or regions[].s3 credentialsSecretRef) also s3:PutObject for the publisher.")
+           "(spec.distribution.mirror.s3 or regions[].s3 credentialsSecretRef) also s3:PutObject for the publisher. "
+           "OCI: the Docker config in spec.source.oci.pullSecretRef must hold credentials for the reference's "
+           "registry host with pull access, and spec.distribution.mirror.oci.pushSecretRef push access to the "
+           "mirror's repository.")
 SourceNotFound = Reason(
     "SourceNotFound", exit_code=11, permanent=True,
     where=AGENT,
     remedy="Check where the source points: spec.source.huggingFace.repo, revision and endpoint (a private repo needs "
            "spec.source.huggingFace.tokenSecretRef), or spec.source.s3.bucket, prefix, region and endpoint (an "
-           "object version pinned at resolve and deleted since must be restored); for a publisher, the mirror's "
-           "bucket (spec.distribution.mirror).")
+           "object version pinned at resolve and deleted since must be restored), or spec.source.oci.reference (its "
+           "tag, or the digest pinned at resolve, which the registry must keep: a registry garbage collection may "
+           "have deleted an untagged manifest); for a publisher, the mirror's bucket or repository "
+           "(spec.distribution.mirror).")
 DigestMismatch = Reason(
     "DigestMismatch", exit_code=12, permanent=True,
     where=AGENT,
     remedy="The bytes served did not match the digest pinned at resolve, even after retries; nothing unverified was "
            "published. Check the mirror or proxy between the cluster and the source "
-           "(spec.source.huggingFace.endpoint, spec.source.s3.endpoint); an S3 object overwritten since resolve "
+           "(spec.source.huggingFace.endpoint, spec.source.s3.endpoint, the registry of spec.source.oci.reference, "
+           "whose stored blob may be corrupt); an S3 object overwritten since resolve "
            "needs its resolved content back, or versioning on the bucket so the pinned version stays readable. Then "
            + RETRY_NOW + ".")
 InsufficientCapacity = Reason(
@@ -148,14 +154,15 @@ SourceUnreachable = Reason(
     remedy="The source or the fleet mirror could not be reached (resets, timeouts, 5xx) after retries; the Job "
            "retries on its own. Check the cluster's egress to the endpoint the message names: "
            "spec.source.huggingFace.endpoint (or set it to a reachable Hub mirror), spec.source.s3.endpoint and "
-           "region, or the mirror's (spec.distribution.mirror).")
+           "region, the registry host of spec.source.oci.reference (plainHTTP for a registry without TLS), or the "
+           "mirror's (spec.distribution.mirror).")
 RateLimited = Reason(
     "RateLimited", exit_code=18, permanent=False,
     where=AGENT,
-    remedy="The source or the fleet mirror asked the agent to slow down (Hub 429, S3 503 SlowDown); the Job retries "
-           "on its own. Lower spec.rollout.maxConcurrent or spec.agent.concurrency; for the Hub, set "
-           "spec.source.huggingFace.tokenSecretRef (higher limits) or a fleet mirror (spec.distribution.mirror) so "
-           "one cluster downloads.")
+    remedy="The source or the fleet mirror asked the agent to slow down (Hub 429, S3 503 SlowDown, a registry's "
+           "429); the Job retries on its own. Lower spec.rollout.maxConcurrent or spec.agent.concurrency; for the "
+           "Hub, set spec.source.huggingFace.tokenSecretRef (higher limits) or a fleet mirror "
+           "(spec.distribution.mirror) so one cluster downloads.")
 CacheCorrupted = Reason(
     "CacheCorrupted", exit_code=19, permanent=True,
     retried="no: only `fleetcache-agent verify`, run by hand, exits 19; a fetch repairs the files instead",
@@ -560,13 +567,6 @@ NodeRequireReverted = Reason(
     remedy="None: the replica was not available requireTimeout after its Node delivery started under "
            "spec.delivery.node.policy: Require, so it is placed by preference from now on (compute first). Warm more "
            "nodes of the pool, or raise requireTimeout, to keep Require.")
-
-
-# --- ModelCacheGrant admission and accounting
-
-Admitted = Reason(
-    "Admitted",
-    where="ModelCacheGrant `status.caches[].reason`",
 ImageVolume = Reason(
     "ImageVolume",
     where=PLACEMENT + "; ModelReplica `status.deliveryReason`; ModelCacheHydration `status.reason`",
@@ -580,6 +580,13 @@ ImageVolumeUnavailable = Reason(
            "cluster volume. Read the engine pod's events on the cluster (ErrImagePull: the registry, its "
            "credentials, the runtime's image-volume support); set spec.features.imageVolumes false if the nodes "
            "cannot mount artifacts. Recreate the ModelReplica to try the image volume again.")
+
+
+# --- ModelCacheGrant admission and accounting
+
+Admitted = Reason(
+    "Admitted",
+    where="ModelCacheGrant `status.caches[].reason`",
     remedy="None: the ModelCache fans out at this spec.")
 OutsideGrant = Reason(
     "OutsideGrant",
