@@ -15,9 +15,6 @@ is played once (the `story` fixture); each test reads one behaviour of it.
 
 from __future__ import annotations
 
-import base64
-import json
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +22,19 @@ from pathlib import Path
 import pytest
 
 from fleetcache import reasons
-from fleetcache.devtools import render as rendering
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-from fleetcache.devtools.simulation import Clock, Cluster, translate
+from fleetcache.devtools.simulation import translate
 from fleetcache.functions import naming, read
 from fleetcache.functions.views.model_replica import IMAGE_MOUNT_PATH
-from tests.support.plane import control_plane
+from tests.support.oci_fleet import (
+    REPOSITORY,
+    docker_config_secret,
+    model_deployment,
+    model_files,
+    oci_cache,
+    simulated_fleet,
+)
 from tests.support.registry import LoopbackRegistry
 
 pytestmark = pytest.mark.xdist_group("test_image_volume_e2e")  # one worker plays its fleet, once
@@ -39,52 +42,14 @@ pytestmark = pytest.mark.xdist_group("test_image_volume_e2e")  # one worker play
 IMAGE_CLUSTERS = ("gpu-a", "gpu-b")
 VOLUME_CLUSTER = "gpu-c"
 CLUSTERS = (*IMAGE_CLUSTERS, VOLUME_CLUSTER)
-REPOSITORY = "models/tiny"
 USER, PASSWORD = "puller", "pull-secret-password"
 PUBLIC, PRIVATE = "tiny", "private-tiny"
 PULL_SECRET = "regcred"
 DEADLINE = 120.0  # a hang guard: the story takes seconds
-ENGINE = {"image": "vllm/vllm-openai:v0.11.0", "args": ["--model=$(FLEETCACHE_MODEL)"]}
-
-
-def model_files(seed: int) -> dict[str, bytes]:
-    rng = random.Random(seed)
-    return {"config.json": json.dumps({"model_type": "tiny", "seed": seed}).encode(),
-            "model.safetensors": rng.randbytes(200_003),
-            "tokenizer/vocab.json": json.dumps(list(range(seed, seed + 50))).encode()}
-
-
 PUSHED = model_files(7)
-
-
-def fleet_cluster(name: str) -> dict:
-    spec: dict = {"kubeconfigSecretRef": {"namespace": "crossplane-system", "name": f"{name}-kubeconfig"},
-                  "cache": {"capacity": "10Gi"}}
-    if name in IMAGE_CLUSTERS:
-        spec["features"] = {"imageVolumes": True}
-    return {"apiVersion": naming.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
-            "spec": spec}
-
-
-def oci_cache(name: str, registry: LoopbackRegistry, clusters, **oci) -> dict:
-    source = {"oci": {"reference": f"{registry.host}/{REPOSITORY}:v1", "plainHTTP": True, **oci}}
-    return act.cache(name, source, clusters)
-
-
-def pull_secret(registry: LoopbackRegistry) -> dict:
-    auth = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-    config = json.dumps({"auths": {registry.host: {"username": USER, "password": PASSWORD, "auth": auth}}})
-    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": {"name": PULL_SECRET, "namespace": act.NAMESPACE},
-            "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()}}
-
-
-def model_deployment(name: str, cache: str, clusters) -> dict:
-    return {"apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
-            "metadata": {"name": name, "namespace": act.NAMESPACE},
-            "spec": {"modelCacheRef": {"name": cache}, "replicas": len(clusters),
-                     "maxReplicasPerCluster": 1, "placement": {"clusterNames": list(clusters)},
-                     "engine": ENGINE}}
+IMAGE_VOLUMES = {name: {"cache": {"capacity": "10Gi"}, **({"features": {"imageVolumes": True}}
+                                                        if name in IMAGE_CLUSTERS else {})}
+                 for name in CLUSTERS}
 
 
 @dataclass
@@ -141,55 +106,45 @@ def replica_of(stage: Stage, deployment: str) -> dict:
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory) -> Story:
-    root = tmp_path_factory.mktemp("image-volumes")
     told = Story()
     started = time.monotonic()
     with LoopbackRegistry() as public, LoopbackRegistry(users={USER: PASSWORD}) as private, \
-            rendering.function_process() as address, rendering.channel_to(address) as channel:
-        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = control_plane(channel, clusters)
-        stage = Stage(control, clusters, (), Clock(), act.NAMESPACE, "", "", 0, CLUSTERS, 0.05,
-                      time.monotonic() + DEADLINE, lambda line: None)
-        try:
-            for name in CLUSTERS:
-                control.apply(fleet_cluster(name))
-            control.apply(act.grant(CLUSTERS))
+            simulated_fleet(tmp_path_factory.mktemp("image-volumes"), CLUSTERS, DEADLINE,
+                            IMAGE_VOLUMES) as stage:
+        control, clusters = stage.control, stage.clusters
 
-            # 1. a public artifact on all three clusters, and a replica on each
-            public.push_modelpack(REPOSITORY, "v1", PUSHED)
-            control.apply(oci_cache(PUBLIC, public, CLUSTERS))
-            control.apply(model_deployment(PUBLIC, PUBLIC, CLUSTERS))
-            assert stage.until(lambda: read.get_path(deployment_status(stage, PUBLIC), "replicas.ready")
-                               == len(CLUSTERS), "every replica to be ready") == ""
-            assert act.settle(stage, PUBLIC, CLUSTERS) == ""
-            told.resolved = act.status_of(control, PUBLIC)["resolved"]
-            told.placements = {p["cluster"]: p for p in deployment_status(stage, PUBLIC)["placements"]}
-            told.replicas = engines(stage, PUBLIC)
-            for name in CLUSTERS:
-                told.hydrations[name] = read.get_path(act.hydration_of(control, PUBLIC, name), "status", {})
-                told.claims[name] = ("PersistentVolumeClaim", act.NAMESPACE,
-                                     naming.cache_volume_name(PUBLIC)) in clusters[name].objects
-                told.capacity[name] = read.get_path(stage.fleet_cluster(name), "status.cache", {})
-            told.served = public.blob_bytes_served()
+        # 1. a public artifact on all three clusters, and a replica on each
+        public.push_modelpack(REPOSITORY, "v1", PUSHED)
+        control.apply(oci_cache(PUBLIC, public, CLUSTERS))
+        control.apply(model_deployment(PUBLIC, PUBLIC, CLUSTERS))
+        assert stage.until(lambda: read.get_path(deployment_status(stage, PUBLIC), "replicas.ready")
+                           == len(CLUSTERS), "every replica to be ready") == ""
+        assert act.settle(stage, PUBLIC, CLUSTERS) == ""
+        told.resolved = act.status_of(control, PUBLIC)["resolved"]
+        told.placements = {p["cluster"]: p for p in deployment_status(stage, PUBLIC)["placements"]}
+        told.replicas = engines(stage, PUBLIC)
+        for name in CLUSTERS:
+            told.hydrations[name] = read.get_path(act.hydration_of(control, PUBLIC, name), "status", {})
+            told.claims[name] = ("PersistentVolumeClaim", act.NAMESPACE,
+                                 naming.cache_volume_name(PUBLIC)) in clusters[name].objects
+            told.capacity[name] = read.get_path(stage.fleet_cluster(name), "status.cache", {})
+        told.served = public.blob_bytes_served()
 
-            # 2. an artifact the kubelet cannot pull (its registry wants credentials the engine
-            #    pod does not carry): the replica falls back to the volume
-            private.push_modelpack(REPOSITORY, "v1", PUSHED)
-            control.apply(pull_secret(private))
-            control.apply(oci_cache(PRIVATE, private, IMAGE_CLUSTERS[:1], pullSecretRef={"name": PULL_SECRET}))
-            control.apply(model_deployment(PRIVATE, PRIVATE, IMAGE_CLUSTERS[:1]))
-            assert stage.until(lambda: read.get_path(replica_of(stage, PRIVATE), "status.reason")
-                               == reasons.ImageVolumeUnavailable, "the image volume to time out") == ""
-            told.stalled = replica_of(stage, PRIVATE)
-            assert stage.until(lambda: read.get_path(deployment_status(stage, PRIVATE), "replicas.ready") == 1
-                               and read.get_path(replica_of(stage, PRIVATE), "spec.delivery") == "Cache",
-                               "the replica to be ready on the volume") == ""
-            told.fallback = deployment_status(stage, PRIVATE)["placements"][0]
-            told.fallback_replica = replica_of(stage, PRIVATE)
-            told.fallback_env = engines(stage, PRIVATE)[IMAGE_CLUSTERS[0]].env
-        finally:
-            for cluster in clusters.values():
-                cluster.stop()
+        # 2. an artifact the kubelet cannot pull (its registry wants credentials the engine
+        #    pod does not carry): the replica falls back to the volume
+        private.push_modelpack(REPOSITORY, "v1", PUSHED)
+        control.apply(docker_config_secret(PULL_SECRET, private.host, USER, PASSWORD))
+        control.apply(oci_cache(PRIVATE, private, IMAGE_CLUSTERS[:1], pullSecretRef={"name": PULL_SECRET}))
+        control.apply(model_deployment(PRIVATE, PRIVATE, IMAGE_CLUSTERS[:1]))
+        assert stage.until(lambda: read.get_path(replica_of(stage, PRIVATE), "status.reason")
+                           == reasons.ImageVolumeUnavailable, "the image volume to time out") == ""
+        told.stalled = replica_of(stage, PRIVATE)
+        assert stage.until(lambda: read.get_path(deployment_status(stage, PRIVATE), "replicas.ready") == 1
+                           and read.get_path(replica_of(stage, PRIVATE), "spec.delivery") == "Cache",
+                           "the replica to be ready on the volume") == ""
+        told.fallback = deployment_status(stage, PRIVATE)["placements"][0]
+        told.fallback_replica = replica_of(stage, PRIVATE)
+        told.fallback_env = engines(stage, PRIVATE)[IMAGE_CLUSTERS[0]].env
     told.seconds = time.monotonic() - started
     return told
 

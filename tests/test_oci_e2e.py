@@ -16,73 +16,38 @@ from __future__ import annotations
 
 import base64
 import json
-import random
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from fleetcache import reasons
-from fleetcache.devtools import render as rendering
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-from fleetcache.devtools.simulation import Clock, Cluster, translate
+from fleetcache.devtools.simulation import translate
 from fleetcache.functions import naming, read
 from fleetcache.functions.k8s import agent_job
 from fleetcache.volume import flat_commit_path, hf_snapshot_path
-from tests.support.plane import control_plane
+from tests.support.oci_fleet import (
+    REPOSITORY,
+    docker_config_secret,
+    files_under,
+    model_deployment,
+    model_files,
+    oci_cache,
+    simulated_fleet,
+)
 from tests.support.registry import LoopbackRegistry
 
 pytestmark = pytest.mark.xdist_group("test_oci_e2e")  # one worker plays its fleet, once
 
 CLUSTERS = ("gpu-a", "gpu-b", "gpu-c")
 FIRST = CLUSTERS[:2]  # the first cache's placement before gpu-c joins it
-REPOSITORY = "models/tiny"
 USER, PASSWORD = "puller", "pull-secret-password"
 PUBLIC, PRIVATE, FLAT = "tiny", "private-tiny", "flat-tiny"
 PULL_SECRET = "regcred"
 DEADLINE = 120.0  # a hang guard: the story takes seconds
-ENGINE = {"image": "vllm/vllm-openai:v0.11.0", "args": ["--model=$(FLEETCACHE_MODEL)"]}
-
-
-def model_files(seed: int) -> dict[str, bytes]:
-    rng = random.Random(seed)
-    return {"config.json": json.dumps({"model_type": "tiny", "seed": seed}).encode(),
-            "model.safetensors": rng.randbytes(200_003),
-            "tokenizer/vocab.json": json.dumps(list(range(seed, seed + 50))).encode()}
-
-
 PUSHED, MOVED_TO = model_files(1), model_files(2)
-
-
-def fleet_cluster(name: str) -> dict:
-    return {"apiVersion": naming.API_VERSION, "kind": "FleetCluster", "metadata": {"name": name},
-            "spec": {"kubeconfigSecretRef": {"namespace": "crossplane-system",
-                                             "name": f"{name}-kubeconfig"}}}
-
-
-def oci_cache(name: str, registry: LoopbackRegistry, clusters, **oci) -> dict:
-    source = {"oci": {"reference": f"{registry.host}/{REPOSITORY}:v1", "plainHTTP": True, **oci}}
-    return act.cache(name, source, clusters)
-
-
-def pull_secret(registry: LoopbackRegistry) -> dict:
-    """What `kubectl create secret docker-registry` makes."""
-    auth = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-    config = json.dumps({"auths": {registry.host: {"username": USER, "password": PASSWORD,
-                                                   "auth": auth}}})
-    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": {"name": PULL_SECRET, "namespace": act.NAMESPACE},
-            "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()}}
-
-
-def model_deployment(name: str, cache: str) -> dict:
-    return {"apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
-            "metadata": {"name": name, "namespace": act.NAMESPACE},
-            "spec": {"modelCacheRef": {"name": cache}, "replicas": len(CLUSTERS),
-                     "maxReplicasPerCluster": 1,
-                     "placement": {"clusterNames": list(CLUSTERS)}, "engine": ENGINE}}
 
 
 @dataclass
@@ -102,10 +67,6 @@ class Story:
     pushed_digest: str = ""  # the manifest digest of the first push
     missing_secret: dict = field(default_factory=dict)  # the cache's Resolved condition
     replicas: list[tuple[str, dict, Path]] = field(default_factory=list)  # cluster, env, model dir
-
-
-def files_under(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def settle(stage: Stage, registry: LoopbackRegistry, name: str, clusters, flat: bool = False) -> Settled:
@@ -144,49 +105,38 @@ def replicas(stage: Stage, deployment: str) -> list[tuple[str, dict, Path]]:
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory) -> Story:
-    root = tmp_path_factory.mktemp("oci")
     told = Story()
     with LoopbackRegistry() as public, LoopbackRegistry(users={USER: PASSWORD}) as private, \
-            rendering.function_process() as address, rendering.channel_to(address) as channel:
-        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = control_plane(channel, clusters)
-        stage = Stage(control, clusters, (), Clock(), act.NAMESPACE, "", "", 0, CLUSTERS, 0.05,
-                      time.monotonic() + DEADLINE, lambda line: None)
-        try:
-            for name in CLUSTERS:
-                control.apply(fleet_cluster(name))
-            control.apply(act.grant(CLUSTERS))
+            simulated_fleet(tmp_path_factory.mktemp("oci"), CLUSTERS, DEADLINE) as stage:
+        control = stage.control
 
-            # 1. an anonymous registry, a ModelPack artifact of raw layers, two clusters
-            told.pushed_digest = public.push_modelpack(REPOSITORY, "v1", PUSHED)
-            control.apply(oci_cache(PUBLIC, public, FIRST))
-            told.caches["resolved"] = settle(stage, public, PUBLIC, FIRST)
+        # 1. an anonymous registry, a ModelPack artifact of raw layers, two clusters
+        told.pushed_digest = public.push_modelpack(REPOSITORY, "v1", PUSHED)
+        control.apply(oci_cache(PUBLIC, public, FIRST))
+        told.caches["resolved"] = settle(stage, public, PUBLIC, FIRST)
 
-            # 2. the tag moves to other content; then gpu-c joins the placement
-            public.push_modelpack(REPOSITORY, "v1", MOVED_TO)
-            control.apply(oci_cache(PUBLIC, public, CLUSTERS))
-            told.caches["after the move"] = settle(stage, public, PUBLIC, CLUSTERS)
+        # 2. the tag moves to other content; then gpu-c joins the placement
+        public.push_modelpack(REPOSITORY, "v1", MOVED_TO)
+        control.apply(oci_cache(PUBLIC, public, CLUSTERS))
+        told.caches["after the move"] = settle(stage, public, PUBLIC, CLUSTERS)
 
-            # 3. htpasswd auth: first without the pull Secret, then with it
-            private.push_modelpack(REPOSITORY, "v1", PUSHED)
-            control.apply(oci_cache(PRIVATE, private, CLUSTERS, pullSecretRef={"name": PULL_SECRET}))
-            assert stage.until(lambda: resolved_condition(stage, PRIVATE).get("status") == "False",
-                               "the missing pull Secret to be reported") == ""
-            told.missing_secret = resolved_condition(stage, PRIVATE)
-            control.apply(pull_secret(private))
-            told.caches["pull secret"] = settle(stage, private, PRIVATE, CLUSTERS)
+        # 3. htpasswd auth: first without the pull Secret, then with it
+        private.push_modelpack(REPOSITORY, "v1", PUSHED)
+        control.apply(oci_cache(PRIVATE, private, CLUSTERS, pullSecretRef={"name": PULL_SECRET}))
+        assert stage.until(lambda: resolved_condition(stage, PRIVATE).get("status") == "False",
+                           "the missing pull Secret to be reported") == ""
+        told.missing_secret = resolved_condition(stage, PRIVATE)
+        control.apply(docker_config_secret(PULL_SECRET, private.host, USER, PASSWORD))
+        told.caches["pull secret"] = settle(stage, private, PRIVATE, CLUSTERS)
 
-            # 4. layout Flat, and a ModelDeployment of it: a replica per cluster
-            control.apply(oci_cache(FLAT, public, CLUSTERS, layout="Flat"))
-            told.caches["flat"] = settle(stage, public, FLAT, CLUSTERS, flat=True)
-            control.apply(model_deployment(FLAT, FLAT))
-            assert stage.until(lambda: read.get_path(
-                control.xrs.get(("ModelDeployment", act.NAMESPACE, FLAT), {}),
-                "status.replicas.ready") == len(CLUSTERS), "the Flat replicas to be Ready") == ""
-            told.replicas = replicas(stage, FLAT)
-        finally:
-            for cluster in clusters.values():
-                cluster.stop()
+        # 4. layout Flat, and a ModelDeployment of it: a replica per cluster
+        control.apply(oci_cache(FLAT, public, CLUSTERS, layout="Flat"))
+        told.caches["flat"] = settle(stage, public, FLAT, CLUSTERS, flat=True)
+        control.apply(model_deployment(FLAT, FLAT, CLUSTERS))
+        assert stage.until(lambda: read.get_path(
+            control.xrs.get(("ModelDeployment", act.NAMESPACE, FLAT), {}),
+            "status.replicas.ready") == len(CLUSTERS), "the Flat replicas to be Ready") == ""
+        told.replicas = replicas(stage, FLAT)
     return told
 
 

@@ -12,7 +12,6 @@ and the clusters. The fleet is played once (the `story` fixture); each test read
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from dataclasses import dataclass, field
@@ -20,19 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from fleetcache.devtools import render as rendering
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-from fleetcache.devtools.simulation import Clock, Cluster
+from fleetcache.devtools.simulation import Cluster
 from fleetcache.functions import naming, read
 from fleetcache.functions.decisions.mirror import artifact_name
 from fleetcache.volume import hf_snapshot_path
-from tests.support.plane import control_plane
+from tests.support import oci_fleet
+from tests.support.oci_fleet import REPOSITORY, docker_config_secret, files_under, model_files, simulated_fleet
 from tests.support.registry import LoopbackRegistry
-from tests.test_oci_e2e import CLUSTERS, REPOSITORY, files_under, fleet_cluster, model_files
 
 pytestmark = pytest.mark.xdist_group("test_oci_mirror_e2e")  # one worker plays its fleet, once
 
+CLUSTERS = ("gpu-a", "gpu-b", "gpu-c")
 DIRECT, MIRRORED = "tiny-direct", "tiny-mirrored"
 FLEET_REPOSITORY = "fleet-models"
 PUSH_SECRET = "regpush"
@@ -42,20 +41,11 @@ MODEL = model_files(5)
 MODEL_BYTES = sum(map(len, MODEL.values()))
 
 
-def push_secret(mirror: LoopbackRegistry) -> dict:
-    auth = base64.b64encode(f"pusher:{PUSH_PASSWORD}".encode()).decode()
-    config = json.dumps({"auths": {mirror.host: {"auth": auth}}})
-    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": {"name": PUSH_SECRET, "namespace": act.NAMESPACE},
-            "data": {".dockerconfigjson": base64.b64encode(config.encode()).decode()}}
-
-
 def oci_cache(name: str, origin: LoopbackRegistry, mirror: LoopbackRegistry | None) -> dict:
-    source = {"oci": {"reference": f"{origin.host}/{REPOSITORY}:v1", "plainHTTP": True}}
     spec = {"distribution": {"mirror": {"oci": {"repository": f"{mirror.host}/{FLEET_REPOSITORY}",
                                                 "pushSecretRef": {"name": PUSH_SECRET}, "plainHTTP": True}}}} \
         if mirror else {}
-    return act.cache(name, source, CLUSTERS, **spec)
+    return oci_fleet.oci_cache(name, origin, CLUSTERS, spec=spec)
 
 
 @dataclass
@@ -104,31 +94,19 @@ def settle(stage: Stage, origin: LoopbackRegistry, mirror: LoopbackRegistry, nam
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory) -> Story:
-    root = tmp_path_factory.mktemp("oci-mirror")
     told = Story()
     with LoopbackRegistry() as origin, LoopbackRegistry() as mirror, \
-            rendering.function_process() as address, rendering.channel_to(address) as channel:
-        clusters = {name: Cluster(name, root / name) for name in CLUSTERS}
-        control = control_plane(channel, clusters)
-        stage = Stage(control, clusters, (), Clock(), act.NAMESPACE, "", "", 0, CLUSTERS, 0.05,
-                      time.monotonic() + DEADLINE, lambda line: None)
-        try:
-            for name in CLUSTERS:
-                control.apply(fleet_cluster(name))
-            control.apply(act.grant(CLUSTERS))
-            origin.push_modelpack(REPOSITORY, "v1", MODEL)
-            control.apply(oci_cache(DIRECT, origin, None))
-            told.caches[DIRECT] = settle(stage, origin, mirror, DIRECT, told, artifact=False)
-            control.apply(push_secret(mirror))
-            control.apply(oci_cache(MIRRORED, origin, mirror))
-            told.caches[MIRRORED] = settle(stage, origin, mirror, MIRRORED, told, artifact=True)
-            digest = told.caches[MIRRORED].status["resolved"]["manifestDigest"]
-            name = told.caches[MIRRORED].status["resolved"]["artifact"]["reference"].split("@")[0]
-            told.mirror_host = mirror.host
-            told.artifact = mirror.manifest(name.removeprefix(f"{mirror.host}/"), digest)
-        finally:
-            for cluster in clusters.values():
-                cluster.stop()
+            simulated_fleet(tmp_path_factory.mktemp("oci-mirror"), CLUSTERS, DEADLINE) as stage:
+        origin.push_modelpack(REPOSITORY, "v1", MODEL)
+        stage.control.apply(oci_cache(DIRECT, origin, None))
+        told.caches[DIRECT] = settle(stage, origin, mirror, DIRECT, told, artifact=False)
+        stage.control.apply(docker_config_secret(PUSH_SECRET, mirror.host, "pusher", PUSH_PASSWORD))
+        stage.control.apply(oci_cache(MIRRORED, origin, mirror))
+        told.caches[MIRRORED] = settle(stage, origin, mirror, MIRRORED, told, artifact=True)
+        digest = told.caches[MIRRORED].status["resolved"]["manifestDigest"]
+        name = told.caches[MIRRORED].status["resolved"]["artifact"]["reference"].split("@")[0]
+        told.mirror_host = mirror.host
+        told.artifact = mirror.manifest(name.removeprefix(f"{mirror.host}/"), digest)
     return told
 
 
