@@ -169,7 +169,7 @@ def test_the_node_agent_breaks_restricted_only_by_the_prepare_containers_host_pa
     assert sorted(restricted_violations(agent_pod(run(hydrations=[])))) == sorted([
         "hostPath volumes: volume 'host' uses hostPath",
         "volume types: volume 'host' is hostPath, not one of ['configMap', 'csi', 'downwardAPI', "
-        "'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret']",
+        "'emptyDir', 'ephemeral', 'image', 'persistentVolumeClaim', 'projected', 'secret']",
         "capabilities: containers[prepare] may add only NET_BIND_SERVICE, not ['CHOWN']",
         "running as non-root: containers[prepare] must run with runAsNonRoot: true (set on the "
         "pod or the container)",
