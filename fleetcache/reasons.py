@@ -599,6 +599,12 @@ PinningNotAllowed = Reason(
     where="ModelCacheGrant `status.caches[].reason`; the API server's refusal of a ModelCache (package/policies/)",
     remedy="Set spec.retention.pinned to false, or ask the platform team to set spec.allowPinned on the "
            "ModelCacheGrant.")
+PoolNotGranted = Reason(
+    "PoolNotGranted",
+    where="ModelCacheGrant `status.caches[].reason`",
+    remedy="Set the ModelCache's spec.storage.nodePool to a pool the ModelCacheGrant names (kubectl get "
+           "modelcachegrant <spec.grantRef.name> -o yaml: spec.nodePools; absent, it grants default only), or ask "
+           "the platform team to add the pool to the grant's spec.nodePools.")
 OverQuota = Reason(
     "OverQuota",
     where="ModelCacheGrant `status.caches[].reason` and `OverQuota` condition (OVERQUOTA)",
@@ -622,7 +628,8 @@ NodeTierNotConfigured = Reason(
     "NodeTierNotConfigured",
     where=NODE_TIER,
     remedy="None if intended: the cache stays on the cluster's volume there. For node copies, the platform team sets "
-           "spec.nodeCache on the FleetCluster (nodeSelector, path, capacityPerNode; design/node-tier.md).")
+           "spec.nodeCache on the FleetCluster (nodeSelector, path, capacityPerNode; design/node-tier.md), or the "
+           "spec.nodePools[] entry the cache's spec.storage.nodePool names (design/node-pools.md).")
 NodeCacheModeUnsupported = Reason(
     "NodeCacheModeUnsupported",
     where=NODE_TIER + "; FleetCluster `NodeAgent` condition",

@@ -351,7 +351,7 @@ def test_kubectl_get_shows_the_ready_condition_and_age(xrd):
 def test_fleet_cluster_spec_has_the_designed_fields():
     spec = spec_props("FleetCluster")
     assert set(spec) == {"kubeconfigSecretRef", "providerConfigRef", "cache", "agent", "nodeCache",
-                         "features"}
+                         "nodePools", "features"}
     assert keys_of(spec["features"]) == {"imageVolumes"}
     assert keys_of(spec["kubeconfigSecretRef"]) == {"namespace", "name", "key"}
     assert keys_of(spec["providerConfigRef"]) == {"name"}
@@ -361,17 +361,20 @@ def test_fleet_cluster_spec_has_the_designed_fields():
     assert keys_of(spec["nodeCache"]) == {
         "nodeSelector", "optInLabel", "path", "storageClassName", "capacityPerNode",
         "highWatermark", "lowWatermark", "maxConcurrentNodes", "tolerations", "labels"}
+    assert keys_of(spec["nodePools"]["items"]) == {"name"} | keys_of(spec["nodeCache"])
+    assert spec["nodePools"]["maxItems"] == 8
 
 
 def test_fleet_cluster_status_has_the_provider_config_name_and_the_cache_decisions():
     status = status_props("FleetCluster")
-    assert set(status) == {"providerConfigName", "cache", "nodeCache"}
+    assert set(status) == {"providerConfigName", "cache", "nodeCache", "nodePools"}
     assert keys_of(status["cache"]) == {
         "capacityBytes", "capacityHuman", "usedBytes", "usedHuman", "reservedBytes",
         "usedPercent", "admitted", "waiting", "waitingCount", "evicted"}
     assert keys_of(status["nodeCache"]) == {
         "capacityPerNodeBytes", "demandBytes", "usedPercent", "summary", "admitted", "waiting",
         "evicted"}
+    assert keys_of(status["nodePools"]["items"]) == {"name"} | keys_of(status["nodeCache"])
 
 
 def test_model_cache_spec_has_the_designed_fields():
@@ -392,7 +395,7 @@ def test_model_cache_spec_has_the_designed_fields():
     assert keys_of(spec["placement"]) == {"clusterSelector", "clusterNames"}
     assert keys_of(spec["placement"]["properties"]["clusterSelector"]) == \
         {"matchLabels", "matchExpressions"}
-    assert keys_of(spec["storage"]) == {"size", "storageClassName", "accessMode", "tier"}
+    assert keys_of(spec["storage"]) == {"size", "storageClassName", "accessMode", "tier", "nodePool"}
     assert spec["storage"]["properties"]["tier"]["enum"] == ["Volume", "Node"]
     assert keys_of(spec["rollout"]) == {"maxConcurrent", "waves", "bakeTime", "progressDeadline",
                                         "onFailure", "promote", "restartedAt"}
@@ -442,7 +445,7 @@ def test_model_replica_status_has_every_field_the_composer_writes():
 
 def test_model_cache_grant_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheGrant")
-    assert set(spec) == {"clusters", "quota", "allowPinned"}
+    assert set(spec) == {"clusters", "quota", "allowPinned", "nodePools"}
     assert spec["clusters"]["properties"] == spec_props("ModelCache")["placement"]["properties"] \
         | {"clusterNames": spec["clusters"]["properties"]["clusterNames"]}
     assert keys_of(spec["quota"]) == {"bytes"}
@@ -465,8 +468,8 @@ def test_model_cache_grant_status_has_every_field_the_composer_writes():
 def test_model_cache_hydration_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheHydration")
     assert set(spec) == {"clusterName", "modelCacheName", "source", "commit", "manifestDigest",
-                         "bytes", "storage", "tier", "job", "agent", "retention", "removal",
-                         "mirror", "keepCommits"}
+                         "bytes", "storage", "tier", "nodePool", "job", "agent", "retention",
+                         "removal", "mirror", "keepCommits"}
 
 
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():
@@ -501,7 +504,7 @@ def test_hydration_carries_the_same_shape_as_its_model_cache(field):
 def test_hydration_storage_matches_model_cache_storage_but_requires_size():
     cache = spec_props("ModelCache")["storage"]
     hydration_storage = spec_props("ModelCacheHydration")["storage"]
-    assert keys_of(hydration_storage) == keys_of(cache) - {"tier"}  # spec.tier on a hydration
+    assert keys_of(hydration_storage) == keys_of(cache) - {"tier", "nodePool"}  # spec.tier, spec.nodePool
     assert hydration_storage["required"] == ["size"]
     tier = {k: v for k, v in spec_props("ModelCacheHydration")["tier"].items() if k != "description"}
     assert tier == {k: v for k, v in cache["properties"]["tier"].items() if k != "description"}

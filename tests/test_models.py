@@ -160,7 +160,7 @@ def test_a_missing_spec_is_named():
 def test_an_unknown_field_is_refused_naming_the_fields_there_since_the_api_server_would_drop_it():
     message = error_of(model_cache.ModelCache, cache_spec(storage={"sise": "20Gi"}))
     assert message == ("spec.storage.sise: is not a field of this API; the fields here are "
-                       "size, storageClassName, accessMode, tier")
+                       "size, storageClassName, accessMode, tier, nodePool")
 
 
 def test_an_unknown_field_in_a_list_item_names_the_item_fields():

@@ -9,16 +9,16 @@ import datetime
 import pytest
 
 from fleetcache import reasons
-from fleetcache.functions import naming, protocol
+from fleetcache.functions import naming
 from fleetcache.functions.node_tier.capacity import (
     Settings,
-    condition,
     copy_of,
     decide,
     demand,
     keep_list,
     least_free,
     node_hydrations,
+    pool_condition,
     status_of,
 )
 
@@ -230,19 +230,16 @@ def test_status_says_demand_against_capacity_per_node():
 
 
 def test_node_capacity_low_names_what_waits_and_what_is_not_removable():
-    outcome = protocol.Outcome()
     decision = run(warm("pinned", 90, pinned=True), new("b", 5))
-    condition("gpu-a", SETTINGS, decision, 7 * GI, outcome)
-    (low,) = outcome.conditions
-    assert (low.type, low.status, low.reason) == ("NodeCapacityLow", "True", "NodeCapacityLow")
-    assert "no node copy is removable" in low.message
-    assert "1 node cache waiting for room (ml/b)" in low.message
-    assert "the fullest pool node has 7.0GiB free" in low.message
-    assert reasons.remedy("NodeCapacityLow") in low.message
+    low, reason, message = pool_condition("gpu-a", SETTINGS, decision, 7 * GI)
+    assert (low, reason) == (True, "NodeCapacityLow")
+    assert "no node copy is removable" in message
+    assert "1 node cache waiting for room (ml/b)" in message
+    assert "the fullest pool node has 7.0GiB free" in message
+    assert reasons.remedy("NodeCapacityLow") in message
 
 
 def test_node_capacity_is_available_when_everything_fits():
-    outcome = protocol.Outcome()
-    condition("gpu-a", SETTINGS, run(warm("a", 10)), None, outcome)
-    assert [(c.status, c.reason) for c in outcome.conditions] == [("False", "NodeCapacityAvailable")]
+    low, reason, _ = pool_condition("gpu-a", SETTINGS, run(warm("a", 10)), None)
+    assert (low, reason) == (False, "NodeCapacityAvailable")
 

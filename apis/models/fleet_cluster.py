@@ -228,6 +228,28 @@ class MatchExpression(BaseModel):
     ] = None
 
 
+class MatchExpression1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    key: Annotated[
+        str,
+        Field(
+            description='The label key the requirement applies to.',
+            max_length=317,
+            min_length=1,
+            pattern='^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$',
+        ),
+    ]
+    operator: Annotated[
+        Literal['In', 'NotIn', 'Exists', 'DoesNotExist'], Field(description="How the label's value relates to values.")
+    ]
+    values: Annotated[
+        list[Value] | None,
+        Field(description='Label values for In and NotIn; empty for Exists and DoesNotExist.', max_length=64),
+    ] = None
+
+
 MatchLabelsAdditionalProperty = TypeAliasType(
     "MatchLabelsAdditionalProperty",
     Annotated[str, Field(description='The label value a pool node carries under this key.', max_length=63)],
@@ -368,6 +390,149 @@ class NodeCache1(BaseModel):
     ] = None
 
 
+class NodePool(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[
+        str,
+        Field(
+            description="The pool's name, a DNS label unique in the list; ModelCacheGrant spec.nodePools and ModelCache spec.storage.nodePool name it. default is the pool spec.nodeCache declares, when it is unset.",
+            max_length=63,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+        ),
+    ]
+    node_selector: Annotated[
+        NodeSelector1 | None,
+        Field(
+            alias='nodeSelector',
+            description='The GPU pool (Kubernetes label selector semantics over Node labels); empty selects every node that opted in. Control-plane nodes are never in the pool.',
+        ),
+    ] = None
+    opt_in_label: Annotated[
+        OptInLabel | None,
+        Field(
+            alias='optInLabel',
+            description="The label a node carries to opt in (AIBrix's rule: a pool node holds no copies until its operator labels it).",
+            validate_default=True,
+        ),
+    ] = {}
+    path: Annotated[
+        str | None,
+        Field(
+            description='Absolute path of a dedicated filesystem mounted on every pool node, e.g. /mnt/nvme0 (not the root filesystem: a warmer refuses it with NodeCacheNotDedicated). Caches live in <path>/<namespace>/<cache>.',
+            max_length=1024,
+            min_length=2,
+        ),
+    ] = None
+    storage_class_name: Annotated[
+        str | None,
+        Field(
+            alias='storageClassName',
+            description='Reserved: node copies on claims of a local storage class. Not built; a cluster that sets it gets no node tier (NodeCacheModeUnsupported): use path.',
+            max_length=253,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
+        ),
+    ] = None
+    capacity_per_node: Annotated[
+        str,
+        Field(
+            alias='capacityPerNode',
+            description='Bytes every pool node may spend on node copies, e.g. 3Ti. Node caches whose demand would pass the high watermark wait (NodeCapacityLow); above it, unpinned node copies no replica uses are evicted.',
+            max_length=32,
+            pattern='^([1-9][0-9]*(\\.[0-9]+)?|0\\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$',
+        ),
+    ]
+    high_watermark: Annotated[
+        StrictInt | None,
+        Field(
+            alias='highWatermark',
+            description="Percent of capacityPerNode the node caches' demand may reach: a cache that would pass it waits, and above it unpinned, unused node copies are evicted down to lowWatermark.",
+            ge=2,
+            le=95,
+        ),
+    ] = 80
+    low_watermark: Annotated[
+        StrictInt | None,
+        Field(
+            alias='lowWatermark',
+            description='Percent of capacityPerNode eviction brings the demand down to; the gap to highWatermark keeps eviction from flapping.',
+            ge=1,
+            le=94,
+        ),
+    ] = 70
+    max_concurrent_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='maxConcurrentNodes',
+            description='Nodes copying from the cluster volume at once, across every cache of the cluster (a warm-slot Lease each, in fleetcache-system).',
+            ge=1,
+            le=64,
+        ),
+    ] = 4
+    tolerations: Annotated[
+        list[Toleration] | None,
+        Field(
+            description="Tolerations of the warmers and the node agent, for the pool's taints (e.g. nvidia.com/gpu); Kubernetes core/v1 Toleration.",
+            max_length=32,
+        ),
+    ] = None
+    labels: Annotated[
+        Literal['NodeAgent', 'None'] | None,
+        Field(
+            description='NodeAgent (default): the node agent labels a node node-cache.fleetcache.dev/<key>=<commit> once its copy is verified, and replicas are placed by it (needs Kubernetes 1.30+ for the admission policy that confines those labels). None: no labels and no node RBAC; Node delivery places replicas anywhere in the pool.'
+        ),
+    ] = 'NodeAgent'
+
+
+class NodePool1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    name: Annotated[str, Field(description='The pool.')]
+    capacity_per_node_bytes: Annotated[
+        StrictInt | None, Field(alias='capacityPerNodeBytes', description="the pool's capacityPerNode in bytes.", ge=0)
+    ] = None
+    demand_bytes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='demandBytes',
+            description='Bytes every pool node holds for the caches that started (two commits during a model update); evicted caches count nothing.',
+            ge=0,
+        ),
+    ] = None
+    used_percent: Annotated[
+        StrictInt | None,
+        Field(alias='usedPercent', description='demandBytes as a whole percent of capacityPerNodeBytes.', ge=0),
+    ] = None
+    summary: Annotated[
+        str | None, Field(description='demand/capacity (percent), e.g. "2.1TiB/3TiB (70%)" (the NODE-CACHE column).')
+    ] = None
+    admitted: Annotated[
+        list[str] | None,
+        Field(
+            description='Node caches (namespace/cache) admitted to start warming and not Ready yet, sorted; latched.',
+            max_length=256,
+        ),
+    ] = None
+    waiting: Annotated[
+        list[str] | None,
+        Field(
+            description='Node caches (namespace/cache) that would pass the high watermark and wait, sorted.',
+            max_length=256,
+        ),
+    ] = None
+    evicted: Annotated[
+        list[str] | None,
+        Field(
+            description='Node caches (namespace/cache) evicted from the nodes to get under the low watermark, sorted; the volume keeps serving. Each stays here until a replica of its cache is placed on this cluster again.',
+            max_length=256,
+        ),
+    ] = None
+
+
 class NodeSelector(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -380,6 +545,26 @@ class NodeSelector(BaseModel):
     ] = None
     match_expressions: Annotated[
         list[MatchExpression] | None,
+        Field(
+            alias='matchExpressions',
+            description='Label requirements a pool node satisfies, all of them.',
+            max_length=32,
+        ),
+    ] = None
+
+
+class NodeSelector1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    match_labels: Annotated[
+        dict[str, MatchLabelsAdditionalProperty] | None,
+        Field(
+            alias='matchLabels', description='Labels a pool node carries, each with exactly this value.', max_length=32
+        ),
+    ] = None
+    match_expressions: Annotated[
+        list[MatchExpression1] | None,
         Field(
             alias='matchExpressions',
             description='Label requirements a pool node satisfies, all of them.',
@@ -466,6 +651,14 @@ class Spec(BaseModel):
             description='The node tier on this cluster: GPU pool nodes hold copies of tier-Node caches on a dedicated local filesystem (design/node-tier.md). Absent, the cluster has no node tier and Node caches stay on its volume (NodeTierNotConfigured). Set, compose-fleet-cluster composes the node agent in namespace fleetcache-system and decides which caches the nodes hold (status.nodeCache).',
         ),
     ] = None
+    node_pools: Annotated[
+        list[NodePool] | None,
+        Field(
+            alias='nodePools',
+            description='Named node pools on this cluster, each what spec.nodeCache declares plus a name (design/node-pools.md): its own selector and opt-in label, path, capacity, watermarks and node agent. spec.nodeCache is the pool named default. A ModelCache names its pool (spec.storage.nodePool) and its ModelCacheGrant must grant it (spec.nodePools). Paths differ between pools, so two node agents never manage one directory.',
+            max_length=8,
+        ),
+    ] = None
     crossplane: Annotated[
         dict[str, Any] | None,
         Field(description='Composition selection and resource references, written by Crossplane.'),
@@ -494,6 +687,14 @@ class Status(BaseModel):
         Field(
             alias='nodeCache',
             description="The per-node capacity decision over the tier-Node caches of this cluster (namespace/cache each), with the volume tier's rules; the hydrations obey it. Absent when spec.nodeCache is unset.",
+        ),
+    ] = None
+    node_pools: Annotated[
+        list[NodePool1] | None,
+        Field(
+            alias='nodePools',
+            description='The per-node capacity decision of every pool of spec.nodePools (and the default pool of spec.nodeCache, which status.nodeCache also shows), by name; the hydrations of each pool obey its row.',
+            max_length=9,
         ),
     ] = None
     conditions: Annotated[list[dict[str, Any]] | None, Field(description='Conditions, written by Crossplane.')] = None

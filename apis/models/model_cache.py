@@ -1407,6 +1407,16 @@ class Storage(BaseModel):
             description="Volume keeps the model on each cluster's volume. Node also copies it from that verified volume onto the local disk of every opted-in pool node of clusters whose FleetCluster sets spec.nodeCache (the volume stays: it is the in-cluster source and the in-pod fallback); elsewhere the cache stays Volume."
         ),
     ] = 'Volume'
+    node_pool: Annotated[
+        str | None,
+        Field(
+            alias='nodePool',
+            description="The node pool of every target cluster a Node tier warms: a FleetCluster's spec.nodePools[] name, or default (its spec.nodeCache). The grant must name it in spec.nodePools (else PoolNotGranted); a cluster without the pool keeps the cache on its volume (NodeTierNotConfigured).",
+            max_length=63,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+        ),
+    ] = 'default'
 
 
 class TokenSecretRef(BaseModel):

@@ -157,6 +157,12 @@ class ModelCacheGrant(BaseModel):
     metadata: Annotated[dict[str, Any] | None, Field(description='Kubernetes object metadata.')] = None
 
 
+class NodePool(RootModel[str]):
+    root: Annotated[
+        str, Field(description='A pool name.', max_length=63, min_length=1, pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
+    ]
+
+
 class Quota(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -189,6 +195,14 @@ class Spec(BaseModel):
             description='Whether ModelCaches naming the grant may set spec.retention.pinned. Only turns on: turning it off would strand pinned copies admitted before.',
         ),
     ] = False
+    node_pools: Annotated[
+        list[NodePool] | None,
+        Field(
+            alias='nodePools',
+            description="The node pools (FleetCluster spec.nodePools[] names; default is spec.nodeCache) whose nodes this namespace's tier-Node caches may fill. Absent: default only, the one pool every grant allowed before pools had names; empty: none. Only grows: a pool taken away would strand node copies admitted in it.",
+            max_length=8,
+        ),
+    ] = None
     crossplane: Annotated[
         dict[str, Any] | None,
         Field(description='Composition selection and resource references, written by Crossplane.'),

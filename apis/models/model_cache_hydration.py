@@ -717,6 +717,16 @@ class Spec(BaseModel):
             description="The ModelCache's spec.storage.tier. Node also warms every opted-in pool node of the cluster (FleetCluster spec.nodeCache) from the verified volume, once the volume is Ready; see status.nodeTier."
         ),
     ] = 'Volume'
+    node_pool: Annotated[
+        str | None,
+        Field(
+            alias='nodePool',
+            description="The ModelCache's spec.storage.nodePool: the pool of the FleetCluster (its spec.nodePools[] entry, or spec.nodeCache for default) whose nodes a Node tier warms.",
+            max_length=63,
+            min_length=1,
+            pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+        ),
+    ] = 'default'
     job: Annotated[
         Job | None,
         Field(

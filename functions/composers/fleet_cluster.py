@@ -31,7 +31,7 @@ from fleetcache.functions.decisions import capacity, image_delivery
 from fleetcache.functions.k8s import agent_job, objects
 from fleetcache.functions.node_tier import capacity as node_capacity
 from fleetcache.functions.node_tier import node_agent
-from fleetcache.functions.node_tier.warmer_inputs import NodeCache
+from fleetcache.functions.node_tier.warmer_inputs import DEFAULT_POOL, NodeCache
 from fleetcache.functions.views.fleet_cluster import ClusterCache
 
 PROVIDER_CONFIG_KEY = "provider-config"
@@ -43,6 +43,19 @@ OBJECT_NAMESPACE = "crossplane-system"  # where the Objects of a cluster-scoped 
 
 
 @dataclass(frozen=True)
+class NodePool:
+    """One node pool of the cluster as the decision and the node agent need it."""
+
+    node_cache: NodeCache  # the pool, its path, as the hydrations read it
+    settings: node_capacity.Settings  # its capacity and watermarks
+    slots: int  # its maxConcurrentNodes
+
+    @property
+    def name(self) -> str:
+        return self.node_cache.name
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     secret_ref: dict | None  # {namespace, name, key} when composing
@@ -51,9 +64,8 @@ class ClusterSpec:
     high: int  # spec.cache.highWatermark, percent
     low: int  # spec.cache.lowWatermark, percent
     image: str = agent_job.DEFAULT_AGENT_IMAGE  # spec.agent.image
-    node_cache: NodeCache | None = None  # spec.nodeCache; None: no node tier
-    node_settings: node_capacity.Settings | None = None  # its capacity and watermarks
-    node_slots: int = 0  # spec.nodeCache.maxConcurrentNodes
+    pools: tuple[NodePool, ...] = ()  # spec.nodeCache (default) and spec.nodePools; none: no node tier
+    named_pools: bool = False  # spec.nodePools is set: status.nodePools has a row per pool
 
     @property
     def provider_config(self) -> str:
@@ -67,28 +79,39 @@ def read_spec(request: protocol.Request) -> ClusterSpec:
     cache = spec["cache"]
     budget = cache.get("capacity")
     budget = quantities.quantity_bytes(budget, "spec.cache.capacity") if budget is not None else None
-    node = node_spec(spec.get("nodeCache"))
+    pools = node_pools(spec)
     options = {"high": cache["highWatermark"], "low": cache["lowWatermark"],
-               "image": read.get_path(spec, "agent.image") or agent_job.DEFAULT_AGENT_IMAGE, **node}
+               "image": read.get_path(spec, "agent.image") or agent_job.DEFAULT_AGENT_IMAGE,
+               "pools": pools, "named_pools": bool(spec.get("nodePools"))}
     if "providerConfigRef" in spec:
         return ClusterSpec(name, None, spec["providerConfigRef"]["name"], budget, **options)
     return ClusterSpec(name, spec["kubeconfigSecretRef"], None, budget, **options)
 
 
-def node_spec(node: dict | None) -> dict:
-    """spec.nodeCache (validated and defaulted by the model) as ClusterSpec fields; the pool
-    and path are read by node_tier.NodeCache, as the hydrations read them, so the node
-    agent and the node PVs can never disagree on either."""
-    if node is None:
-        return {}
-    node_cache = NodeCache.of_set(node)
+def node_pools(spec: dict) -> tuple[NodePool, ...]:
+    """spec.nodeCache (the pool default) and spec.nodePools (validated and defaulted by the
+    model), in that order; each pool and path is read by node_tier.NodeCache, as the
+    hydrations read them, so the node agents and the node PVs can never disagree."""
+    declared = [] if spec.get("nodeCache") is None else [(spec["nodeCache"], None)]
+    declared += [(pool, pool["name"]) for pool in spec.get("nodePools") or []]
+    names = [name or DEFAULT_POOL for _, name in declared]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise specs.InputError(f"spec.nodePools: pool {repeated[0]} is declared twice (spec.nodeCache "
+                               "is the pool default); give each pool one entry")
+    return tuple(node_pool(node, name) for node, name in declared)
+
+
+def node_pool(node: dict, name: str | None) -> NodePool:
+    """One declared pool; name None: spec.nodeCache, the pool default."""
+    node_cache = NodeCache.of_set(node) if name is None else \
+        NodeCache.of_set(node, name, f"spec.nodePools[{name}]")
     if node_cache.problem:
         raise specs.InputError(node_cache.problem)
     settings = node_capacity.Settings(
-        quantities.quantity_bytes(node["capacityPerNode"], "spec.nodeCache.capacityPerNode"),
-        node["highWatermark"], node["lowWatermark"])
-    return {"node_cache": node_cache, "node_settings": settings,
-            "node_slots": node["maxConcurrentNodes"]}
+        quantities.quantity_bytes(node["capacityPerNode"], f"{node_cache.field}.capacityPerNode"),
+        node["highWatermark"], node["lowWatermark"], node_cache.name)
+    return NodePool(node_cache, settings, node["maxConcurrentNodes"])
 
 
 def hydrations_requirement(spec: ClusterSpec) -> protocol.Requirement:
@@ -195,68 +218,102 @@ def capacity_condition(spec: ClusterSpec, decision: capacity.Decision, outcome: 
 
 
 def compose_node_tier(request: protocol.Request, spec: ClusterSpec, outcome: protocol.Outcome) -> None:
-    """The node agent, the keep-list and the slots on the cluster, and the per-node capacity
-    decision. While the hydrations are not fetched nothing is decided anew: the last
-    status.nodeCache stands and the keep-list is kept as observed (never an empty one that
-    would have every node delete its caches)."""
-    node_cache, settings = spec.node_cache, spec.node_settings
-    if node_cache is None or settings is None:  # node_spec sets both or neither
+    """The node agent of every pool, its keep-list, the shared slots on the cluster, and the
+    per-node capacity decision of each pool. While the hydrations are not fetched nothing is
+    decided anew: the last status.nodeCache (and status.nodePools) stands and each keep-list
+    is kept as observed (never an empty one that would have every node delete its caches)."""
+    if not spec.pools:
         return
-    if node_cache.storage_class:
+    composed = [pool for pool in spec.pools if not pool.node_cache.storage_class]
+    unsupported = [pool for pool in spec.pools if pool.node_cache.storage_class]
+    if not composed:
+        reserved = unsupported[0].node_cache
         outcome.condition("NodeAgent", False, reasons.NodeCacheModeUnsupported, reasons.with_remedy(
-            f"spec.nodeCache.storageClassName {node_cache.storage_class} is reserved: nothing "
+            f"{reserved.field}.storageClassName {reserved.storage_class} is reserved: nothing "
             "is composed for the node tier on this cluster and its Node caches stay on the "
             "volume", reasons.NodeCacheModeUnsupported))
         return
     labels = {naming.LABEL_MANAGED_BY: "fleetcache", naming.LABEL_CLUSTER: naming.label_value(spec.name)}
+    agents = {node_agent.PoolNames(pool.name).agent_key for pool in composed}
 
     def remote(key: str, manifest: dict, policies: tuple[str, ...] | None = None) -> None:
         seen = bool(objects.remote_manifest(request.observed.get(key)))
-        awaited = key == node_agent.AGENT_KEY  # the NodeAgent condition reads its numbers
+        awaited = key in agents  # the NodeAgent condition reads their numbers
         outcome.compose(key, objects.remote_object(
             naming.child_name(spec.name, key), OBJECT_NAMESPACE, manifest, spec.provider_config,
             management_policies=policies, labels=labels, watch=awaited,
             readiness_query=objects.ROLLED_OUT_QUERY if awaited else None), seen)
 
     for key, (manifest, policies) in node_agent.manifests(
-            node_cache, spec.node_slots, spec.image, labels).items():
+            [pool.node_cache for pool in composed], sum(pool.slots for pool in composed),
+            spec.image, labels).items():
         remote(key, manifest, policies)
     hydrations = request.required.get(HYDRATIONS_KEY)
     if hydrations is None:
-        objects.carry_over(request, outcome, [node_agent.DIRS_KEY])
-        latched = read.mapping_at(request.status, "nodeCache")
-        if latched:
-            outcome.status["nodeCache"] = latched
+        objects.carry_over(request, outcome, [node_agent.PoolNames(pool.name).dirs_key
+                                              for pool in composed])
+        for field in ("nodeCache", "nodePools"):
+            latched = request.status.get(field)
+            if latched:
+                outcome.status[field] = latched
     else:
-        caches = node_capacity.node_hydrations(spec.name, hydrations)
-        decision = node_capacity.decide(settings, caches,
-                                        read.get_path(request.status, "nodeCache"))
+        rows: list[dict] = []
+        conditions: list[tuple[bool, str, str]] = []
+        for pool in spec.pools:
+            row, low = decide_pool(request, spec, pool, hydrations, labels, remote)
+            rows.append({"name": pool.name, **row})
+            conditions.append(low)
+            if pool.name == DEFAULT_POOL:
+                outcome.status["nodeCache"] = row
+        if spec.named_pools:
+            outcome.status["nodePools"] = rows
+        capacity_low = [c for c in conditions if c[0]]
+        said = capacity_low or conditions
+        outcome.condition("NodeCapacityLow", said[0][0], said[0][1],
+                          "; ".join(c[2].rstrip(".") for c in said) if len(said) > 1 else said[0][2])
+    agent_condition(request, composed, outcome)
+
+
+def decide_pool(request: protocol.Request, spec: ClusterSpec, pool: NodePool,
+                hydrations: list[dict], labels: dict, remote) -> tuple[dict, tuple[bool, str, str]]:
+    """One pool's capacity decision over its own Node caches, its keep-list composed (a
+    reserved storage-class pool composes none); returns its status row and NodeCapacityLow."""
+    names = node_agent.PoolNames(pool.name)
+    caches = node_capacity.node_hydrations(spec.name, hydrations, pool.name)
+    latched = read.get_path(request.status, "nodeCache") if pool.name == DEFAULT_POOL else next(
+        (row for row in read.get_path(request.status, "nodePools") or []
+         if isinstance(row, dict) and row.get("name") == pool.name), None)
+    decision = node_capacity.decide(pool.settings, caches, latched)
+    if not pool.node_cache.storage_class:
         keep = node_capacity.keep_list(caches, decision, request.now)
-        remote(node_agent.DIRS_KEY, node_agent.dirs_manifest(
-            node_capacity.keep_json(keep), labels))
-        outcome.status["nodeCache"] = node_capacity.status_of(decision)
-        node_capacity.condition(spec.name, settings, decision,
-                                node_capacity.least_free(caches), outcome)
-    agent_condition(request, outcome)
+        remote(names.dirs_key, node_agent.dirs_manifest(node_capacity.keep_json(keep), labels,
+                                                        names.dirs))
+    return node_capacity.status_of(decision), node_capacity.pool_condition(
+        spec.name, pool.settings, decision, node_capacity.least_free(caches))
 
 
-def agent_condition(request: protocol.Request, outcome: protocol.Outcome) -> None:
-    """NodeAgent: whether every pool node runs the node agent (the DaemonSet's numbers)."""
-    daemonset = read.mapping_at(objects.remote_manifest(
-        request.observed.get(node_agent.AGENT_KEY)), "status")
-    where = f"DaemonSet {node_agent.SYSTEM_NAMESPACE}/{node_agent.NAME}"
-    if "desiredNumberScheduled" not in daemonset:
-        outcome.condition("NodeAgent", False, reasons.NodeAgentNotReady, reasons.with_remedy(
-            f"waiting for {where} to report its nodes", reasons.NodeAgentNotReady))
-        return
-    desired = max(0, read.as_int(daemonset.get("desiredNumberScheduled")))
-    ready = max(0, read.as_int(daemonset.get("numberReady")))
-    said = f"{min(ready, desired)}/{desired} pool nodes run the node agent ({where})"
-    if ready >= desired:
-        outcome.condition("NodeAgent", True, reasons.NodeAgentReady, said)
+def agent_condition(request: protocol.Request, pools: list[NodePool],
+                    outcome: protocol.Outcome) -> None:
+    """NodeAgent: whether every pool node runs its pool's node agent (the DaemonSets' numbers)."""
+    said, ready_all = [], True
+    for pool in pools:
+        names = node_agent.PoolNames(pool.name)
+        daemonset = read.mapping_at(objects.remote_manifest(
+            request.observed.get(names.agent_key)), "status")
+        where = f"DaemonSet {node_agent.SYSTEM_NAMESPACE}/{names.agent}"
+        if "desiredNumberScheduled" not in daemonset:
+            outcome.condition("NodeAgent", False, reasons.NodeAgentNotReady, reasons.with_remedy(
+                f"waiting for {where} to report its nodes", reasons.NodeAgentNotReady))
+            return
+        desired = max(0, read.as_int(daemonset.get("desiredNumberScheduled")))
+        ready = max(0, read.as_int(daemonset.get("numberReady")))
+        said.append(f"{min(ready, desired)}/{desired} pool nodes run the node agent ({where})")
+        ready_all = ready_all and ready >= desired
+    if ready_all:
+        outcome.condition("NodeAgent", True, reasons.NodeAgentReady, "; ".join(said))
     else:
         outcome.condition("NodeAgent", False, reasons.NodeAgentNotReady,
-                          reasons.with_remedy(said, reasons.NodeAgentNotReady))
+                          reasons.with_remedy("; ".join(said), reasons.NodeAgentNotReady))
 
 
 # --- 5. report ----------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from fleetcache.functions.k8s import agent_job, job_mounts, objects, resolve_job
 from fleetcache.functions.k8s.resolve_job import RESOLVE_PREFIX, ResolveNames
 from fleetcache.functions.node_tier import rollup as node_rollup
 from fleetcache.functions.views import cache_replicas, placement
+from fleetcache.functions.views import grant as grant_view
 from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
 from fleetcache.functions.views.hydration import (
     ClusterReport,
@@ -282,6 +283,8 @@ def hydration(request: protocol.Request, spec: CacheSpec, resolved: dict, cluste
         "bytes": resolved["bytes"],
         "storage": storage,
         "tier": spec.storage.get("tier", "Volume"),
+        **({"nodePool": spec.storage["nodePool"]}
+           if spec.storage.get("nodePool", grant_view.DEFAULT_POOL) != grant_view.DEFAULT_POOL else {}),
         "job": agent_job.JobPolicy.of(spec.job).as_spec(),
         **({"agent": dict(spec.agent)} if spec.agent else {}),
         "retention": spec.retention.for_hydration(),

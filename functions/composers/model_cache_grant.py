@@ -24,6 +24,7 @@ from fleetcache.apis.models.model_cache_grant import ModelCacheGrant
 from fleetcache.functions import protocol, quantities, read
 from fleetcache.functions.decisions import admission
 from fleetcache.functions.naming import API_VERSION
+from fleetcache.functions.views import grant as grant_view
 from fleetcache.functions.views.fleet_cluster import FLEET_CLUSTERS, FleetClusterView
 
 MODEL_CACHES_KEY = "model-caches"
@@ -40,6 +41,7 @@ class GrantSpec:
     clusters: dict  # spec.clusters: {clusterSelector} or {clusterNames}
     quota: int
     allow_pinned: bool
+    pools: frozenset[str]  # spec.nodePools; absent: default only
 
 
 def read_spec(request: protocol.Request) -> GrantSpec:
@@ -47,7 +49,7 @@ def read_spec(request: protocol.Request) -> GrantSpec:
     spec = specs.read_spec(ModelCacheGrant, request.composite.get("spec"))
     return GrantSpec(clusters=spec["clusters"],
                      quota=quantities.quantity_bytes(spec["quota"]["bytes"], "spec.quota.bytes"),
-                     allow_pinned=spec["allowPinned"])
+                     allow_pinned=spec["allowPinned"], pools=grant_view.granted_pools(spec))
 
 
 def requirements(request: protocol.Request) -> dict[str, protocol.Requirement]:
@@ -75,7 +77,7 @@ def decide(request: protocol.Request, spec: GrantSpec, caches: list[dict], fleet
            ) -> admission.Decision:
     placements = admission.Placements(FleetClusterView.of(resource) for resource in fleet)
     grant = admission.Grant(request.name, placements.clusters(spec.clusters, "spec.clusters"),
-                            spec.quota, spec.allow_pinned)
+                            spec.quota, spec.allow_pinned, spec.pools)
     return admission.decide(grant, [admission.cache_of(c, placements) for c in caches],
                             admission.Previous.rows(request.status.get("caches")))
 

@@ -124,6 +124,7 @@ class HydrationSpec:
     ttl: datetime.timedelta | None  # spec.retention.ttlAfterLastUse; None: never lapses
     removal: dict | None  # spec.removal {since, until}: the cluster left the placement
     tier: str = "Volume"  # spec.tier: Node also warms the pool nodes (functions/node_tier/)
+    node_pool: str = "default"  # spec.nodePool: which of its FleetCluster's pools
     mirror: dict | None = None  # spec.mirror {s3 | oci, onMissing, role}
 
     @property
@@ -179,6 +180,7 @@ def read_spec(request: protocol.Request) -> HydrationSpec:
         ttl=times.duration(ttl) if ttl else None,
         removal={k: v.isoformat() for k, v in removal.items()} if removal else None,
         tier=spec["tier"],
+        node_pool=spec["nodePool"],
     )
 
 
@@ -595,6 +597,6 @@ def node_tier_status(request: protocol.Request, spec: HydrationSpec, names: Name
     hydration = Hydration(
         request.namespace, request.name, spec.cache, spec.cluster,
         "" if spec.existing_volume else spec.repo, spec.commit,
-        spec.manifest_digest, labels_for(spec.cache, spec.cluster))
+        spec.manifest_digest, labels_for(spec.cache, spec.cluster), spec.node_pool)
     return warmers.run(request, hydration, fetched[0] if fetched else None, cluster.view, names.volume, volume,
                          request.required.get(REPLICAS_KEY), outcome)

@@ -9,8 +9,9 @@ the same previous rows, give the same rows.
 - order: creation time, then name; caches admitted before at their current digest
   (incumbents) are decided first, so an earlier cache's edit never displaces them;
 - a cache is refused when a target cluster is outside the grant (OutsideGrant), when it
-  pins without the grant's allowPinned (PinningNotAllowed), or when the projection with it
-  passes the budget (OverQuota);
+  pins without the grant's allowPinned (PinningNotAllowed), when its tier is Node and its
+  spec.storage.nodePool is not one the grant's spec.nodePools names (PoolNotGranted), or
+  when the projection with it passes the budget (OverQuota);
 - an existing volume (spec.source.volume) is the tenant's own claim: it takes nothing from
   the budget, projected or used (capacity.allocates, as on the FleetCluster);
 - projection: per distinct content (manifest digest), the bytes a target's volume holds
@@ -73,6 +74,7 @@ class Grant:
     clusters: frozenset[str]  # the FleetClusters it covers
     quota: int
     allow_pinned: bool
+    pools: frozenset[str] = frozenset({grant_view.DEFAULT_POOL})  # spec.nodePools as granted
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class Cache:
     bytes: int
     previous_bytes: int = 0  # of the previous commit, held beside it at a rollout's peak
     image_targets: frozenset[str] = frozenset()  # targets that mount its OCI artifact: no volume
+    pool: str = ""  # the node pool it fills (grant_view.node_pool); "": a Volume-tier cache
 
     @property
     def volume_targets(self) -> int:
@@ -162,6 +165,7 @@ def cache_of(resource: Mapping, placements: Placements) -> Cache:
         previous_bytes=previous_commit_bytes(resource) if allocates else 0,
         image_targets=(targets or frozenset()) & placements.image_clusters
         if mountable_artifact(resource) is not None else frozenset(),
+        pool=grant_view.node_pool(resource),
     )
 
 
@@ -296,6 +300,10 @@ def refusal(grant: Grant, cache: Cache) -> tuple[str, str]:
     if cache.pinned and not grant.allow_pinned:
         return reasons.PinningNotAllowed, f"spec.retention.pinned is true but ModelCacheGrant " \
                                     f"{grant.name} does not set spec.allowPinned"
+    if cache.pool and cache.pool not in grant.pools:
+        granted = ", ".join(sorted(grant.pools)) or "none"
+        return reasons.PoolNotGranted, f"spec.storage.nodePool {cache.pool} is not a pool " \
+                                 f"ModelCacheGrant {grant.name} grants (spec.nodePools: {granted})"
     return "", ""
 
 

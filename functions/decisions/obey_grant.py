@@ -18,7 +18,8 @@ from fleetcache.functions.views.model_cache import read_resolved
 from fleetcache.functions.views.placement import Target
 
 ADMITTED = reasons.GrantAdmitted
-REFUSALS = (reasons.OutsideGrant, reasons.PinningNotAllowed, reasons.OverQuota)  # the grant's, with its message
+REFUSALS = (reasons.OutsideGrant, reasons.PinningNotAllowed, reasons.PoolNotGranted,
+            reasons.OverQuota)  # the grant's, with its message
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from typing import Any
 
 from fleetcache import reasons
 from fleetcache.apis import specs
-from fleetcache.functions import protocol, quantities, read, times
+from fleetcache.functions import quantities, read, times
 from fleetcache.functions.decisions import capacity
+from fleetcache.functions.node_tier.warmer_inputs import DEFAULT_POOL
 
 NODE_TIER = "Node"
 # The hydration's status.nodeTier.phase, as the decision reads it.
@@ -47,6 +48,7 @@ class Settings:
     capacity: int  # capacityPerNode in bytes
     high: int  # percent
     low: int  # percent
+    pool: str = DEFAULT_POOL
 
 
 def cache_key(hydration: dict) -> str:
@@ -55,12 +57,21 @@ def cache_key(hydration: dict) -> str:
            f"{read.get_path(hydration, 'spec.modelCacheName')}"
 
 
-def node_hydrations(cluster: str, hydrations: Iterable[dict]) -> list[dict]:
-    """The tier-Node hydrations that really target this cluster, with a readable namespace
-    and cache name (a long cluster name's label is a hashed form, so the name is checked)."""
+def pool_of(hydration: dict) -> str:
+    """The pool a hydration warms (spec.nodePool; the XRD defaults it to default)."""
+    pool = read.get_path(hydration, "spec.nodePool")
+    return pool if isinstance(pool, str) and pool else DEFAULT_POOL
+
+
+def node_hydrations(cluster: str, hydrations: Iterable[dict], pool: str = DEFAULT_POOL
+                    ) -> list[dict]:
+    """The tier-Node hydrations of this pool that really target this cluster, with a
+    readable namespace and cache name (a long cluster name's label is a hashed form, so the
+    name is checked). A pool decides over its own caches only: its nodes' disk is its own."""
     return [h for h in hydrations
             if read.get_path(h, "spec.clusterName") == cluster
             and read.get_path(h, "spec.tier") == NODE_TIER
+            and pool_of(h) == pool
             and read.name_or_empty(read.get_path(h, "metadata.namespace"))
             and read.name_or_empty(read.get_path(h, "spec.modelCacheName"))]
 
@@ -176,21 +187,20 @@ def status_of(decision: capacity.Decision) -> dict:
             **decision.lists}
 
 
-def condition(cluster: str, settings: Settings, decision: capacity.Decision, free: int | None,
-              outcome: protocol.Outcome) -> None:
-    """NodeCapacityLow: True while caches wait for room or nothing more is removable above
-    the high watermark, as CapacityLow says for volumes."""
+def pool_condition(cluster: str, settings: Settings, decision: capacity.Decision,
+                   free: int | None) -> tuple[bool, str, str]:
+    """NodeCapacityLow of one pool: (status, reason, message); the default pool's words are
+    those the cluster's one pool had before pools had names."""
     used = f"{quantities.human_bytes(decision.used)} of {quantities.human_bytes(settings.capacity)} per node"
+    pool = "" if settings.pool == DEFAULT_POOL else f" in pool {settings.pool}"
     if not decision.capacity_low:
-        outcome.condition("NodeCapacityLow", False, reasons.NodeCapacityAvailable,
-                          f"the node caches on cluster {cluster} need {used}")
-        return
-    where = f"the node caches on cluster {cluster} need {used} (high watermark " \
+        return False, reasons.NodeCapacityAvailable, \
+            f"the node caches on cluster {cluster}{pool} need {used}"
+    where = f"the node caches on cluster {cluster}{pool} need {used} (high watermark " \
             f"{settings.high}%: {quantities.human_bytes(decision.high)})"
     said = decision.shortfall(
         where, "no node copy is removable: every remaining one is pinned, used by a replica or "
         "not Ready on its nodes", "node cache", "" if free is None else
         f"the fullest pool node has {quantities.human_bytes(free)} free (if the disks hold less than "
         "capacityPerNode, set it to what they hold, so unused node copies are evicted)")
-    outcome.condition("NodeCapacityLow", True, reasons.NodeCapacityLow,
-                      reasons.with_remedy(said, reasons.NodeCapacityLow))
+    return True, reasons.NodeCapacityLow, reasons.with_remedy(said, reasons.NodeCapacityLow)

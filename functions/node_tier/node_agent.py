@@ -16,9 +16,11 @@ fleetcache that is not Pod Security `restricted`, and everything it and the warm
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fleetcache.functions import naming
 from fleetcache.functions.k8s import agent_job, objects
-from fleetcache.functions.node_tier.warmer_inputs import NodeCache
+from fleetcache.functions.node_tier.warmer_inputs import DEFAULT_POOL, NodeCache
 from fleetcache.functions.node_tier.warmer_names import NODE_LABEL_PREFIX, SLOTS_ROLE, SYSTEM_NAMESPACE
 
 NAME = "fleetcache-node-agent"  # ServiceAccount, ClusterRole, its binding and the DaemonSet
@@ -48,6 +50,46 @@ POLICY_BINDING_KEY = "node-agent-labels-policy-binding"
 AGENT_KEY = "node-agent"
 DIRS_KEY = "node-dirs"
 SLOTS_ROLE_KEY = "node-warm-slots-role"
+
+
+POOL_LABEL = f"{naming.GROUP}/node-pool"
+MAX_SLOTS = 64  # Leases over every pool: the contract's bound on readers of a cluster's volumes
+
+
+@dataclass(frozen=True)
+class PoolNames:
+    """The node agent of one pool: its control-plane keys, its DaemonSet and keep-list names
+    and its pods' selector. The default pool keeps the names it had before pools had names;
+    another pool's carry its name, and its pods a component of their own, so no two
+    DaemonSets' selectors overlap."""
+
+    pool: str
+
+    @property
+    def default(self) -> bool:
+        return self.pool == DEFAULT_POOL
+
+    @property
+    def agent_key(self) -> str:
+        return AGENT_KEY if self.default else f"node-pool-{self.pool}-agent"
+
+    @property
+    def dirs_key(self) -> str:
+        return DIRS_KEY if self.default else f"node-pool-{self.pool}-dirs"
+
+    @property
+    def agent(self) -> str:
+        return NAME if self.default else f"{NAME}-{self.pool}"
+
+    @property
+    def dirs(self) -> str:
+        return DIRS if self.default else f"{DIRS}-{self.pool}"
+
+    @property
+    def selector(self) -> dict[str, str]:
+        if self.default:
+            return {naming.LABEL_COMPONENT: "node-agent"}
+        return {naming.LABEL_COMPONENT: "node-pool-agent", POOL_LABEL: self.pool}
 
 
 def slot_key(index: int) -> str:
@@ -145,8 +187,8 @@ def policy_binding_manifest(labels: dict) -> dict:
             "spec": {"policyName": POLICY, "validationActions": ["Deny"]}}
 
 
-def dirs_manifest(keep_json: str, labels: dict) -> dict:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(DIRS, labels),
+def dirs_manifest(keep_json: str, labels: dict, name: str = DIRS) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(name, labels),
             "data": {KEEP_KEY: keep_json}}
 
 
@@ -172,7 +214,8 @@ def agent_manifest(node_cache: NodeCache, image: str, labels: dict) -> dict:
     """The node agent DaemonSet on the pool. `prepare` is the one container of fleetcache that
     runs as root: it creates and chowns cache directories and deletes expired ones, with
     CHOWN as its only capability and no API access; `label` patches its own Node."""
-    selector = {naming.LABEL_COMPONENT: "node-agent"}
+    names = PoolNames(node_cache.name)
+    selector = names.selector
     env = [{"name": "HOME", "value": "/tmp"}, {"name": "TMPDIR", "value": "/tmp"}]
     security = {"allowPrivilegeEscalation": False, "privileged": False,
                 "readOnlyRootFilesystem": True, "seccompProfile": {"type": "RuntimeDefault"}}
@@ -194,7 +237,7 @@ def agent_manifest(node_cache: NodeCache, image: str, labels: dict) -> dict:
          "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}},
         [{"name": "host", "mountPath": HOST_ROOT}, keep])]
     volumes = [{"name": "host", "hostPath": {"path": node_cache.path, "type": "Directory"}},
-               {"name": "keep", "configMap": {"name": DIRS}},
+               {"name": "keep", "configMap": {"name": names.dirs}},
                {"name": "tmp", "emptyDir": {}}]
     if node_cache.labels:
         containers.append(container(
@@ -223,25 +266,29 @@ def agent_manifest(node_cache: NodeCache, image: str, labels: dict) -> dict:
     }
     if node_cache.tolerations:
         pod["tolerations"] = [dict(t) for t in node_cache.tolerations]
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta(NAME, labels),
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta(names.agent, labels),
             "spec": {"selector": {"matchLabels": selector},
                      "template": {"metadata": {"labels": {**labels, **selector}},
                                   "spec": pod}}}
 
 
-def manifests(node_cache: NodeCache, slots: int, image: str, labels: dict
+def manifests(node_caches: list[NodeCache], slots: int, image: str, labels: dict
               ) -> dict[str, tuple[dict, tuple[str, ...] | None]]:
-    """key -> (manifest, management policies; None: full management), the keep-list
-    ConfigMap aside (it needs the capacity decision)."""
+    """key -> (manifest, management policies; None: full management) for the pools given
+    (each with a path): one node agent per pool, the rest shared; the keep-lists aside (they
+    need the capacity decisions). The warm slots are shared by every pool: `slots` is the
+    sum of their maxConcurrentNodes, at most MAX_SLOTS (design/node-pools.md)."""
+    slots = min(slots, MAX_SLOTS)
     out: dict[str, tuple[dict, tuple[str, ...] | None]] = {
         NAMESPACE_KEY: (namespace_manifest(labels), None),
         ACCOUNT_KEY: (account_manifest(labels), None),
         SLOTS_ROLE_KEY: (slots_role_manifest(slots, labels), None),
-        AGENT_KEY: (agent_manifest(node_cache, image, labels), None),
     }
+    for node_cache in node_caches:
+        out[PoolNames(node_cache.name).agent_key] = (agent_manifest(node_cache, image, labels), None)
     for index in range(slots):
         out[slot_key(index)] = (slot_manifest(index, labels), objects.OBSERVE_CREATE_DELETE)
-    if node_cache.labels:
+    if any(node_cache.labels for node_cache in node_caches):
         out[CLUSTER_ROLE_KEY] = (cluster_role_manifest(labels), None)
         out[CLUSTER_BINDING_KEY] = (cluster_binding_manifest(labels), None)
         out[POLICY_KEY] = (policy_manifest(labels), None)

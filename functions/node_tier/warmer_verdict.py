@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from fleetcache import reasons
 from fleetcache.functions import protocol, read
-from fleetcache.functions.node_tier.warmer_inputs import Decision, Hydration, NodeCache, VolumeTier
+from fleetcache.functions.node_tier.warmer_inputs import (
+    DEFAULT_POOL,
+    Decision,
+    Hydration,
+    NodeCache,
+    VolumeTier,
+)
 from fleetcache.functions.node_tier.warmer_names import WARMER_KEY, Names
 from fleetcache.functions.node_tier.warmer_records import Counts
 from fleetcache.functions.views.fleet_cluster import FleetClusterView
@@ -24,6 +30,11 @@ class Verdict:
     message: str
 
 
+def pool_field(h: Hydration) -> str:
+    """Where the FleetCluster declares the hydration's pool, for messages."""
+    return "spec.nodeCache" if h.pool == DEFAULT_POOL else f"spec.nodePools[{h.pool}]"
+
+
 def from_counts(h: Hydration, names: Names, counts: Counts) -> Verdict:
     where = f"on cluster {h.cluster}"
     if not counts.observed:
@@ -32,7 +43,7 @@ def from_counts(h: Hydration, names: Names, counts: Counts) -> Verdict:
             reasons.AwaitingPrerequisites))
     if counts.desired == 0:
         return Verdict("Pending", reasons.NoEligibleNodes, reasons.with_remedy(
-            f"no node {where} is in the pool: none matches spec.nodeCache.nodeSelector with "
+            f"no node {where} is in the pool: none matches {pool_field(h)}.nodeSelector with "
             "the opt-in label (control-plane nodes never are)", reasons.NoEligibleNodes))
     tally = (f"{counts.ready}/{counts.desired} nodes {where} hold {h.commit[:10]}, "
              f"{counts.downloading} copying or waiting for a slot, {counts.failed} failed, "
@@ -62,13 +73,16 @@ def blocked(request: protocol.Request, h: Hydration, cluster: FleetClusterView |
                        reasons.with_remedy(f"FleetCluster {h.cluster} cannot be used yet",
                                        reasons.ClusterNotReady))
     if node_cache is None:
+        declared = "sets no spec.nodeCache" if h.pool == DEFAULT_POOL else \
+            f"has no node pool {h.pool} (spec.nodePools[].name; spec.storage.nodePool of the " \
+            "ModelCache names it)"
         return Verdict("Pending", reasons.NodeTierNotConfigured, reasons.with_remedy(
-            f"FleetCluster {h.cluster} sets no spec.nodeCache: this cache stays on the "
+            f"FleetCluster {h.cluster} {declared}: this cache stays on the "
             f"cluster's volume there", reasons.NodeTierNotConfigured))
     if node_cache.storage_class:
         return Verdict("Pending", reasons.NodeCacheModeUnsupported, reasons.with_remedy(
             f"FleetCluster {h.cluster} asks for node caches from storage class "
-            f"{node_cache.storage_class} (spec.nodeCache.storageClassName), which is reserved: "
+            f"{node_cache.storage_class} ({node_cache.field}.storageClassName), which is reserved: "
             "this cache stays on the cluster's volume there", reasons.NodeCacheModeUnsupported))
     if node_cache.problem:
         return Verdict("Pending", reasons.NodeTierNotConfigured, reasons.with_remedy(
@@ -90,7 +104,7 @@ def blocked(request: protocol.Request, h: Hydration, cluster: FleetClusterView |
     if decision.evicted:
         return Verdict("Evicted", reasons.Evicted, (
             f"cluster {h.cluster} evicted {h.key} from its nodes to get under "
-            "spec.nodeCache.lowWatermark (it was not pinned and no replica mounted the node "
+            f"{node_cache.field}.lowWatermark (it was not pinned and no replica mounted the node "
             "copy): the warmers are gone, the node agent deletes the copies, the volume "
             "keeps serving"))
     if not (volume.composing and volume.ready):
@@ -103,8 +117,9 @@ def blocked(request: protocol.Request, h: Hydration, cluster: FleetClusterView |
     started = read.get_path(request.status, "nodeTier.phase") in STARTED
     if not (decision.admitted or started or request.observed.get(WARMER_KEY)):
         waiting = "has not decided on it yet" if not decision.known else \
-            "has no room for it under spec.nodeCache.highWatermark yet"
+            f"has no room for it under {node_cache.field}.highWatermark yet"
+        status = "status.nodeCache" if h.pool == DEFAULT_POOL else f"status.nodePools[{h.pool}]"
         return Verdict("Pending", reasons.NodeCapacityLow, reasons.with_remedy(
-            f"FleetCluster {h.cluster} {waiting} (status.nodeCache): the node copies of "
+            f"FleetCluster {h.cluster} {waiting} ({status}): the node copies of "
             f"{h.key} wait", reasons.NodeCapacityLow))
     return None

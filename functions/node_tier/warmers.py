@@ -4,9 +4,10 @@ cluster (design/node-tier.md §3).
 
 compose-model-cache-hydration calls `run` once per call, after it composed the volume tier.
 Lifecycle, top to bottom:
-1. read the FleetCluster's spec.nodeCache (the pool, the opt-in label, the path) and its
-   status.nodeCache (the per-node capacity decision compose-fleet-cluster publishes)
-   (node_tier/warmer_inputs.py);
+1. read the FleetCluster's pool this hydration names (spec.nodeCache for default, else its
+   spec.nodePools[] entry: the selector, the opt-in label, the path) and that pool's row of
+   the per-node capacity decision compose-fleet-cluster publishes (status.nodeCache,
+   status.nodePools[]) (node_tier/warmer_inputs.py);
 2. observe the warmer DaemonSet's numbers and the per-node records its pods write
    (node_tier/warmer_records.py);
 3. decide: a reason the tier cannot run here (not configured, a mode it does not support,
@@ -129,8 +130,8 @@ def run(request: protocol.Request, h: Hydration, fleet_cluster: dict | None,
     (during a model update, the previous one until the volume holds the new one). A node
     eviction, or a cluster whose spec.nodeCache cannot serve this cache, removes it.
     """
-    node_cache = NodeCache.of(read.get_path(fleet_cluster, "spec.nodeCache"))
-    decision = Decision.of(read.get_path(fleet_cluster, "status.nodeCache"), h.key)
+    node_cache = NodeCache.of_pool(read.get_path(fleet_cluster, "spec"), h.pool)
+    decision = Decision.of_pool(read.get_path(fleet_cluster, "status"), h.pool, h.key)
     names = Names(h, pool_hash(node_cache.pool) if node_cache and node_cache.pool else "")
     verdict = blocked(request, h, cluster, node_cache, decision, volume)
     if verdict is None:

@@ -12,15 +12,40 @@ from typing import Any
 from fleetcache import messages
 from fleetcache.functions import naming, read
 
+DEFAULT_POOL = "default"  # FleetCluster spec.nodeCache; what a grant without spec.nodePools grants
+
+
+def node_pool(cache: Mapping) -> str:
+    """The node pool a ModelCache fills: its spec.storage.nodePool (default `default`) when
+    its tier is Node, else "" (a Volume-tier cache fills no node)."""
+    if read.get_path(cache, "spec.storage.tier") != "Node":
+        return ""
+    pool = read.get_path(cache, "spec.storage.nodePool")
+    return pool if isinstance(pool, str) and pool else DEFAULT_POOL
+
+
+def granted_pools(grant_spec: Mapping) -> frozenset[str]:
+    """The pools a grant's spec.nodePools names; absent, default only (every grant allowed the
+    one pool a cluster had before pools had names, so no grant loses it on upgrade)."""
+    pools = grant_spec.get("nodePools")
+    if pools is None:
+        return frozenset({DEFAULT_POOL})
+    return frozenset(p for p in pools if isinstance(p, str)) if isinstance(pools, list) \
+        else frozenset()
+
 
 def admission_digest(cache: Mapping) -> str:
-    """What an admission is given for: the source, the placement, pinning and the resolved
-    content. The grant records it in a row; the cache fans out only when its row records the
-    digest of its spec and content now."""
+    """What an admission is given for: the source, the placement, pinning, the node pool and
+    the resolved content. The grant records it in a row; the cache fans out only when its row
+    records the digest of its spec and content now. The pool joins the subject only when it is
+    not default, so the digests of caches written before pools had names do not change."""
     resolved = read.get_path(cache, "status.resolved.manifestDigest")
     subject = [read.get_path(cache, "spec.source"), read.get_path(cache, "spec.placement"),
                read.get_path(cache, "spec.retention.pinned") is True,
                resolved if isinstance(resolved, str) else ""]
+    pool = node_pool(cache)
+    if pool not in ("", DEFAULT_POOL):
+        subject.append({"nodePool": pool})
     return naming.short_digest(json.dumps(naming.canonical(subject), sort_keys=True,
                                           separators=(",", ":")), length=16)
 
