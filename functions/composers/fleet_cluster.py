@@ -10,10 +10,13 @@ Lifecycle, top to bottom:
    Secret, or adopt the named one (compose nothing);
 3. decide capacity (functions/capacity.py): which hydrations may start, which copies are
    evicted; the hydrations read the decision from status.cache and obey it;
-4. with spec.nodeCache (a path): decide the per-node capacity of the tier-Node caches
-   (functions/node_capacity.py, the same rules) and compose the node agent, its keep-list
-   and the warm slots in fleetcache-system on the cluster (functions/node_system.py);
-5. report status.providerConfigName, status.cache, status.nodeCache and the CapacityLow,
+4. for each node pool (spec.nodeCache is the pool default, spec.nodePools[] the named ones;
+   design/node-pools.md) with a path: decide the per-node capacity of that pool's tier-Node
+   caches (node_tier/capacity.py, the same rules) and compose its node agent and keep-list,
+   and once the warm slots shared by the pools, in fleetcache-system on the cluster
+   (node_tier/node_agent.py);
+5. report status.providerConfigName, status.cache, status.nodeCache (the default pool),
+   status.nodePools (with spec.nodePools, a row per pool) and the CapacityLow,
    NodeCapacityLow and NodeAgent conditions; the FleetCluster is Ready once its
    ProviderConfig exists (observed), or at once when adopted: the node tier never holds
    the volume tier back.
