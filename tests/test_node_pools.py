@@ -18,6 +18,7 @@ from fleetcache.functions.node_tier.capacity import node_hydrations
 from fleetcache.functions.node_tier.warmer_inputs import Decision, NodeCache
 from fleetcache.functions.views import grant as grant_view
 from tests import test_fleet_cluster_node_cache as fc
+from tests import test_model_cache_grant as mg
 from tests import test_node_tier_hydration as nt
 
 GIB = 1024**3
@@ -324,3 +325,26 @@ def test_a_node_in_two_pools_gets_both_pools_agents_each_on_its_own_path():
              for ds in found.values()}
     assert len(set(map(str, affinities.values()))) == 1 and len(paths) == 2
     assert node_agent.PoolNames("gpu-large").dirs != node_agent.PoolNames("default").dirs
+
+
+# --- compose-model-cache-grant: a row PoolNotGranted, valid against the XRD ------------------
+
+
+def node_cache_in(name: str, pool: str) -> dict:
+    cache = mg.model_cache(name)
+    cache["spec"]["storage"] = {"tier": "Node", "nodePool": pool}
+    return cache
+
+
+def test_the_grant_composer_refuses_a_node_cache_of_a_pool_it_does_not_name():
+    xr = mg.grant_xr()
+    xr["spec"]["nodePools"] = ["default"]
+    outcome = mg.compose(mg.request(xr, caches=[node_cache_in("a", "gpu-large"),
+                                                node_cache_in("b", "default")], hydrations=[]))
+    assert mg.rows(outcome) == {"a": (False, reasons.PoolNotGranted), "b": (True, "Admitted")}
+    mg.assert_valid({**xr, "status": outcome.status})
+
+
+def test_a_grant_written_before_pools_admits_a_default_pool_node_cache():
+    outcome = mg.compose(mg.request(caches=[node_cache_in("a", "default")], hydrations=[]))
+    assert mg.rows(outcome) == {"a": (True, "Admitted")}

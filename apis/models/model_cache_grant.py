@@ -43,9 +43,9 @@ class Cache(BaseModel):
         Field(description='Admitted at its current spec (admittedDigest equals its admission digest).'),
     ] = None
     reason: Annotated[
-        Literal['Admitted', 'OutsideGrant', 'PinningNotAllowed', 'OverQuota', 'InvalidSpec'] | None,
+        Literal['Admitted', 'OutsideGrant', 'PinningNotAllowed', 'PoolNotGranted', 'OverQuota', 'InvalidSpec'] | None,
         Field(
-            description='Admitted, or why not: OutsideGrant (a target cluster the grant does not cover), PinningNotAllowed (pinned without spec.allowPinned), OverQuota (the projection with it passes the budget), InvalidSpec (its placement cannot be evaluated).'
+            description='Admitted, or why not: OutsideGrant (a target cluster the grant does not cover), PinningNotAllowed (pinned without spec.allowPinned), PoolNotGranted (a Node cache whose spec.storage.nodePool is not in spec.nodePools), OverQuota (the projection with it passes the budget), InvalidSpec (its placement cannot be evaluated).'
         ),
     ] = None
     message: Annotated[str | None, Field(description='What was decided, with the numbers, and what to do.')] = None
