@@ -10,6 +10,9 @@ checks that the registry serves exactly that manifest, with the archive's own co
 at the digest written beside the archive (`<file>.digest`). `push` (`make push-package`)
 sends the released artifacts to a real registry, with the credentials of `skopeo login`, and
 prints each one's digest.
+
+`loopback_registry` is also the registry of the OCI source's tests and of the demo's OCI act,
+with an access log from which `blob_bytes_served` counts what it served.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -26,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,24 +147,40 @@ CONFIG = """version: 0.1
 log:
   level: error
   accesslog:
-    disabled: true
+    disabled: {no_access_log}
 storage:
   filesystem:
     rootdirectory: {root}
 http:
   addr: {address}
 """
+HTPASSWD = """auth:
+  htpasswd:
+    realm: fleetcache
+    path: {path}
+"""
 
 
 @contextmanager
-def loopback_registry(timeout: float = 30) -> Iterator[str]:
-    """The distribution registry on a free loopback port, its storage in a temporary directory;
-    yields host:port."""
-    with tempfile.TemporaryDirectory(prefix="fleetcache-registry.") as scratch:
+def loopback_registry(timeout: float = 30, *, storage: Path | None = None, access_log: Path | None = None,
+                      htpasswd: Path | None = None) -> Iterator[str]:
+    """The distribution registry on a free loopback port (installed with apt-get when missing),
+    its configuration in a temporary directory; yields host:port.
+
+    `storage`: where it keeps what is pushed (default: beside its configuration), for a test
+    that changes a stored blob. `access_log`: a file that gets one line per request (the
+    combined log format, `blob_bytes_served` reads it), else none is written. `htpasswd`: basic
+    auth against that file's bcrypt entries."""
+    ensure_tools(["docker-registry"])
+    with tempfile.TemporaryDirectory(prefix="fleetcache-registry.") as scratch, ExitStack() as stack:
         address = f"127.0.0.1:{free_port()}"
         config = Path(scratch) / "config.yml"
-        config.write_text(CONFIG.format(root=Path(scratch) / "data", address=address))
-        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+        config.write_text(CONFIG.format(no_access_log=str(access_log is None).lower(),
+                                        root=storage or Path(scratch) / "data", address=address)
+                          + (HTPASSWD.format(path=htpasswd) if htpasswd else ""))
+        # distribution writes its access log to stdout
+        log_to = stack.enter_context(access_log.open("ab")) if access_log else subprocess.DEVNULL
+        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log_to,
                                    stderr=subprocess.PIPE)
         try:
             wait_until_serving(address, process, timeout)
@@ -175,6 +195,7 @@ def loopback_registry(timeout: float = 30) -> Iterator[str]:
 
 
 def wait_until_serving(address: str, process: subprocess.Popen, timeout: float) -> None:
+    """Until /v2/ answers 200, or 401 (a registry with auth answers, refusing the anonymous)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -184,9 +205,35 @@ def wait_until_serving(address: str, process: subprocess.Popen, timeout: float) 
             with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as response:
                 if response.status == 200:
                     return
+        except urllib.error.HTTPError as err:
+            if err.code == 401:
+                return
+            time.sleep(0.2)
         except (urllib.error.URLError, ConnectionError):
             time.sleep(0.2)
     raise RuntimeError(f"docker-registry did not answer on {address} within {timeout}s")
+
+
+BLOB_GET = re.compile(r'"GET /v2/\S+/blobs/sha256:[0-9a-f]{64} HTTP/[0-9.]+" (?P<status>\d{3}) (?P<size>\d+)')
+
+
+def blob_bytes_served(access_log: Path) -> int:
+    """The body bytes of every blob GET answered so far (200 or 206), from the access log
+    (the combined log format: the request, the status, the size): what a registry served of
+    its blobs, manifests and uploads apart."""
+    served = 0
+    for line in access_log.read_text(errors="replace").splitlines():
+        found = BLOB_GET.search(line)
+        if found and found["status"] in ("200", "206"):
+            served += int(found["size"])
+    return served
+
+
+def requests_logged(access_log: Path, method: str, path_part: str) -> int:
+    """How many `method` requests whose path holds `path_part` the access log shows so far."""
+    pattern = re.compile(rf'"{method} (\S+) HTTP/[0-9.]+" \d{{3}}')
+    return sum(1 for line in access_log.read_text(errors="replace").splitlines()
+               if (found := pattern.search(line)) and path_part in found[1])
 
 
 def expected_digest(archive: Path) -> str | None:

@@ -4,11 +4,13 @@
         digest = registry.push_modelpack("models/tiny", "v1", FILES)   # pushed by hand, over the HTTP API
         registry.blob_file(layer_digest).write_bytes(...)               # corrupt what the registry stores
 
-`LoopbackRegistry` runs `/usr/bin/docker-registry` (Debian's build of distribution) with a
-throwaway configuration and storage, as devtools/package/registry.py does for packages, and
-pushes with the distribution API (POST an upload, PUT it with its digest, PUT the manifest),
-never with the code under test. htpasswd entries are bcrypt, made with the system's libcrypt
-(libxcrypt), since bcrypt is not in the venv.
+`LoopbackRegistry` runs `/usr/bin/docker-registry` (Debian's build of distribution, installed
+with apt-get when missing) with a throwaway configuration, storage and access log, through
+devtools' `loopback_registry` (devtools/package/registry.py), and pushes by hand with
+devtools' `Pusher` (devtools/package/modelpack.py: the distribution API, never the code under
+test), which the demo's OCI act uses too; the ModelPack vocabulary (`descriptor`,
+`modelpack_layers`, ...) is that module's, named here for the tests. htpasswd entries are
+bcrypt, made with the system's libcrypt (libxcrypt), since bcrypt is not in the venv.
 
 `FakeRegistry` serves manifests and blobs from memory with what a test needs to see and
 inject: the bearer token flow (a realm on another port that wants basic credentials), blob
@@ -20,31 +22,31 @@ from __future__ import annotations
 import base64
 import ctypes
 import ctypes.util
-import hashlib
 import io
 import json
-import re
 import secrets
-import subprocess
 import tarfile
 import tempfile
 import threading
-import urllib.request
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from fleetcache.devtools.package.registry import free_port, wait_until_serving
+from fleetcache.devtools.package.modelpack import (  # noqa: F401 - the tests' vocabulary, from here
+    EMPTY_CONFIG,
+    OCI_MANIFEST,
+    Pusher,
+    descriptor,
+    manifest_of,
+    modelpack_config,
+    modelpack_layers,
+    sha256,
+)
+from fleetcache.devtools.package.registry import blob_bytes_served, loopback_registry, requests_logged
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-EMPTY_CONFIG = "application/vnd.oci.image.config.v1+json"
-
-
-def sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def bcrypt_hash(password: str) -> str:
@@ -74,60 +76,27 @@ def tar_of(files: dict[str, bytes], prefix: str = "") -> bytes:
     return out.getvalue()
 
 
-def descriptor(media_type: str, data: bytes, annotations: dict | None = None) -> dict:
-    found = {"mediaType": media_type, "digest": sha256(data), "size": len(data)}
-    return {**found, "annotations": annotations} if annotations else found
-
-
-def modelpack_layers(files: dict[str, bytes], flavor: str = "cncf") -> list[tuple[dict, bytes]]:
-    """One `.raw` layer per file, its path in the `org.<flavor>.model.filepath` annotation."""
-    return [(descriptor(f"application/vnd.{flavor}.model.weight.v1.raw", data,
-                        {f"org.{flavor}.model.filepath": path}), data) for path, data in files.items()]
-
-
-def manifest_of(layers: list[tuple[dict, bytes]], config: tuple[str, bytes]) -> bytes:
-    body = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": descriptor(config[0], config[1]),
-            "layers": [d for d, _ in layers]}
-    return json.dumps(body, indent=1).encode()
-
-
-def modelpack_config(flavor: str = "cncf") -> tuple[str, bytes]:
-    return (f"application/vnd.{flavor}.model.config.v1+json",
-            json.dumps({"descriptor": {"name": "tiny"}, "modelfs": {"type": "layers"}}).encode())
-
-
-BLOB_GET = re.compile(r'"GET /v2/\S+/blobs/sha256:[0-9a-f]{64} HTTP/[0-9.]+" (?P<status>\d{3}) (?P<size>\d+)')
-
-
-class LoopbackRegistry:
-    """docker-registry on a free loopback port; `users` turns on htpasswd auth."""
+class LoopbackRegistry(Pusher):
+    """docker-registry on a free loopback port (devtools' loopback_registry) with its storage
+    and access log in a temporary directory; `users` turns on htpasswd auth, and pushes go as
+    the first user."""
 
     def __init__(self, users: dict[str, str] | None = None):
-        self.users = users or {}
+        super().__init__("", users)
         self.stack = ExitStack()
-        self.host = ""
         self.root = Path()
         self.access_log = Path()
 
     def __enter__(self) -> LoopbackRegistry:
         scratch = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="fleetcache-oci.")))
-        self.root = scratch / "data"
-        self.host = f"127.0.0.1:{free_port()}"
-        self.access_log = scratch / "access.log"
-        config = ["version: 0.1", "log:", "  level: error", "  accesslog:", "    disabled: false",
-                  "storage:", "  filesystem:", f"    rootdirectory: {self.root}", "  delete:", "    enabled: true",
-                  "http:", f"  addr: {self.host}"]
+        self.root, self.access_log = scratch / "data", scratch / "access.log"
+        htpasswd = None
         if self.users:
             htpasswd = scratch / "htpasswd"
             htpasswd.write_text("".join(f"{u}:{bcrypt_hash(p)}\n" for u, p in self.users.items()))
-            config += ["auth:", "  htpasswd:", "    realm: fleetcache-test", f"    path: {htpasswd}"]
-        (scratch / "config.yml").write_text("\n".join(config) + "\n")
-        access_log = self.stack.enter_context(self.access_log.open("wb"))
-        process = subprocess.Popen(["docker-registry", "serve", str(scratch / "config.yml")],
-                                   stdout=access_log, stderr=subprocess.PIPE)
-        self.stack.callback(self._stop, process)
         try:
-            self._wait(process)
+            self.host = self.stack.enter_context(loopback_registry(
+                storage=self.root, access_log=self.access_log, htpasswd=htpasswd))
         except BaseException:
             self.stack.close()
             raise
@@ -136,93 +105,11 @@ class LoopbackRegistry:
     def __exit__(self, *exc) -> None:
         self.stack.close()
 
-    @staticmethod
-    def _stop(process: subprocess.Popen) -> None:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def _wait(self, process: subprocess.Popen) -> None:
-        if not self.users:
-            wait_until_serving(self.host, process, 30)
-            return
-        # with auth, /v2/ answers 401: wait until it answers at all
-        for _ in range(150):
-            try:
-                self._call("GET", "/v2/")
-                return
-            except OSError:
-                if process.poll() is not None:
-                    raise RuntimeError(f"docker-registry exited {process.returncode}") from None
-                threading.Event().wait(0.2)
-        raise RuntimeError("docker-registry did not start")
-
-    # -- pushing, by hand --------------------------------------------------------------------
-    def _call(self, method: str, path: str, data: bytes | None = None, headers: dict | None = None):
-        url = path if path.startswith("http") else f"http://{self.host}{path}"
-        request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-        if self.users:
-            user, password = next(iter(self.users.items()))
-            token = base64.b64encode(f"{user}:{password}".encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-        return urllib.request.urlopen(request, timeout=30)
-
-    def push_blob(self, repository: str, data: bytes) -> str:
-        digest = sha256(data)
-        with self._call("POST", f"/v2/{repository}/blobs/uploads/") as started:
-            location = started.headers["Location"]
-        if not location.startswith("http"):
-            location = f"http://{self.host}{location}"
-        joiner = "&" if "?" in location else "?"
-        self._call("PUT", f"{location}{joiner}digest={digest}", data,
-                   {"Content-Type": "application/octet-stream"}).close()
-        return digest
-
-    def push_manifest(self, repository: str, reference: str, body: bytes, media_type: str = OCI_MANIFEST) -> str:
-        with self._call("PUT", f"/v2/{repository}/manifests/{reference}", body,
-                        {"Content-Type": media_type}) as answer:
-            assert answer.headers["Docker-Content-Digest"] == sha256(body)
-        return sha256(body)
-
-    def push_image(self, repository: str, tag: str, layers: list[tuple[dict, bytes]],
-                   config: tuple[str, bytes] = (EMPTY_CONFIG, b"{}")) -> str:
-        """Push the blobs and the manifest; the manifest's digest."""
-        for _, data in layers:
-            self.push_blob(repository, data)
-        self.push_blob(repository, config[1])
-        return self.push_manifest(repository, tag, manifest_of(layers, config))
-
-    def push_modelpack(self, repository: str, tag: str, files: dict[str, bytes], flavor: str = "cncf") -> str:
-        return self.push_image(repository, tag, modelpack_layers(files, flavor), modelpack_config(flavor))
-
     def blob_bytes_served(self) -> int:
-        """The body bytes of every blob GET answered so far, from the access log (the combined
-        log format: the request, the status, the size)."""
-        served = 0
-        for line in self.access_log.read_text(errors="replace").splitlines():
-            found = BLOB_GET.search(line)
-            if found and found["status"] in ("200", "206"):
-                served += int(found["size"])
-        return served
+        return blob_bytes_served(self.access_log)
 
     def requests_logged(self, method: str, path_part: str) -> int:
-        """How many `method` requests whose path holds `path_part` the access log shows so far."""
-        pattern = re.compile(rf'"{method} (\S+) HTTP/[0-9.]+" \d{{3}}')
-        return sum(1 for line in self.access_log.read_text(errors="replace").splitlines()
-                   if (found := pattern.search(line)) and path_part in found[1])
-
-    def manifest(self, repository: str, reference: str) -> tuple[str, dict]:
-        """A stored manifest, read by hand: its digest and body."""
-        with self._call("GET", f"/v2/{repository}/manifests/{reference}", headers={"Accept": OCI_MANIFEST}) as got:
-            body = got.read()
-        return sha256(body), json.loads(body)
-
-    def blob(self, repository: str, digest: str) -> bytes:
-        with self._call("GET", f"/v2/{repository}/blobs/{digest}") as got:
-            return got.read()
+        return requests_logged(self.access_log, method, path_part)
 
     def blob_file(self, digest: str) -> Path:
         """Where the filesystem driver keeps a blob's bytes (registry/storage/paths.go: blobDataPathSpec)."""
