@@ -105,8 +105,11 @@ def test_a_fallback_while_the_volume_hydrates_follows_the_table_and_says_why():
 # --- the artifact a cache has ----------------------------------------------------------------
 
 
-def cache(source: dict, **resolved) -> dict:
-    return {"spec": {"source": source}, "status": {"resolved": {"commit": COMMIT, **resolved}}}
+def cache(source: dict, spec: dict | None = None, **resolved) -> dict:
+    return {"spec": {"source": source, **(spec or {})}, "status": {"resolved": {"commit": COMMIT, **resolved}}}
+
+
+OCI_MIRROR = {"distribution": {"mirror": {"oci": {"repository": "mirror.example.com/fleet"}}}}
 
 
 OCI = {"oci": {"reference": "registry.example.com/models/qwen3:v1"}}
@@ -132,7 +135,9 @@ def test_the_artifact_a_cache_mounts(resource, reference):
     cache(OCI, reference="registry.example.com/models/qwen3:v1", manifest=MANIFEST),  # not pinned
     cache(HUB, artifact={"reference": "mirror.example.com/fleet/qwen3:v1"}),
     {"spec": {"source": OCI}, "status": {"resolved": {"reference": SOURCE_REF, "manifest": MANIFEST}}},
-], ids=["hub source", "no manifest", "tar layer member", "tag", "mirror by tag", "not resolved"])
+    cache(OCI, OCI_MIRROR, reference=SOURCE_REF, manifest=MANIFEST),  # the mirror's is not published yet
+], ids=["hub source", "no manifest", "tar layer member", "tag", "mirror by tag", "not resolved",
+        "oci mirror not yet published"])
 def test_a_cache_without_a_mountable_artifact_has_none(resource):
     assert mountable_artifact(resource) is None
 

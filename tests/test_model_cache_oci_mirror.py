@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from fleetcache import reasons
 from fleetcache.functions import naming
 from fleetcache.functions.decisions import mirror
 from fleetcache.functions.views.hydration import artifact_of
@@ -112,6 +113,23 @@ def test_a_published_latch_of_the_oci_mirror_holds_readers_back_no_more():
     latched = {"commit": COMMIT, "groups": [{"region": "", "bucket": "", "repository": REPOSITORY,
                                              "published": True}]}
     assert fleet(False, True, latched=latched).published
+
+
+def publisher_hydration(**status) -> dict:
+    return {"spec": {"mirror": {"oci": {"repository": f"{REPOSITORY}/qwen/qwen3-0.6b"}, "role": "Publisher"}},
+            "status": {"phase": "Ready", **status}}
+
+
+def test_the_publishers_ready_hydration_publishes_the_oci_mirror():
+    candidates = [mirror.Candidate("gpu-a", hydration=publisher_hydration())]
+    decided = mirror.decide({"oci": OCI}, COMMIT, candidates, None, "Qwen/Qwen3-0.6B")
+    assert decided is not None and decided.published
+
+
+def test_a_publisher_that_mounts_an_image_volume_pushed_nothing_and_has_not_published():
+    candidates = [mirror.Candidate("gpu-a", hydration=publisher_hydration(reason=reasons.ImageVolume))]
+    decided = mirror.decide({"oci": OCI}, COMMIT, candidates, None, "Qwen/Qwen3-0.6B")
+    assert decided is not None and not decided.published
 
 
 def test_an_s3_latch_does_not_count_as_the_oci_mirror_published():

@@ -518,6 +518,7 @@ def report_image(request: protocol.Request, spec: HydrationSpec, artifact: Artif
         "progress": progress_of({}, request.status, spec.commit, spec.bytes, phase),
         "resolved": {"commit": spec.commit, "manifestDigest": spec.manifest_digest, "bytes": spec.bytes},
         "storedCommits": [], "prunedCommits": [],
+        "usedBytes": 0, "usedHuman": quantities.human_bytes(0),  # nothing on a PVC: USED says so
         **use_of(request, spec, request.required.get(REPLICAS_KEY), ready_time).as_status(),
         **({"readyTime": ready_time} if ready_time else {}),
     }

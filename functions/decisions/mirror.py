@@ -240,6 +240,7 @@ def decide(spec: Mapping | None, commit: str, candidates: list[Candidate],
                           read.get_path(c.hydration, "status.phase") != "Failed"), "")
         published = published_before(latched, commit, location) or any(
             read.get_path(c.hydration, "status.phase") == "Ready"
+            and read.get_path(c.hydration, "status.reason") != reasons.ImageVolume  # pushed nothing
             and read.get_path(c.hydration, "spec.mirror.role") == PUBLISHER
             and location.holds(c.hydration) for c in group)
         groups.append(Group(location, tuple(c.name for c in group), publisher, published))

@@ -115,7 +115,10 @@ def whole_layers(manifest: Any) -> bool:
 def mountable_artifact(cache: Any) -> Artifact | None:
     """The artifact a ModelCache's replicas can mount for its resolved commit: the mirror's
     ModelPack artifact first (published by the fleet, one layer per file), else the OCI
-    source's resolved reference when its files are whole layers; None otherwise."""
+    source's resolved reference when its files are whole layers; None otherwise. A cache with
+    an OCI mirror mounts only the mirror's artifact: mounting the source until it is published
+    would pull the origin once per image-volume cluster and then again from the mirror, and
+    would leave an image-volume publisher nothing to publish."""
     resolved = read.mapping_at(cache, "status.resolved")
     commit = resolved.get("commit")
     if not shapes.is_resolved_commit(commit):
@@ -123,6 +126,8 @@ def mountable_artifact(cache: Any) -> Artifact | None:
     mirrored = mirrored_reference(resolved.get("artifact"))
     if mirrored:
         return Artifact(mirrored, commit)
+    if read.mapping_at(cache, "spec.distribution.mirror.oci"):
+        return None
     source = resolved.get("reference")
     if read.mapping_at(cache, "spec.source.oci") and model_cache_view.is_pinned_reference(source) \
             and whole_layers(resolved.get("manifest")):
