@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from fleetcache.devtools import cli, demo
-from fleetcache.devtools.demo import day_two, node_tier, rollouts, tenants
+from fleetcache.devtools.demo import day_two, node_tier, oci, rollouts, tenants
 from tests.support import xrd
 from tests.support.played_demo import played_demo
 
@@ -43,7 +43,7 @@ def test_the_broken_mirror_fails_its_cluster_with_digest_mismatch_and_the_remedy
 
 
 def test_replicas_switch_to_the_cache_except_on_the_failed_cluster(demo_output):
-    final = demo_output[demo_output.rindex("REPLICA  CLUSTER"):]
+    final = demo_output[demo_output.rindex("REPLICA  CLUSTER"):].split("\n\n")[0]
     assert "gpu-west-2  Source    Ready" in final
     assert final.count("Cache     Ready") == demo.REPLICAS - 1
 
@@ -258,6 +258,46 @@ def test_every_manifest_of_the_node_tier_act_is_valid_against_its_xrd():
     for resource in [*map(node_tier.fleet_cluster, node_tier.CLUSTERS),
                      node_tier.grant(), node_tier.model_cache("http://127.0.0.1:1"),
                      node_tier.model_deployment()]:
+        xrd.assert_valid(resource)
+
+
+# --- the OCI act (fleetcache.devtools.demo.oci) ------------------------------------------------
+
+
+def oci_act(output: str) -> str:
+    return output[output.index("oci: a ModelPack"):]
+
+
+def test_the_oci_act_publishes_from_the_volume_cluster_and_the_image_volume_clusters_warm_nothing(demo_output):
+    act = oci_act(demo_output)
+    table = act[act.index("CLUSTER    ROLE"):].split("\n\n")[0].splitlines()[1:]
+    assert {row.split()[0]: row.split()[1:] for row in table} == {
+        oci.VOLUME_CLUSTER: ["Publisher", "Ready", "Hydrated", "Origin"],
+        **{c: ["Reader", "Ready", "ImageVolume", "-"] for c in oci.IMAGE_CLUSTERS}}
+
+
+def test_two_oci_replicas_mount_the_artifact_and_one_its_volume_all_ready(demo_output):
+    replicas = listing(oci_act(demo_output), f"modelreplicas -n {oci.NAMESPACE}")
+    assert {row[0]: row[1:4] for row in replicas[1:]} == {
+        oci.VOLUME_CLUSTER: ["Cache", "Ready", "CacheReady"],
+        **{c: ["Image", "Ready", "ImageVolume"] for c in oci.IMAGE_CLUSTERS}}
+
+
+def test_every_oci_replicas_model_holds_the_same_files_whatever_its_delivery(demo_output):
+    replicas = listing(oci_act(demo_output), f"modelreplicas -n {oci.NAMESPACE}")
+    assert replicas[0][-3:] == ["FLEETCACHE_MODEL", "FILES", "MANIFEST"]
+    assert len({tuple(row[-2:]) for row in replicas[1:]}) == 1
+    assert {row[-3] for row in replicas[1:] if row[1] == "Image"} == {"/var/cache/fleetcache-image"}
+
+
+def test_the_origin_registry_serves_the_model_once_for_the_oci_fleet(demo_output):
+    said = next(line for line in oci_act(demo_output).splitlines() if "the origin registry served" in line)
+    assert "1.00x the model" in said and "(2.00x: one pull per image-volume cluster)" in said
+
+
+def test_every_manifest_of_the_oci_act_is_valid_against_its_xrd():
+    for resource in [*map(oci.fleet_cluster, oci.CLUSTERS), oci.grant(),
+                     oci.model_cache("127.0.0.1:5000", "127.0.0.1:5001"), oci.model_deployment()]:
         xrd.assert_valid(resource)
 
 

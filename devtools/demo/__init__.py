@@ -28,7 +28,11 @@ provider-kubernetes and the clusters. The story:
    the canary back on the previous commit; `kubectl get modelcaches` shows both (ROLLOUT);
 9. the node tier (fleetcache.devtools.demo.node_tier): two more clusters with nodes warm every
    opted-in GPU node from their volume (one Hub download per cluster), a joining node
-   without the Hub, a removed node drops out of the counts, and replicas read the node copy.
+   without the Hub, a removed node drops out of the counts, and replicas read the node copy;
+10. a model from an OCI registry (fleetcache.devtools.demo.oci): three more clusters, two of
+    them mounting image volumes; a ModelPack artifact resolved from a docker-registry on
+    loopback, published once to the fleet's own registry; two replicas mount it by digest, the
+    third its cluster volume, and the origin serves the model once for the fleet.
 
 It exits non-zero unless the fleet converges exactly like that.
 """
@@ -51,7 +55,7 @@ from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 from fleetcache.devtools import render as rendering
-from fleetcache.devtools.demo import day_two, node_tier, rollouts, sources, tenants
+from fleetcache.devtools.demo import day_two, node_tier, oci, rollouts, sources, tenants
 from fleetcache.devtools.demo.stage import Echo, Stage
 from fleetcache.devtools.simulation import (
     Clock,
@@ -398,6 +402,8 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
                     problems = rollouts.play(stage, hub.endpoint)
                 if not problems:
                     problems = node_tier.play(stage, Path(tmp) / "node-tier")
+                if not problems:
+                    problems = oci.play(stage, Path(tmp) / "oci")
         finally:
             for cluster in clusters.values():
                 cluster.stop()
@@ -413,7 +419,9 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             "and a fleet mirror read the Hub once for five clusters; a corrupt commit halted "
             "at its canary and another rolled the canary back; "
             "every opted-in GPU node was warmed from its cluster's volume (one Hub download per "
-            "cluster), a joining node without the Hub, and replicas read the node copy")
+            "cluster), a joining node without the Hub, and replicas read the node copy; an OCI "
+            "artifact was published once to the fleet's registry, two clusters mounted it as an "
+            "image volume and one its volume, the origin serving the model once")
         return 0
     out(f"\ndemo FAILED after {elapsed:.0f}s" + ("" if converged else " (did not converge)"))
     for problem in problems:
