@@ -24,12 +24,13 @@ import pytest
 from fleetcache import reasons
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-from fleetcache.devtools.simulation import translate
 from fleetcache.functions import naming, read
 from fleetcache.functions.views.model_replica import IMAGE_MOUNT_PATH
 from tests.support.oci_fleet import (
     REPOSITORY,
+    Engine,
     docker_config_secret,
+    engines,
     model_deployment,
     model_files,
     oci_cache,
@@ -53,18 +54,10 @@ IMAGE_VOLUMES = {name: {"cache": {"capacity": "10Gi"}, **({"features": {"imageVo
 
 
 @dataclass
-class Replica:
-    cluster: str
-    pod: dict  # the engine Deployment's pod template spec
-    env: dict[str, str]
-    files: dict[str, bytes]  # what FLEETCACHE_MODEL holds, through the pod's mounts
-
-
-@dataclass
 class Story:
     resolved: dict = field(default_factory=dict)  # the public cache's status.resolved
     placements: dict[str, dict] = field(default_factory=dict)  # by cluster
-    replicas: dict[str, Replica] = field(default_factory=dict)  # by cluster
+    replicas: dict[str, Engine] = field(default_factory=dict)  # by cluster
     hydrations: dict[str, dict] = field(default_factory=dict)  # status, by cluster
     claims: dict[str, bool] = field(default_factory=dict)  # the cache PVC exists, by cluster
     capacity: dict[str, dict] = field(default_factory=dict)  # FleetCluster status.cache, by cluster
@@ -78,21 +71,6 @@ class Story:
 
 def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def engines(stage: Stage, deployment: str) -> dict[str, Replica]:
-    found = {}
-    for name, cluster in sorted(stage.clusters.items()):
-        for (kind, namespace, _), obj in cluster.objects.items():
-            labels = read.get_path(obj, "metadata.labels", {}) or {}
-            if kind != "Deployment" or labels.get(f"{naming.GROUP}/model-deployment") != deployment:
-                continue
-            pod = obj["spec"]["template"]["spec"]
-            container = pod["containers"][0]
-            env = {e["name"]: e.get("value", "") for e in container["env"]}
-            mounts = cluster.workloads.model_mounts(namespace, pod, container)
-            found[name] = Replica(name, pod, env, files_under(Path(translate(env["FLEETCACHE_MODEL"], mounts))))
-    return found
 
 
 def deployment_status(stage: Stage, name: str) -> dict:

@@ -24,13 +24,14 @@ import pytest
 from fleetcache import reasons
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-from fleetcache.devtools.simulation import translate
 from fleetcache.functions import naming, read
 from fleetcache.functions.k8s import agent_job
 from fleetcache.volume import flat_commit_path, hf_snapshot_path
 from tests.support.oci_fleet import (
     REPOSITORY,
+    Engine,
     docker_config_secret,
+    engines,
     files_under,
     model_deployment,
     model_files,
@@ -66,7 +67,7 @@ class Story:
     caches: dict[str, Settled] = field(default_factory=dict)  # by step
     pushed_digest: str = ""  # the manifest digest of the first push
     missing_secret: dict = field(default_factory=dict)  # the cache's Resolved condition
-    replicas: list[tuple[str, dict, Path]] = field(default_factory=list)  # cluster, env, model dir
+    replicas: dict[str, Engine] = field(default_factory=dict)  # by cluster: the Flat replicas' engines
 
 
 def settle(stage: Stage, registry: LoopbackRegistry, name: str, clusters, flat: bool = False) -> Settled:
@@ -86,21 +87,6 @@ def settle(stage: Stage, registry: LoopbackRegistry, name: str, clusters, flat: 
 def resolved_condition(stage: Stage, name: str) -> dict:
     conditions = read.get_path(act.status_of(stage.control, name), "conditions", []) or []
     return next((c for c in conditions if c["type"] == "Resolved"), {})
-
-
-def replicas(stage: Stage, deployment: str) -> list[tuple[str, dict, Path]]:
-    found = []
-    for name, cluster in sorted(stage.clusters.items()):
-        for (kind, namespace, _), obj in cluster.objects.items():
-            labels = read.get_path(obj, "metadata.labels", {}) or {}
-            if kind != "Deployment" or labels.get(f"{naming.GROUP}/model-deployment") != deployment:
-                continue
-            pod = obj["spec"]["template"]["spec"]
-            container = pod["containers"][0]
-            env = {e["name"]: e.get("value", "") for e in container["env"]}
-            host = cluster.claim_mounts(namespace, pod, container)
-            found.append((name, env, Path(translate(env["FLEETCACHE_MODEL"], host))))
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +122,7 @@ def story(tmp_path_factory) -> Story:
         assert stage.until(lambda: read.get_path(
             control.xrs.get(("ModelDeployment", act.NAMESPACE, FLAT), {}),
             "status.replicas.ready") == len(CLUSTERS), "the Flat replicas to be Ready") == ""
-        told.replicas = replicas(stage, FLAT)
+        told.replicas = engines(stage, FLAT)
     return told
 
 
@@ -225,8 +211,8 @@ def test_a_flat_cache_keeps_the_commits_files_in_its_own_directory(story):
 
 def test_flat_replicas_load_the_commits_directory_holding_the_models_files(story):
     commit = story.caches["flat"].status["resolved"]["commit"]
-    assert sorted(cluster for cluster, _, _ in story.replicas) == list(CLUSTERS)
-    for _, env, model_dir in story.replicas:
-        assert env["FLEETCACHE_MODEL"] == flat_commit_path(agent_job.CACHE_MOUNT_PATH, commit)
-        assert env["FLEETCACHE_MODEL_REVISION"] == commit
-        assert files_under(model_dir) == MOVED_TO
+    assert sorted(story.replicas) == list(CLUSTERS)
+    for engine in story.replicas.values():
+        assert engine.env["FLEETCACHE_MODEL"] == flat_commit_path(agent_job.CACHE_MOUNT_PATH, commit)
+        assert engine.env["FLEETCACHE_MODEL_REVISION"] == commit
+        assert engine.files == MOVED_TO

@@ -12,13 +12,14 @@ import json
 import random
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleetcache.devtools import render as rendering
 from fleetcache.devtools.demo import sources as act
 from fleetcache.devtools.demo.stage import Stage
-from fleetcache.devtools.simulation import Clock, Cluster
-from fleetcache.functions import naming
+from fleetcache.devtools.simulation import Clock, Cluster, translate
+from fleetcache.functions import naming, read
 from tests.support.plane import control_plane
 from tests.support.registry import LoopbackRegistry
 
@@ -86,3 +87,29 @@ def simulated_fleet(root: Path, names: tuple[str, ...], deadline: float,
         finally:
             for cluster in clusters.values():
                 cluster.stop()
+
+
+@dataclass
+class Engine:
+    """A replica's engine Deployment on its cluster, and what its FLEETCACHE_MODEL holds."""
+
+    cluster: str
+    pod: dict  # the pod template's spec
+    env: dict[str, str]
+    files: dict[str, bytes]  # under FLEETCACHE_MODEL, through the pod's claims and image volumes
+
+
+def engines(stage: Stage, deployment: str) -> dict[str, Engine]:
+    """By cluster, the engine Deployments a ModelDeployment's replicas composed."""
+    found = {}
+    for name, cluster in sorted(stage.clusters.items()):
+        for (kind, namespace, _), obj in cluster.objects.items():
+            labels = read.get_path(obj, "metadata.labels", {}) or {}
+            if kind != "Deployment" or labels.get(f"{naming.GROUP}/model-deployment") != deployment:
+                continue
+            pod = obj["spec"]["template"]["spec"]
+            container = pod["containers"][0]
+            env = {e["name"]: e.get("value", "") for e in container["env"]}
+            mounts = cluster.workloads.model_mounts(namespace, pod, container)
+            found[name] = Engine(name, pod, env, files_under(Path(translate(env["FLEETCACHE_MODEL"], mounts))))
+    return found
