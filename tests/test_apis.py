@@ -953,3 +953,21 @@ def test_hydration_progress_percent_stays_within_0_and_100():
 ])
 def test_job_limits_reject_nonsense(field, value):
     assert messages(model_cache(job={field: value}))
+
+
+def without_prose(node):
+    """A schema without its descriptions and CEL rules (their messages name their own path)."""
+    if isinstance(node, dict):
+        return {k: without_prose(v) for k, v in node.items() if k not in ("description", "x-kubernetes-validations")}
+    if isinstance(node, list):
+        return [without_prose(v) for v in node]
+    return node
+
+
+@pytest.mark.parametrize("props", [spec_props, status_props], ids=["spec", "status"])
+def test_a_named_node_pool_is_what_the_node_cache_declares_plus_its_name(props):
+    """The XRD writes the pool schema twice (spec.nodeCache is the pool default): they must not drift."""
+    default = props("FleetCluster")["nodeCache"]["properties"]
+    named = dict(props("FleetCluster")["nodePools"]["items"]["properties"])
+    assert set(named.pop("name")) >= {"type"}
+    assert without_prose(named) == without_prose(default)
