@@ -294,7 +294,7 @@ def columns(kind: str) -> dict[str, tuple[str, str]]:
     return {c["name"]: (c["jsonPath"], c["type"]) for c in XRDS[kind].printer_columns}
 
 
-def test_model_cache_columns_show_clusters_failed_reason_size_commit_progress_lapsed_nodes_rollout():
+def test_model_cache_columns_show_clusters_failed_reason_size_commit_progress_lapsed_nodes_images_rollout():
     assert columns("ModelCache") == {
         "CLUSTERS": (".status.summary", "string"),
         "FAILED": (".status.failedClusters", "integer"),
@@ -304,11 +304,12 @@ def test_model_cache_columns_show_clusters_failed_reason_size_commit_progress_la
         "PROGRESS": (".status.progressPercent", "integer"),
         "LAPSED": (".status.lapsedClusters", "integer"),
         "NODES": (".status.nodeTier.summary", "string"),
+        "IMAGES": (".status.imagesSummary", "string"),
         "ROLLOUT": (".status.rollout.summary", "string"),
     }
 
 
-def test_model_cache_hydration_columns_show_cluster_phase_progress_reason_usage():
+def test_model_cache_hydration_columns_show_cluster_phase_progress_reason_usage_nodes_images():
     assert columns("ModelCacheHydration") == {
         "CLUSTER": (".spec.clusterName", "string"),
         "PHASE": (".status.phase", "string"),
@@ -316,6 +317,7 @@ def test_model_cache_hydration_columns_show_cluster_phase_progress_reason_usage(
         "REASON": (".status.reason", "string"),
         "USED": (".status.usedHuman", "string"),
         "NODES": (".status.nodeTier.summary", "string"),
+        "IMAGES": (".status.images.summary", "string"),
     }
 
 
@@ -380,7 +382,8 @@ def test_fleet_cluster_status_has_the_provider_config_name_and_the_cache_decisio
 def test_model_cache_spec_has_the_designed_fields():
     spec = spec_props("ModelCache")
     assert set(spec) == {"grantRef", "source", "placement", "storage", "rollout", "minReady", "job",
-                         "agent", "retention", "distribution"}
+                         "agent", "retention", "distribution", "images"}
+    assert keys_of(spec["images"]["items"]) == {"image", "pullPolicy", "command", "args"}
     assert keys_of(spec["source"]) == {"huggingFace", "s3", "oci", "volume", "allowPatterns",
                                        "ignorePatterns"}
     assert keys_of(spec["source"]["properties"]["s3"]) == \
@@ -412,7 +415,9 @@ def test_model_cache_status_has_every_field_the_composer_writes():
         "resolved", "desiredClusters", "readyClusters", "hydratingClusters", "failedClusters",
         "pendingClusters", "summary", "reason", "progressPercent", "sizeHuman", "commitShort",
         "clusters", "clustersOmitted", "everyCluster", "lapsedClusters", "evictedClusters",
-        "retainedClusters", "mountedReplicas", "retained", "nodeTier", "mirror", "rollout"}
+        "retainedClusters", "mountedReplicas", "retained", "nodeTier", "mirror", "rollout",
+        "images", "imagesSummary"}
+    assert keys_of(status["images"]["items"]) == {"image", "digest", "readyNodes", "desiredNodes"}
     assert keys_of(status["rollout"]) == \
         {"commit", "manifestDigest", "previousCommit", "previousManifestDigest", "previousBytes",
          "phase", "wave", "waves", "startedTime", "resumedTime", "completedTime", "restartedAt",
@@ -438,7 +443,7 @@ def test_model_cache_status_has_every_field_the_composer_writes():
 def test_model_replica_status_has_every_field_the_composer_writes():
     status = status_props("ModelReplica")
     assert set(status) == {"phase", "clusterName", "delivery", "deliveryReason", "nodeCache", "reason",
-                           "message", "servingCommit", "endpoint", "model"}
+                           "message", "servingCommit", "endpoint", "model", "engineImage"}
     assert keys_of(status["model"]) == {"name", "revision"}
     assert keys_of(status["nodeCache"]) == {"commit", "placement", "startedAt", "revertedAt"}
 
@@ -469,7 +474,7 @@ def test_model_cache_hydration_spec_has_the_designed_fields():
     spec = spec_props("ModelCacheHydration")
     assert set(spec) == {"clusterName", "modelCacheName", "source", "commit", "manifestDigest",
                          "bytes", "storage", "tier", "nodePool", "job", "agent", "retention",
-                         "removal", "mirror", "keepCommits"}
+                         "removal", "mirror", "keepCommits", "images"}
 
 
 def test_model_cache_hydration_status_has_every_field_the_composer_writes():
@@ -479,7 +484,9 @@ def test_model_cache_hydration_status_has_every_field_the_composer_writes():
                            "storedCommits", "prunedCommits", "usedBytes", "capacityBytes",
                            "usedHuman", "mountedBy", "placedReplicas", "lastUsedTime",
                            "readyTime", "pinned", "lapsed", "nodeTier", "bytesFrom",
-                           "originBytes", "mirrorBytes", "artifact"}
+                           "originBytes", "mirrorBytes", "artifact", "images"}
+    assert keys_of(status["images"]) == {"desired", "ready", "pulling", "failed", "images",
+                                         "firstFailure", "reason", "message", "summary"}
     assert keys_of(status["nodeTier"]) == {
         "phase", "commit", "claimName", "labelKey", "desiredNodes", "readyNodes",
         "downloadingNodes", "failedNodes", "pendingNodes", "minFreeBytes", "firstFailure",
@@ -971,3 +978,36 @@ def test_a_named_node_pool_is_what_the_node_cache_declares_plus_its_name(props):
     named = dict(props("FleetCluster")["nodePools"]["items"]["properties"])
     assert set(named.pop("name")) >= {"type"}
     assert without_prose(named) == without_prose(default)
+
+
+def test_a_hydration_image_is_the_cache_image_plus_its_pinned_digest():
+    """spec.images is written twice (the ModelCache's, and the hydration's with the digest): they must not drift."""
+    cache = spec_props("ModelCache")["images"]["items"]["properties"]
+    pinned = dict(spec_props("ModelCacheHydration")["images"]["items"]["properties"])
+    assert set(pinned.pop("digest")) >= {"type", "pattern"}
+    assert {k: without_prose({**v, "pattern": None}) for k, v in pinned.items()} == \
+        {k: without_prose({**v, "pattern": None}) for k, v in cache.items()}
+
+
+@pytest.mark.parametrize("image", [
+    "docker.io/vllm/vllm-openai:v0.11.0", "localhost:5000/engines/vllm:v1",
+    "registry.example.com/vllm@sha256:" + "a" * 64,
+])
+def test_an_image_with_a_tag_or_a_digest_is_accepted(image):
+    assert not messages(model_cache(images=[{"image": image, "command": ["vllm", "--help"]}]))
+
+
+@pytest.mark.parametrize("image", ["docker.io/vllm/vllm-openai", "localhost:5000/engines/vllm"])
+def test_an_image_without_a_tag_or_digest_is_refused_naming_the_field(image):
+    assert any("spec.images[].image needs a tag or a digest" in m
+               for m in messages(model_cache(images=[{"image": image}])))
+
+
+def test_at_most_eight_images_are_kept():
+    images = [{"image": f"docker.io/vllm/engine-{i}:v1"} for i in range(9)]
+    assert messages(model_cache(images=images))
+
+
+def test_an_image_is_listed_once():
+    images = [{"image": "docker.io/vllm/vllm-openai:v1"}] * 2
+    assert messages(model_cache(images=images))

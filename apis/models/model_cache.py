@@ -32,6 +32,10 @@ class AllowPattern(RootModel[str]):
     ]
 
 
+class Arg(RootModel[str]):
+    root: Annotated[str, Field(description='One argument.', max_length=1024)]
+
+
 class Artifact(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -130,6 +134,10 @@ class ClusterSelector1(BaseModel):
             alias='matchExpressions', description='Label requirements a FleetCluster must all satisfy.', max_length=32
         ),
     ] = None
+
+
+class CommandItem(RootModel[str]):
+    root: Annotated[str, Field(description='One word of the command.', max_length=1024)]
 
 
 class ComparedItem(BaseModel):
@@ -321,6 +329,55 @@ class IgnorePattern(RootModel[str]):
     root: Annotated[
         str, Field(description='A glob over repository paths, e.g. "original/*".', max_length=256, min_length=1)
     ]
+
+
+class Image(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    image: Annotated[
+        str,
+        Field(
+            description='The image by tag or digest, with its registry, e.g. docker.io/vllm/vllm-openai:v0.11.0 or ...@sha256:<64 hex>.',
+            max_length=512,
+            min_length=1,
+            pattern='^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[a-f0-9]{64})?$',
+        ),
+    ]
+    pull_policy: Annotated[
+        Literal['IfNotPresent', 'Always', 'Never'] | None,
+        Field(alias='pullPolicy', description="The kubelet's imagePullPolicy for the pinned digest on each node."),
+    ] = 'IfNotPresent'
+    command: Annotated[
+        list[CommandItem] | None,
+        Field(
+            description='A safe command that exits 0 (e.g. [vllm, serve, --help=all]), run once per node on clusters without image volumes; needed there (ImageCommandRequired).',
+            max_length=32,
+        ),
+    ] = None
+    args: Annotated[list[Arg] | None, Field(description='Arguments of the command.', max_length=64)] = None
+
+
+class Image1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    image: Annotated[str, Field(description='The image as spec.images[].image names it.', max_length=512)]
+    digest: Annotated[
+        str | None,
+        Field(
+            description='The manifest digest every node pulls (sha256:<64 hex>); absent until resolved.', max_length=71
+        ),
+    ] = None
+    ready_nodes: Annotated[
+        StrictInt | None, Field(alias='readyNodes', description='Pool nodes that hold this digest, kept.', ge=0)
+    ] = None
+    desired_nodes: Annotated[
+        StrictInt | None,
+        Field(
+            alias='desiredNodes', description='Opted-in pool nodes of the target clusters that should hold it.', ge=0
+        ),
+    ] = None
 
 
 class Job(BaseModel):
@@ -1194,6 +1251,13 @@ class Spec(BaseModel):
             description="The cache volume on each target cluster. Every field is optional: the size defaults to the resolved bytes plus 10 %, rounded up to whole GiB; class and access mode default to the FleetCluster's spec.cache."
         ),
     ] = None
+    images: Annotated[
+        list[Image] | None,
+        Field(
+            description='Engine images to keep warm beside the weights: each is resolved once for the fleet to one digest (status.images) and pulled at that digest on every opted-in node of spec.storage.nodePool on every target cluster that declares the pool, whatever spec.storage.tier, at most maxConcurrentNodes nodes at once. Where the FleetCluster sets spec.features.imageVolumes the image is mounted as an image volume and nothing of it runs; elsewhere its command runs once per node and must exit 0. The images stay on the nodes while the cache keeps them.',
+            max_length=8,
+        ),
+    ] = None
     distribution: Annotated[
         Distribution | None, Field(description='How copies reach the clusters beyond each one reading the source.')
     ] = None
@@ -1301,6 +1365,21 @@ class Status(BaseModel):
         Field(
             description='At most 100 clusters that left the placement but keep their copy, in name order (retainedClusters counts them all): why, and until when. A cluster that comes back into the placement is a normal target again.',
             max_length=100,
+        ),
+    ] = None
+    images: Annotated[
+        list[Image1] | None,
+        Field(
+            description="spec.images as the fleet runs them: each image's digest, resolved once (a new tag or image resolves again; an unchanged one keeps its digest), and the pool nodes holding it, summed over the target clusters.",
+            max_length=8,
+        ),
+    ] = None
+    images_summary: Annotated[
+        str | None,
+        Field(
+            alias='imagesSummary',
+            description='The IMAGES column: pool nodes holding every image of spec.images out of the nodes that should, e.g. "2 images 9/10"; "resolving" until the digests are pinned.',
+            max_length=64,
         ),
     ] = None
     node_tier: Annotated[

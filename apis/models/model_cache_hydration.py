@@ -31,6 +31,10 @@ class AllowPattern(RootModel[str]):
     ]
 
 
+class Arg(RootModel[str]):
+    root: Annotated[str, Field(description='One argument.', max_length=1024)]
+
+
 class Artifact(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -42,6 +46,10 @@ class Artifact(BaseModel):
     digest: Annotated[
         str | None, Field(description="The artifact manifest's digest (sha256:<64 hex>).", max_length=71)
     ] = None
+
+
+class CommandItem(RootModel[str]):
+    root: Annotated[str, Field(description='One word of the command.', max_length=1024)]
 
 
 class CredentialsSecretRef(BaseModel):
@@ -80,6 +88,20 @@ class CredentialsSecretRef(BaseModel):
 
 
 class FirstFailure(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    node: Annotated[str | None, Field(description="The node's name.")] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description='ErrImagePull, ImagePullBackOff, InvalidImageName or CommandFailed (the command did not exit 0).'
+        ),
+    ] = None
+    message: Annotated[str | None, Field(description="The kubelet's message, clipped to 120 characters.")] = None
+
+
+class FirstFailure1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
     )
@@ -173,6 +195,71 @@ class IgnorePattern(RootModel[str]):
     root: Annotated[
         str, Field(description='A glob over repository paths, e.g. "original/*".', max_length=256, min_length=1)
     ]
+
+
+class Image(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    image: Annotated[
+        str,
+        Field(description="The image as the ModelCache's spec.images[].image names it.", max_length=512, min_length=1),
+    ]
+    digest: Annotated[
+        str,
+        Field(
+            description='The manifest digest the fleet pinned; every node pulls <repository>@<digest>.',
+            pattern='^sha256:[0-9a-f]{64}$',
+        ),
+    ]
+    pull_policy: Annotated[
+        Literal['IfNotPresent', 'Always', 'Never'] | None,
+        Field(alias='pullPolicy', description="The kubelet's imagePullPolicy."),
+    ] = 'IfNotPresent'
+    command: Annotated[
+        list[CommandItem] | None,
+        Field(description='The safe command run once per node where the cluster has no image volumes.', max_length=32),
+    ] = None
+    args: Annotated[list[Arg] | None, Field(description='Arguments of the command.', max_length=64)] = None
+
+
+class Image1(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    image: Annotated[str | None, Field(description='The image as spec.images[].image names it.')] = None
+    digest: Annotated[str | None, Field(description='The pinned digest.')] = None
+    ready_nodes: Annotated[
+        StrictInt | None, Field(alias='readyNodes', description='Nodes holding this digest.', ge=0)
+    ] = None
+
+
+class Images(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    desired: Annotated[
+        StrictInt | None, Field(description='Opted-in pool nodes that should hold every image.', ge=0)
+    ] = None
+    ready: Annotated[
+        StrictInt | None, Field(description='Nodes holding every image, kept (the keeper pod is Ready).', ge=0)
+    ] = None
+    pulling: Annotated[
+        StrictInt | None, Field(description='Nodes still pulling, waiting for a slot, or not yet reported.', ge=0)
+    ] = None
+    failed: Annotated[StrictInt | None, Field(description='Nodes where a pull or the command failed.', ge=0)] = None
+    images: Annotated[list[Image1] | None, Field(description='Per image, the nodes that hold it.', max_length=8)] = None
+    first_failure: Annotated[
+        FirstFailure | None, Field(alias='firstFailure', description='The failed node with the smallest name, and why.')
+    ] = None
+    reason: Annotated[
+        str | None,
+        Field(
+            description='Why the images stand where they do, e.g. ImagesWarm, ImagesPulling, ImagePullFailed, NodeTierNotConfigured, ImageCommandRequired.'
+        ),
+    ] = None
+    message: Annotated[str | None, Field(description='What happened and the remedy.')] = None
+    summary: Annotated[str | None, Field(description='ready out of desired, e.g. "3/4" (the IMAGES column).')] = None
 
 
 class Job(BaseModel):
@@ -338,7 +425,8 @@ class NodeTier(BaseModel):
         ),
     ] = None
     first_failure: Annotated[
-        FirstFailure | None, Field(alias='firstFailure', description='The failed node with the smallest name, and why.')
+        FirstFailure1 | None,
+        Field(alias='firstFailure', description='The failed node with the smallest name, and why.'),
     ] = None
     reason: Annotated[
         str | None, Field(description='Why the node tier is in its phase, e.g. NodeTierNotConfigured, NoEligibleNodes.')
@@ -727,6 +815,13 @@ class Spec(BaseModel):
             pattern='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
         ),
     ] = 'default'
+    images: Annotated[
+        list[Image] | None,
+        Field(
+            description="The ModelCache's spec.images, each with the digest the fleet pinned: kept on every opted-in node of spec.nodePool; see status.images.",
+            max_length=8,
+        ),
+    ] = None
     job: Annotated[
         Job | None,
         Field(
@@ -901,6 +996,12 @@ class Status(BaseModel):
         StrictBool | None,
         Field(
             description='No replica has used this copy for spec.retention.ttlAfterLastUse: it is unpinned and evicted first. Latched until a replica of this cache is placed on this cluster again.'
+        ),
+    ] = None
+    images: Annotated[
+        Images | None,
+        Field(
+            description="With spec.images only: the pool nodes holding the pinned images, from the keeper DaemonSet's observed status and the summary its reporter writes."
         ),
     ] = None
     node_tier: Annotated[

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 
 class Cache(BaseModel):
@@ -46,6 +46,33 @@ class Cache(BaseModel):
         ),
     ] = 'HfCache'
     commit: Annotated[str, Field(description='The commit of the snapshot (FLEETCACHE_MODEL_REVISION).', min_length=1)]
+
+
+class EngineImage(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reference: Annotated[
+        str,
+        Field(
+            description='<repository>@sha256:<64 hex>, the digest every node of the fleet pulled.',
+            max_length=600,
+            min_length=1,
+        ),
+    ]
+    model_cache_name: Annotated[
+        str,
+        Field(
+            alias='modelCacheName',
+            description='The ModelCache whose keeper pods hold the image on the nodes.',
+            max_length=63,
+            min_length=1,
+        ),
+    ]
+    warm: Annotated[
+        StrictBool,
+        Field(description="Every opted-in pool node of the cluster holds the image (the hydration's status.images)."),
+    ]
 
 
 class Hydration(BaseModel):
@@ -252,6 +279,13 @@ class Spec(BaseModel):
             max_length=1024,
         ),
     ] = None
+    engine_image: Annotated[
+        EngineImage | None,
+        Field(
+            alias='engineImage',
+            description="The engine's image as its cache keeps it warm on the cluster's pool nodes (the ModelCache lists it in spec.images): the engine runs it by the digest the fleet pinned, and a Prefer or Require node policy also prefers nodes that keep it.",
+        ),
+    ] = None
     node_cache: Annotated[
         NodeCache | None,
         Field(
@@ -306,6 +340,13 @@ class Status(BaseModel):
     message: Annotated[str | None, Field(description='What is happening and, when something is wrong, what to do.')] = (
         None
     )
+    engine_image: Annotated[
+        Literal['Warm', 'Cold'] | None,
+        Field(
+            alias='engineImage',
+            description="Warm when every opted-in pool node of the cluster keeps the engine's image at its pinned digest (spec.engineImage), so a pod there starts without a pull; Cold otherwise (the image is not among its cache's spec.images, or not on every node yet).",
+        ),
+    ] = None
     serving_commit: Annotated[
         str | None,
         Field(
