@@ -5,9 +5,9 @@ fleetcache.exitcodes, a final progress record (phase Failed, reason, message wit
 remedy) and the termination message. The token is read once from --token-file and
 scrubbed from every log line; records and messages never include it.
 
-The commands are in cache_commands.py (resolve, fetch, verify, prune) and node_commands.py
-(the node tier); their flags' checks in cli_options.py; where a failure is reported in
-cli_context.py.
+The commands are in cache_commands.py (resolve, fetch, verify, prune), node_commands.py
+(the node tier) and image_commands.py (the engine images); their flags' checks in cli_options.py;
+where a failure is reported in cli_context.py.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from fleetcache.agent.cache_commands import fetch, prune, resolve, verify
 from fleetcache.agent.cli_context import context, open_progress, setup_logging
 from fleetcache.agent.cli_options import DEFAULT_TERMINATION_LOG
 from fleetcache.agent.errors import AgentError, Interrupted, from_os_error
+from fleetcache.agent.image_commands import image_keep, image_slot, image_status, resolve_images
 from fleetcache.agent.node_commands import node_label, node_prepare, node_ready, node_warm, select_command
 from fleetcache.agent.progress import (
     FETCH_FIELDS,
     PRUNE_FIELDS,
     RESOLVE_FIELDS,
+    RESOLVE_IMAGES_FIELDS,
     Progress,
     incluster_core_api,
     write_termination,
@@ -41,10 +43,11 @@ log = logging.getLogger("fleetcache.agent")
 
 @click.group()
 def main_group() -> None:
-    """Resolve, fetch, verify and prune Hugging Face model snapshots in a warm cache."""
+    """Resolve, fetch, verify and prune model snapshots in a warm cache; keep engine images warm on nodes."""
 
 
-for _command in (resolve, fetch, verify, prune, node_warm, node_ready, node_prepare, node_label, select_command):
+for _command in (resolve, fetch, verify, prune, node_warm, node_ready, node_prepare, node_label, select_command,
+                 resolve_images, image_slot, image_keep, image_status):
     main_group.add_command(_command)
 
 
@@ -64,8 +67,8 @@ def _usage_error(argv: list[str], err: click.UsageError) -> AgentError:
         context["termination"] = Path(termination)
     progress_file = _flag(argv, "--progress-file")
     if progress_file and context["progress"] is None:
-        open_progress({"resolve": RESOLVE_FIELDS, "prune": PRUNE_FIELDS}.get(argv[0] if argv else "", FETCH_FIELDS),
-                      progress_file, None)
+        fields = {"resolve": RESOLVE_FIELDS, "prune": PRUNE_FIELDS, "resolve-images": RESOLVE_IMAGES_FIELDS}
+        open_progress(fields.get(argv[0] if argv else "", FETCH_FIELDS), progress_file, None)
     if isinstance(err, click.exceptions.NoArgsIsHelpError):  # click's answer would be the whole help
         return AgentError(reasons.InvalidConfiguration, f"no command given: run one of "
                                                         f"{', '.join(main_group.commands)} (fleetcache-agent --help)")

@@ -56,8 +56,8 @@ REFERENCE_FIX = "give host[:port]/repository:tag or host[:port]/repository@sha25
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 
-def _bad_reference(why: str) -> AgentError:
-    return AgentError(reasons.InvalidConfiguration, f"--oci-reference: {why}; {REFERENCE_FIX}")
+def _bad_reference(why: str, flag: str) -> AgentError:
+    return AgentError(reasons.InvalidConfiguration, f"{flag}: {why}; {REFERENCE_FIX}")
 
 
 @dataclass(frozen=True)
@@ -86,12 +86,12 @@ class OciReference:
         return oci_repo(str(self))
 
 
-def parse_reference(value: str) -> OciReference:
+def parse_reference(value: str, flag: str = "--oci-reference") -> OciReference:
     """`host[:port]/repository(:tag|@sha256:hex)` as shapes.OCI_REFERENCE (the XRDs' pattern) takes it;
-    neither tag nor digest is refused, never read as `latest`."""
+    neither tag nor digest is refused, never read as `latest`. A refusal names `flag`."""
     parts = oci_reference_parts(value)
     if parts is None:
-        raise _bad_reference(f"{value!r} {_why_not(value)}")
+        raise _bad_reference(f"{value!r} {_why_not(value)}", flag)
     return OciReference(*parts)
 
 

@@ -28,6 +28,7 @@ FETCH_FIELDS = ("phase", "bytesDone", "bytesTotal", "filesDone", "filesTotal", "
                 "bytesPerSecond", "usedBytes", "capacityBytes", "reason", "message")
 RESOLVE_FIELDS = ("phase", "repo", "revision", "commit", "files", "bytes", "manifestDigest", "compared", "reason",
                  "message")
+RESOLVE_IMAGES_FIELDS = ("phase", "images", "reason", "message")
 PRUNE_FIELDS = ("phase", "repo", "prunedCommits", "freedBytes", "usedBytes", "capacityBytes", "reason", "message")
 VERIFY_FIELDS = ("phase", "usedBytes", "capacityBytes", "reason", "message")  # verify's failure record
 MIN_INTERVAL = 2.0

@@ -668,6 +668,14 @@ NodeTierDegraded = Reason(
            "modelcachehydrations: NODES) and the warmer pod on that node (kubectl logs ds/<cache>-node-warmer); "
            "replicas there keep reading the cluster volume meanwhile.")
 
+CommandFailed = Reason(
+    "CommandFailed",
+    where="the `<cache>-images-status` ConfigMap on the cluster (`status.json` firstFailure), written by the "
+          "image keeper's reporter",
+    remedy="An engine image's command (spec.images[].command and args) exited non-zero on the named node: make it "
+           "a command that exits 0 without a GPU or network (e.g. [vllm, serve, --help=all]); read its output with "
+           "kubectl logs <keeper pod> -c pull-<i> on the cluster. The kubelet runs it again with backoff.")
+
 
 # --- The FleetCluster's node tier
 
