@@ -30,13 +30,15 @@ from kubernetes.client import (
 )
 
 from fleetcache.agent import cli
+from fleetcache.agent.errors import AgentError
+from fleetcache.agent.hub import RetryPolicy
 from fleetcache.agent.image_keeper import DONE_FILE, SLOT_FILE, hold_for_pulls
-from fleetcache.agent.image_pins import image_credentials, image_reference, normalized
+from fleetcache.agent.image_pins import image_client, image_credentials, image_reference, normalized, pin
 from fleetcache.agent.image_summary import summarize
 from fleetcache.agent.slots import LeaseSlots
 from tests.agent.conftest import AGENT, run_agent
 from tests.agent.test_slots import NS, FakeCoordination
-from tests.support.registry import LoopbackRegistry, descriptor
+from tests.support.registry import FakeRegistry, LoopbackRegistry, descriptor, sha256
 
 USER, PASSWORD = "puller", "pull-Pa55word"
 ENV = {"FLEETCACHE_READ_TIMEOUT": "5"}
@@ -471,6 +473,61 @@ def test_a_private_registry_without_credentials_is_auth_failed(private_registry)
     push_engine(private_registry, "vllm/vllm-openai", "anon")
     result = resolve_images(f"{private_registry.host}/vllm/vllm-openai:anon")
     assert result.code == 10 and "AuthFailed" in result.stderr and "--registry-config" in result.stderr
+
+
+def test_a_bearer_token_registry_is_resolved_and_its_token_never_logged(tmp_path):
+    with FakeRegistry("vllm/vllm-openai", token_users={USER: PASSWORD}) as fake:
+        digest = fake.add_image("v1", [(descriptor(IMAGE_LAYER, b"layer"), b"layer")], (IMAGE_LAYER, b"{}"))
+        config = docker_config(tmp_path, fake.host)
+        result = resolve_images(f"{fake.host}/vllm/vllm-openai:v1", extra=("--registry-config", str(config)))
+    assert result.code == 0, result.stderr
+    assert result.json["images"][0]["digest"] == digest
+    assert fake.token not in result.stderr + result.stdout and PASSWORD not in result.stderr
+
+
+def test_an_index_is_pinned_as_the_index_so_each_node_picks_its_platform():
+    with FakeRegistry("vllm/vllm-openai") as fake:
+        child = fake.add_image("amd64", [(descriptor(IMAGE_LAYER, b"layer"), b"layer")], (IMAGE_LAYER, b"{}"))
+        index = fake.add_index("v1", [child])
+        result = resolve_images(f"{fake.host}/vllm/vllm-openai:v1")
+    assert result.json["images"][0]["digest"] == index != child
+
+
+class Answer:
+    def __init__(self, data: bytes, headers: dict):
+        self.data, self.headers = data, headers
+
+
+class SilentRegistry:
+    """A registry client whose answers name no digest (HEAD) or a wrong one (GET)."""
+
+    def __init__(self, body: bytes, said_on_get: str = ""):
+        self.body, self.said_on_get, self.asked = body, said_on_get, []
+
+    def request(self, method, url, headers=None):
+        self.asked.append(method)
+        return Answer(b"" if method == "HEAD" else self.body,
+                      {"Docker-Content-Digest": self.said_on_get} if method == "GET" and self.said_on_get else {})
+
+
+def silent_client(stub: SilentRegistry):
+    client = image_client("registry.example.com/vllm/vllm-openai:v1", None, False, RetryPolicy(attempts=1), 5,
+                          lambda secrets: None)
+    client.request = stub.request  # type: ignore[method-assign]
+    return client
+
+
+def test_a_registry_that_names_no_digest_has_the_manifest_hashed():
+    stub = SilentRegistry(b'{"schemaVersion": 2}')
+    assert pin("registry.example.com/vllm/vllm-openai:v1", silent_client(stub)).digest == sha256(stub.body)
+    assert stub.asked == ["HEAD", "GET"]
+
+
+def test_a_manifest_whose_bytes_differ_from_the_digest_said_is_a_digest_mismatch():
+    stub = SilentRegistry(b'{"schemaVersion": 2}', said_on_get="sha256:" + "d" * 64)
+    with pytest.raises(AgentError) as err:
+        pin("registry.example.com/vllm/vllm-openai:v1", silent_client(stub))
+    assert err.value.reason == "DigestMismatch" and "spec.images[].image" in err.value.message
 
 
 # -- references read as the runtimes read them --------------------------------------------------
