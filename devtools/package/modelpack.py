@@ -5,6 +5,9 @@ manifest), never with the agent's registry client, the code they exercise.
     pusher = Pusher("127.0.0.1:5000")                       # a loopback_registry's host
     digest = pusher.push_modelpack("models/tiny", "v1", FILES)  # the manifest's digest
 
+`push_sim_image` pushes a container image the simulated kubelet pulls and runs (its size and
+executables in its config's labels).
+
 A ModelPack here is one `.raw` layer per file, its path in the layer annotation
 `org.<flavor>.model.filepath` (modelpack/model-spec `specs-go/v1/mediatype.go`,
 `annotations.go`; flavor `cncf`, or `cnai`, the older media types modctl still writes)."""
@@ -15,10 +18,15 @@ import base64
 import hashlib
 import json
 import urllib.request
+from collections.abc import Iterable
 from http.client import HTTPResponse
+
+from fleetcache.devtools.package.oci import tar_bytes
+from fleetcache.devtools.simulation.node_images import EXECUTABLES_LABEL, SIZE_LABEL
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 TIMEOUT = 30.0
 
 
@@ -96,6 +104,20 @@ class Pusher:
 
     def push_modelpack(self, repository: str, tag: str, files: dict[str, bytes], flavor: str = "cncf") -> str:
         return self.push_image(repository, tag, modelpack_layers(files, flavor), modelpack_config(flavor))
+
+    def push_sim_image(self, repository: str, tag: str, *, size: int, executables: Iterable[str],
+                       entrypoint: Iterable[str] = ()) -> str:
+        """A container image for the simulated kubelet: one tiny layer, and a config whose
+        labels say the bytes it stands for and the executables it can run
+        (devtools/simulation/node_images.py); the manifest's digest."""
+        layer = tar_bytes([("etc/sim-image", f"{repository}:{tag}\n".encode())])
+        config = json.dumps({
+            "architecture": "amd64", "os": "linux",
+            "config": {"Labels": {SIZE_LABEL: str(size), EXECUTABLES_LABEL: ",".join(executables)},
+                       **({"Entrypoint": list(entrypoint)} if entrypoint else {})},
+            "rootfs": {"type": "layers", "diff_ids": [sha256(layer)]}}, sort_keys=True).encode()
+        return self.push_image(repository, tag, [(descriptor(OCI_LAYER, layer), layer)],
+                               (EMPTY_CONFIG, config))
 
     def manifest(self, repository: str, reference: str) -> tuple[str, dict]:
         """A stored manifest, read by hand: its digest and body."""

@@ -14,7 +14,8 @@ from fleetcache.devtools.simulation.api import Key, Objects
 from fleetcache.devtools.simulation.clock import Clock
 from fleetcache.devtools.simulation.jobs import JobController
 from fleetcache.devtools.simulation.kubelet import Kubelet
-from fleetcache.devtools.simulation.nodes import Node
+from fleetcache.devtools.simulation.node_images import GcResult
+from fleetcache.devtools.simulation.nodes import IMAGEFS_CAPACITY, PULL_BANDWIDTH, Node
 from fleetcache.devtools.simulation.pods import NodePod
 from fleetcache.devtools.simulation.standins import StandIns
 from fleetcache.devtools.simulation.storage import Volumes
@@ -26,8 +27,8 @@ class Cluster:
 
     def __init__(self, name: str, root: Path, endpoint_override: str | None = None,
                  clock: Clock | None = None):
-        """`clock`: the realistic timing's, which finished Jobs' TTLs run on (none: never
-        collected)."""
+        """`clock`: the realistic timing's, which finished Jobs' TTLs, image pulls and image GC
+        run on (none: Jobs never collected, pulls and GC on the machine's time)."""
         self.name = name
         self.root = root
         self.objects = Objects()
@@ -36,7 +37,7 @@ class Cluster:
         self.job_controller = JobController(root, self.objects, self.volumes, endpoint_override,
                                             clock)
         self.stand_ins = StandIns(root, self.objects, self.nodes, self.label_node)
-        self.kubelet = Kubelet(self.objects, self.nodes, self.volumes, self.stand_ins)
+        self.kubelet = Kubelet(self.objects, self.nodes, self.volumes, self.stand_ins, clock)
         self.workloads = Workloads(root, self.objects, self.nodes, self.volumes, self.kubelet)
         self.terminating: set[Key] = set()  # PVCs deleted while a pod uses them
         root.mkdir(parents=True, exist_ok=True)
@@ -124,11 +125,15 @@ class Cluster:
     # -- nodes (design/simulation.md "Nodes") ----------------------------------------------------
     def add_node(self, name: str, labels: Mapping[str, str] | None = None, *,
                  control_plane: bool = False, capacity: str = "1Ti",
-                 filesystems: Iterable[str] = (), taints: Iterable[dict] = ()) -> Node:
+                 filesystems: Iterable[str] = (), taints: Iterable[dict] = (),
+                 pull_bandwidth: str = PULL_BANDWIDTH, imagefs: str = IMAGEFS_CAPACITY) -> Node:
         """A node joins: a control-plane node carries the role label and its NoSchedule
-        taint, as kubeadm sets them; `filesystems` are host paths with a disk of their own."""
+        taint, as kubeadm sets them; `filesystems` are host paths with a disk of their own;
+        `pull_bandwidth` (bytes a second) paces its image pulls, `imagefs` bounds its images
+        (image GC)."""
         node = Node.join(name, self.root / "nodes" / name, labels, control_plane=control_plane,
-                         capacity=capacity, filesystems=filesystems, taints=taints)
+                         capacity=capacity, filesystems=filesystems, taints=taints,
+                         pull_bandwidth=pull_bandwidth, imagefs=imagefs)
         self.nodes[name] = node
         self.objects[("Node", "", name)] = node.manifest()
         return node
@@ -144,6 +149,12 @@ class Cluster:
         node = self.nodes[name]
         node.relabel(labels)
         self.objects[("Node", "", name)] = node.manifest()
+
+    def image_gc(self, name: str) -> GcResult:
+        """The node's image GC now (it also runs by itself every 5 minutes of the clock)."""
+        result = self.kubelet.image_gc(self.nodes[name], self.workloads.all_pods())
+        self.objects[("Node", "", name)] = self.nodes[name].manifest()
+        return result
 
     def set_node_ready(self, name: str, ready: bool) -> None:
         self.nodes[name].ready = ready

@@ -69,7 +69,7 @@ class ImageStore:
         host, repository, tag, digest = parts
         # Kept by reference: the kubelet asks whether the reference itself is present, so the
         # same digest in another registry is pulled from that registry.
-        target = self.root / reference.replace(":", "_").replace("/", "_").replace("@", "_")
+        target = self.target(reference)
         if target.is_dir():
             return target
         base = f"http://{host}/v2/{repository}"
@@ -78,6 +78,7 @@ class ImageStore:
             raise PullError(f'ErrImagePull: failed to pull image "{reference}": manifest digest mismatch')
         manifest = json.loads(body)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.manifest_file(target).write_bytes(body)
         staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=self.root))
         try:
             artifact = is_artifact(manifest)
@@ -101,6 +102,20 @@ class ImageStore:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return target
+
+    def target(self, reference: str) -> Path:
+        return self.root / reference.replace(":", "_").replace("/", "_").replace("@", "_")
+
+    @staticmethod
+    def manifest_file(target: Path) -> Path:
+        return target.with_name(f"{target.name}.manifest.json")
+
+    def described(self, reference: str) -> tuple[str, int]:
+        """A mounted reference as the runtime's image list shows it: its ID (the config
+        digest) and size (config and layers, as the manifest gives them)."""
+        manifest = json.loads(self.manifest_file(self.target(reference)).read_bytes())
+        blobs = [manifest.get("config") or {}, *(manifest.get("layers") or [])]
+        return blobs[0].get("digest", ""), sum(int(b.get("size", 0)) for b in blobs)
 
     @staticmethod
     def get(reference: str, url: str, headers: dict[str, str]) -> bytes:

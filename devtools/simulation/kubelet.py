@@ -1,11 +1,15 @@
 """The kubelet of a simulated cluster's nodes: a pod's volumes set up as host directories,
-its init containers run in order, its containers run as real agent processes (restarted
-with a backoff) and probed for readiness, and the Pod objects written as `kubectl get pods`
-would show them (design/simulation.md, "Nodes")."""
+each container's image pulled onto its node (node_images), its init containers run in order
+(a sidecar kept running once its startup probe passed), its containers run as real agent
+processes or as their image's commands (restarted with a backoff) and probed for readiness,
+the Pod objects written as `kubectl get pods` would show them, the kubelet's Events about
+them, and each node's image GC (design/simulation.md, "Nodes" and "Engine images")."""
 
 from __future__ import annotations
 
 import base64
+import datetime
+import hashlib
 import os
 import re
 import sys
@@ -14,10 +18,13 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 
+from fleetcache.devtools.simulation import node_images
 from fleetcache.devtools.simulation.api import Objects
+from fleetcache.devtools.simulation.clock import Clock
 from fleetcache.devtools.simulation.images import ImageStore, PullError
+from fleetcache.devtools.simulation.node_images import GcResult, Image
 from fleetcache.devtools.simulation.nodes import Node
-from fleetcache.devtools.simulation.pods import Container, NodePod, Unmountable
+from fleetcache.devtools.simulation.pods import Container, NodePod, Program, Unmountable
 from fleetcache.devtools.simulation.scheduling import selector_matches
 from fleetcache.devtools.simulation.standins import StandIns
 from fleetcache.devtools.simulation.storage import Volumes, translate
@@ -28,6 +35,10 @@ AGENT_PERIODS = {"FLEETCACHE_NODE_AGENT_INTERVAL": "1", "FLEETCACHE_NODE_STATUS_
                  "FLEETCACHE_NODE_RECHECK_SECONDS": "5", "FLEETCACHE_NODE_SLOT_POLL_SECONDS": "0.5"}
 PROBE_PERIOD = 1.0  # seconds between readiness probes of one container (periodSeconds: 30)
 AGENT_COMMAND = ["fleetcache-agent"]
+# The kubelet's image pull backoff (kubelet.go: flowcontrol.NewBackOff(backOffPeriod 10 s,
+# MaxImageBackOff 300 s)), on the simulation's clock.
+PULL_BACKOFF_SECONDS = 10.0
+PULL_BACKOFF_MAX_SECONDS = 300.0
 
 
 def expand(value: str, env: Mapping[str, str]) -> str:
@@ -60,6 +71,12 @@ def run_probe(command: list[str]) -> bool:
         return False
 
 
+def default_pull_policy(reference: str) -> str:
+    """The API server's default imagePullPolicy: Always for `:latest` or no tag, else
+    IfNotPresent (pkg/apis/core/v1/defaults.go SetDefaults_Container)."""
+    return "Always" if node_images.names_of(reference)[1] == "latest" else "IfNotPresent"
+
+
 def agent_argv(command: list[str]) -> list[str] | None:
     """The process for a container command: the agent runs from this checkout; any other
     image cannot run here."""
@@ -84,16 +101,24 @@ class Kubelet:
     """Every node's kubelet at once: it runs the pods bound to a node of `nodes`."""
 
     def __init__(self, objects: Objects, nodes: Mapping[str, Node], volumes: Volumes,
-                 stand_ins: StandIns):
+                 stand_ins: StandIns, clock: Clock | None = None):
+        """`clock`: what image pulls, their backoff and image GC time by (none: the machine's)."""
         self.objects = objects
         self.nodes = nodes
         self.volumes = volumes
         self.stand_ins = stand_ins
-        self.images = ImageStore(volumes.root / "images")  # the runtime's, shared by the nodes here
+        self.clock = clock
+        self.images = ImageStore(volumes.root / "images")  # image volumes' content, shared by the nodes
+        self.events = 0
+
+    def seconds(self) -> float:
+        return self.clock.seconds() if self.clock is not None else time.monotonic()
 
     def run_pod(self, pod: NodePod) -> None:
         """The kubelet's loop for one pod: mount (retried until it works), init containers in
-        order, then the containers, restarted when they exit, probed for readiness."""
+        order (a sidecar started and its startup probe passed before the next), then the
+        containers, each once its image is on the node, restarted when they exit (init
+        containers when they fail), probed for readiness."""
         node = self.nodes[pod.node]
         if not pod.init and not pod.containers:
             try:
@@ -103,31 +128,164 @@ class Kubelet:
                 return
         self.refresh_config_volumes(pod)
         for container in pod.init:
-            if container.argv is None:
-                continue
-            code = container.exited()
-            if container.process is None or code not in (None, 0):
-                self.restart(container)
-            if container.exited() != 0:
+            if not self.keep_running(pod, container, node, restart_always=container.sidecar):
+                pod.message = "PodInitializing"
+                return
+            if container.sidecar:
+                self.start_up(container, node)
+                if not container.started_up:
+                    pod.message = "PodInitializing"
+                    return
+                self.probe(container, node)
+            elif container.exited() != 0:
                 pod.message = "PodInitializing"
                 return
         pod.phase, pod.message = "Running", ""
         for container in pod.containers:
-            if container.argv is not None and (container.process is None or
-                                               container.exited() is not None):
-                container.ready = False
-                self.restart(container)
+            self.keep_running(pod, container, node, restart_always=True)
             self.probe(container, node)
 
+    def keep_running(self, pod: NodePod, container: Container, node: Node, *,
+                     restart_always: bool) -> bool:
+        """Whether the container has been created: started once its image is on the node,
+        restarted when it exits (restartPolicy Always) or fails."""
+        if not container.started:
+            if not self.ensure_image(pod, container, node):
+                return False
+            container.start()
+            return True
+        code = container.exited()
+        if code is not None and (restart_always or code != 0):
+            container.ready = False
+            self.restart(container)
+        return True
+
+    def ensure_image(self, pod: NodePod, container: Container, node: Node) -> bool:
+        """EnsureImageExists (pkg/kubelet/images/image_manager.go) for a container that is not
+        the agent: by its imagePullPolicy, the image present, or pulled, or the container waits
+        (ContainerCreating while pulling, ErrImagePull, ImagePullBackOff, ErrImageNeverPull),
+        each step an Event on the pod in the image manager's words."""
+        if container.argv is not None:
+            return True
+        reference = container.spec.get("image", "")
+        now = self.seconds()
+        if not node_images.pullable(reference):
+            container.program = self.program(container, None)
+            return True
+        try:
+            image = node.images.find(reference)
+            policy = container.spec.get("imagePullPolicy") or default_pull_policy(reference)
+            if policy == "Never" and image is None:
+                message = f'Container image "{reference}" is not present with pull policy of Never'
+                self.wait(pod, container, "ErrImageNeverPull", message, "Warning")
+                return False
+            if image is None or policy == "Always":
+                if now < container.pull_not_before:
+                    self.wait(pod, container, "ImagePullBackOff", f'Back-off pulling image "{reference}"',
+                              "Normal", "BackOff")
+                    return False
+                if container.pulling != reference:
+                    container.pulling = reference
+                    self.event(pod, "Normal", "Pulling", f'Pulling image "{reference}"')
+                pull = node.images.pull(reference, now)
+                if now < pull.done_at:
+                    container.waiting = ("PodInitializing" if container in pod.init else "ContainerCreating", "")
+                    return False
+                image = node.images.finish(pull)
+                self.event(pod, "Normal", "Pulled", f'Successfully pulled image "{reference}" in '
+                           f"{image.size / node.images.bandwidth:.3f}s ({now - pull.started_at:.3f}s "
+                           f"including waiting). Image size: {image.size} bytes.")
+            else:
+                self.event(pod, "Normal", "Pulled", f'Container image "{reference}" already present on machine')
+        except node_images.PullError as err:
+            container.pulling = ""
+            container.pull_failures += 1
+            container.pull_not_before = now + min(
+                PULL_BACKOFF_SECONDS * 2 ** (container.pull_failures - 1), PULL_BACKOFF_MAX_SECONDS)
+            container.waiting = ("ErrImagePull", str(err))
+            self.event(pod, "Warning", "Failed", f'Failed to pull image "{reference}": {err}')
+            return False
+        container.pull_failures, container.pulling = 0, ""
+        container.image_id = image.id
+        container.program = self.program(container, image)
+        return True
+
+    def program(self, container: Container, image: Image | None) -> Program:
+        """What the runtime would run: the spec's command, else the image's entrypoint; the
+        spec's args, else (no command in the spec) the image's cmd (the kubelet's rule)."""
+        command = container.spec.get("command") or (image.entrypoint if image else [])
+        args = container.spec.get("args")
+        if args is None and not container.spec.get("command"):
+            args = image.cmd if image else []
+        argv = [expand(part, container.spec_env) for part in [*command, *(args or [])]]
+        completes = container.init and not container.sidecar
+        return Program(argv, image.executables if image else None, completes)
+
+    def wait(self, pod: NodePod, container: Container, reason: str, message: str,
+             event_type: str, event_reason: str = "") -> None:
+        container.waiting = (reason, message)
+        self.event(pod, event_type, event_reason or reason, message)
+
+    def event(self, pod: NodePod, event_type: str, reason: str, message: str) -> None:
+        """An Event about the pod from the kubelet, counted up when it repeats (the event
+        recorder's correlator)."""
+        digest = hashlib.sha256(f"{pod.name}/{reason}/{message}".encode()).hexdigest()[:16]
+        key = ("Event", pod.namespace, f"{pod.name}.{digest}")
+        stamp = self.timestamp()
+        event = self.objects.get(key)
+        if event is not None:
+            event.update(count=event["count"] + 1, lastTimestamp=stamp)
+            return
+        self.objects[key] = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": key[2], "namespace": pod.namespace},
+            "involvedObject": {"kind": "Pod", "namespace": pod.namespace, "name": pod.name,
+                               "apiVersion": "v1"},
+            "reason": reason, "message": message, "type": event_type, "count": 1,
+            "source": {"component": "kubelet", "host": pod.node},
+            "firstTimestamp": stamp, "lastTimestamp": stamp}
+
+    def timestamp(self) -> str:
+        now = self.clock.now() if self.clock is not None else datetime.datetime.now(datetime.UTC)
+        return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def start_up(self, container: Container, node: Node) -> None:
+        """A sidecar's startupProbe, every PROBE_PERIOD seconds of the clock until it passes
+        (none: started once running)."""
+        if container.started_up or container.exited() is not None:
+            return
+        command = read.get_path(container.spec, "startupProbe.exec.command")
+        if not command:
+            container.started_up = True
+        elif self.seconds() - container.probed_at >= PROBE_PERIOD:
+            container.probed_at = self.seconds()
+            container.started_up = run_probe([translate(expand(part, container.spec_env),
+                                                        container.mounts) for part in command])
+
     def report(self, pods: Iterable[NodePod]) -> None:
-        """The Pod objects, as `kubectl get pods` would show them."""
+        """The Pod objects, as `kubectl get pods` would show them, and the Nodes with the
+        images on them; each node's image GC every GC_PERIOD_SECONDS."""
+        pods = list(pods)
         for pod in pods:
             self.objects[("Pod", pod.namespace, pod.name)] = pod.manifest()
+        for node in self.nodes.values():
+            if self.seconds() - node.images.last_gc >= node_images.GC_PERIOD_SECONDS:
+                self.image_gc(node, pods)
+            self.objects[("Node", "", node.name)] = node.manifest()
 
-    @staticmethod
-    def restart(container: Container) -> None:
+    def image_gc(self, node: Node, pods: Iterable[NodePod]) -> GcResult:
+        """The node's image GC: in use, the image of every container its pods have in the
+        runtime (running or exited: GetPods(true)); the images its pods mount as volumes
+        the runtime refuses to remove."""
+        here = [pod for pod in pods if pod.node == node.name]
+        in_use = {c.image_id for pod in here for c in [*pod.init, *pod.containers] if c.image_id}
+        mounted = {image_id for pod in here for image_id in pod.volume_images}
+        node.images.last_gc = self.seconds()
+        return node.images.garbage_collect(self.seconds(), in_use, mounted)
+
+    def restart(self, container: Container) -> None:
         """Started now, or after CrashLoopBackOff's doubling delay (compressed to half-seconds)."""
-        if container.process is not None:
+        if container.started:
             if time.monotonic() < container.not_before:
                 return
             container.restarts += 1
@@ -139,7 +297,7 @@ class Kubelet:
         """The readiness probe's exec command every PROBE_PERIOD seconds; no probe: ready
         while running. A NotReady node's pods are not ready."""
         command = read.get_path(container.spec, "readinessProbe.exec.command")
-        running = container.argv is None or container.exited() is None
+        running = container.started and container.exited() is None
         if not (command and running and node.ready):
             container.ready = running and node.ready and not command
         elif time.monotonic() - container.probed_at >= PROBE_PERIOD:
@@ -150,9 +308,9 @@ class Kubelet:
     def set_up(self, pod: NodePod, node: Node) -> None:
         """Volumes to host directories, then each container's process (Unmountable: retry)."""
         volumes = {v["name"]: self.volume_host(pod, v, node) for v in pod.spec.get("volumes", [])}
-        pod.init = [self.container(pod, spec, node, volumes)
+        pod.init = [self.container(pod, spec, node, volumes, init=True)
                     for spec in pod.spec.get("initContainers", [])]
-        pod.containers = [self.container(pod, spec, node, volumes)
+        pod.containers = [self.container(pod, spec, node, volumes, init=False)
                           for spec in pod.spec.get("containers", [])]
 
     def volume_host(self, pod: NodePod, volume: dict, node: Node) -> Path:
@@ -174,10 +332,15 @@ class Kubelet:
         if "hostPath" in volume:
             return host_path(node, volume["hostPath"], name)
         if "image" in volume:
+            reference = volume["image"]["reference"]
             try:
-                return self.images.mount(volume["image"]["reference"])
+                directory = self.images.mount(reference)
             except PullError as err:
                 raise Unmountable(str(err)) from err
+            image_id, size = self.images.described(reference)
+            pod.volume_images.add(node.images.add_volume_image(reference, image_id, size,
+                                                               self.seconds()).id)
+            return directory
         directory = pod.directory / "volumes" / name
         directory.mkdir(parents=True, exist_ok=True)
         if "secret" in volume:
@@ -210,8 +373,8 @@ class Kubelet:
                         tmp.write_text(data[item["key"]])
                         os.replace(tmp, target)
 
-    def container(self, pod: NodePod, spec: dict, node: Node, volumes: dict[str, Path]
-                  ) -> Container:
+    def container(self, pod: NodePod, spec: dict, node: Node, volumes: dict[str, Path], *,
+                  init: bool) -> Container:
         """A container's process: $(VAR) expanded, paths under a mount rewritten to the host
         directory, and the in-cluster APIs the agent would call replaced by their file
         stand-ins (status ConfigMap, slot Leases, Node labels)."""
@@ -240,4 +403,6 @@ class Kubelet:
             if "--termination-log" in agent_flags(subcommand):
                 argv += ["--termination-log", str(termination_log)]
         return Container(spec, argv, env, mounts, termination_log,
-                         pod.directory / f"{spec['name']}.log", spec_env=spec_env)
+                         pod.directory / f"{spec['name']}.log", spec_env=spec_env,
+                         clock=self.seconds, init=init,
+                         sidecar=init and spec.get("restartPolicy") == "Always")

@@ -1,16 +1,20 @@
-"""A simulated cluster's nodes: labels, taints, a Ready flag and a directory standing in for
-each node's disk (design/simulation.md, "Nodes")."""
+"""A simulated cluster's nodes: labels, taints, a Ready flag, a directory standing in for
+each node's disk and the node's container images (design/simulation.md, "Nodes", "Engine
+images")."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleetcache.devtools.simulation.node_images import NodeImages
 from fleetcache.functions import quantities
 
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+PULL_BANDWIDTH = "100Mi"  # bytes a second an image pull gets, unless the node says otherwise
+IMAGEFS_CAPACITY = "200Gi"  # the image filesystem's size, unless the node says otherwise
 
 
 @dataclass
@@ -24,15 +28,20 @@ class Node:
     taints: list[dict]
     capacity_bytes: int
     filesystems: tuple[str, ...]
+    images: NodeImages = field(default_factory=lambda: NodeImages(
+        quantities.quantity_bytes(PULL_BANDWIDTH, "pull_bandwidth"),
+        quantities.quantity_bytes(IMAGEFS_CAPACITY, "imagefs")))
     ready: bool = True
 
     @classmethod
     def join(cls, name: str, disk: Path, labels: Mapping[str, str] | None = None, *,
              control_plane: bool = False, capacity: str = "1Ti",
-             filesystems: Iterable[str] = (), taints: Iterable[dict] = ()) -> Node:
+             filesystems: Iterable[str] = (), taints: Iterable[dict] = (),
+             pull_bandwidth: str = PULL_BANDWIDTH, imagefs: str = IMAGEFS_CAPACITY) -> Node:
         """A node as it joins, its disk and filesystems made: a control-plane node carries the
         role label and its NoSchedule taint, as kubeadm sets them; `filesystems` are host
-        paths with a disk of their own."""
+        paths with a disk of their own; `pull_bandwidth` (bytes a second, a quantity) paces
+        its image pulls, `imagefs` is the size its image GC keeps the images within."""
         all_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                       **(labels or {})}
         all_taints = [dict(t) for t in taints]
@@ -40,7 +49,9 @@ class Node:
             all_labels[CONTROL_PLANE_ROLE] = ""
             all_taints.append({"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"})
         node = cls(name, disk, all_labels, all_taints,
-                   quantities.quantity_bytes(capacity, "capacity"), tuple(filesystems))
+                   quantities.quantity_bytes(capacity, "capacity"), tuple(filesystems),
+                   NodeImages(quantities.quantity_bytes(pull_bandwidth, "pull_bandwidth"),
+                              quantities.quantity_bytes(imagefs, "imagefs")))
         for path in ("/", *node.filesystems):
             node.host(path).mkdir(parents=True, exist_ok=True)
         return node
@@ -62,6 +73,7 @@ class Node:
                 "metadata": {"name": self.name, "labels": dict(self.labels)},
                 "spec": {"taints": [dict(t) for t in self.taints]},
                 "status": {"capacity": {"ephemeral-storage": str(self.capacity_bytes)},
+                           "images": self.images.status_images(),
                            "conditions": [{"type": "Ready",
                                            "status": "True" if self.ready else "False"}]}}
 

@@ -1,11 +1,14 @@
 """The in-cluster APIs a node pod's agent would call, which a simulated cluster does not
 serve, as files: the status ConfigMap a file every warmer merges its record into, the
-warm-slot Leases flock'ed files, the Node's labels a file; each tick carries what the agents
-wrote back into the API objects (design/simulation.md, "Nodes")."""
+warm-slot Leases flock'ed files, the Node's labels a file, the image reporter's pods and
+events a file it reads and its summary a file it writes; each tick carries what the agents
+wrote back into the API objects, and the API objects the reporter reads into its file
+(design/simulation.md, "Nodes", "Engine images")."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -14,7 +17,8 @@ from typing import Any
 from fleetcache.agent.progress import configmap_data
 from fleetcache.devtools.simulation.api import Key, Objects
 from fleetcache.devtools.simulation.nodes import Node
-from fleetcache.devtools.simulation.pods import NodePod
+from fleetcache.devtools.simulation.pods import NodePod, PodsFile
+from fleetcache.functions import read
 
 NODE_CACHE_LABEL_PREFIX = "node-cache.fleetcache.dev/"  # the only labels node-label may set
 SLOT_LEASE = re.compile(r"node-warm-slot-(\d+)$")
@@ -85,6 +89,18 @@ class StandIns:
         if "--slots-namespace" in argv:
             at = argv.index("--slots-namespace")
             argv[at:at + 2] = ["--slots-dir", str(self.slots_dir(argv[at + 1]))]
+        if "image-status" in argv and "--configmap" in argv:  # its summary replaces the keys it names
+            at = argv.index("--configmap")
+            namespace, _, name = argv[at + 1].partition("/")
+            status_file = self.status_file(namespace or pod.namespace, name)
+            argv[at:at + 2] = ["--status-file", str(status_file)]
+            pod.summary_files[status_file] = ("ConfigMap", namespace or pod.namespace, name)
+        if "image-status" in argv and "--pods-file" not in argv:
+            namespace = argv[argv.index("--namespace") + 1] if "--namespace" in argv else pod.namespace
+            selector = argv[argv.index("--selector") + 1] if "--selector" in argv else ""
+            pod.pods_file = PodsFile(pod.directory / "pods.json", namespace, dict(
+                term.partition("=")[::2] for term in selector.split(",") if term))
+            argv += ["--pods-file", str(pod.pods_file.path)]
         if "node-label" in argv and "--labels-file" not in argv:
             pod.labels_file = pod.directory / "labels.json"
             pod.labels_file.write_text(json.dumps(node.labels, sort_keys=True))
@@ -107,6 +123,13 @@ class StandIns:
                         **{k: None for k in node.labels if k.startswith(NODE_CACHE_LABEL_PREFIX)},
                         **{k: v for k, v in labels.items()
                            if k.startswith(NODE_CACHE_LABEL_PREFIX) and isinstance(v, str)}})
+        for pod in pods:
+            for status_file, key in pod.summary_files.items():
+                configmap, summary = self.objects.get(key), read_json_file(status_file)
+                if configmap is not None and isinstance(summary, dict):
+                    configmap["data"] = {**(configmap.get("data") or {}), **configmap_data(summary)}
+            if pod.pods_file is not None:
+                self.write_pods_file(pod.pods_file)
         for status_file, (key, prune, nodes) in writers.items():
             configmap = self.objects.get(key)
             records = read_json_file(status_file)
@@ -117,6 +140,20 @@ class StandIns:
                 data = {k: v for k, v in data.items() if k in nodes}
                 records = {k: v for k, v in records.items() if k in nodes}
             configmap["data"] = {**data, **configmap_data(records)}
+
+
+    def write_pods_file(self, query: PodsFile) -> None:
+        """What image-status would list: the namespace's Pods its selector matches (as the API
+        serves them) and the Events about Pods there, written atomically."""
+        pods = [obj for (kind, ns, _), obj in sorted(self.objects.items())
+                if kind == "Pod" and ns == query.namespace and all(
+                    (obj["metadata"].get("labels") or {}).get(k) == v for k, v in query.selector.items())]
+        events = [obj for (kind, ns, _), obj in sorted(self.objects.items())
+                  if kind == "Event" and ns == query.namespace
+                  and read.get_path(obj, "involvedObject.kind") == "Pod"]
+        tmp = query.path.with_name(f".{query.path.name}.tmp")
+        tmp.write_text(json.dumps({"pods": pods, "events": events}, sort_keys=True))
+        os.replace(tmp, query.path)
 
 
 def read_json_file(path: Path) -> Any:
