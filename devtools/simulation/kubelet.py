@@ -18,11 +18,11 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 
-from fleetcache.devtools.simulation import node_images
 from fleetcache.devtools.simulation.api import Objects
 from fleetcache.devtools.simulation.clock import Clock
 from fleetcache.devtools.simulation.images import ImageStore, PullError
-from fleetcache.devtools.simulation.node_images import GcResult, Image
+from fleetcache.devtools.simulation.node_images import GC_PERIOD_SECONDS, GcResult, Image, names_of, pullable
+from fleetcache.devtools.simulation.node_images import PullError as ImagePullError
 from fleetcache.devtools.simulation.nodes import Node
 from fleetcache.devtools.simulation.pods import Container, NodePod, Program, Unmountable
 from fleetcache.devtools.simulation.scheduling import selector_matches
@@ -74,7 +74,7 @@ def run_probe(command: list[str]) -> bool:
 def default_pull_policy(reference: str) -> str:
     """The API server's default imagePullPolicy: Always for `:latest` or no tag, else
     IfNotPresent (pkg/apis/core/v1/defaults.go SetDefaults_Container)."""
-    return "Always" if node_images.names_of(reference)[1] == "latest" else "IfNotPresent"
+    return "Always" if names_of(reference)[1] == "latest" else "IfNotPresent"
 
 
 def agent_argv(command: list[str]) -> list[str] | None:
@@ -169,7 +169,7 @@ class Kubelet:
             return True
         reference = container.spec.get("image", "")
         now = self.seconds()
-        if not node_images.pullable(reference):
+        if not pullable(reference):
             container.program = self.program(container, None)
             return True
         try:
@@ -197,7 +197,7 @@ class Kubelet:
                            f"including waiting). Image size: {image.size} bytes.")
             else:
                 self.event(pod, "Normal", "Pulled", f'Container image "{reference}" already present on machine')
-        except node_images.PullError as err:
+        except ImagePullError as err:
             container.pulling = ""
             container.pull_failures += 1
             container.pull_not_before = now + min(
@@ -269,7 +269,7 @@ class Kubelet:
         for pod in pods:
             self.objects[("Pod", pod.namespace, pod.name)] = pod.manifest()
         for node in self.nodes.values():
-            if self.seconds() - node.images.last_gc >= node_images.GC_PERIOD_SECONDS:
+            if self.seconds() - node.images.last_gc >= GC_PERIOD_SECONDS:
                 self.image_gc(node, pods)
             self.objects[("Node", "", node.name)] = node.manifest()
 
