@@ -9,10 +9,7 @@ POSITIVE_QUANTITY = r"^([1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)(Ki|Mi|Gi|Ti
 OCI_REFERENCE = f"^{shapes.OCI_REFERENCE.pattern}$"
 OCI_REPOSITORY = f"^({shapes.OCI_HOST.pattern})/{shapes.OCI_REPOSITORY.pattern}$"
 OCI_PINNED_REFERENCE = f"^({shapes.OCI_HOST.pattern})/{shapes.OCI_REPOSITORY.pattern}@{shapes.OCI_DIGEST.pattern}$"
-# An engine image as a pod names it: the registry host may be left out (docker.io), as the
-# runtimes read it; a tag or a digest is required by a CEL rule beside it.
-ENGINE_IMAGE = (r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+"
-                r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[a-f0-9]{64})?$")
+ENGINE_IMAGE = f"^{shapes.ENGINE_IMAGE.pattern}$"
 PATTERN_MEANINGS: dict[str, str] = {
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$":
         "a Kubernetes object name (lowercase letters, digits, '-' and '.', starting and "

@@ -668,6 +668,31 @@ NodeTierDegraded = Reason(
            "modelcachehydrations: NODES) and the warmer pod on that node (kubectl logs ds/<cache>-node-warmer); "
            "replicas there keep reading the cluster volume meanwhile.")
 
+# --- Engine images kept on the pool nodes (design/engine-images.md)
+
+IMAGES = "ModelCacheHydration `status.images.reason` (IMAGES column: ready/desired nodes); the ModelCache IMAGES column"
+ImagesWarm = Reason(
+    "ImagesWarm",
+    where=IMAGES,
+    remedy="None: every opted-in pool node holds every image of spec.images at its pinned digest.")
+ImagesPulling = Reason(
+    "ImagesPulling",
+    where=IMAGES,
+    remedy="None: the pool nodes pull the images, at most the pool's maxConcurrentNodes at once per cluster on "
+           "clusters without image volumes; raise it to go faster.")
+ImagePullFailed = Reason(
+    "ImagePullFailed",
+    where=IMAGES + "; the ModelCache `Degraded` condition",
+    remedy="Read firstFailure: ErrImagePull or ImagePullBackOff means the node cannot pull the pinned digest (the "
+           "registry's name, reachability from the nodes, or credentials: spec.images[].image must be pullable by "
+           "the nodes without a pull secret); CommandFailed means the command did not exit 0 (spec.images[].command). "
+           "The kubelet retries by itself with backoff.")
+ImageCommandRequired = Reason(
+    "ImageCommandRequired",
+    where=IMAGES,
+    remedy="Give every spec.images[] entry a command that exits 0 without a GPU or network, e.g. "
+           "command: [vllm, serve, --help=all] (the image must contain it), or have the platform team set the "
+           "FleetCluster's spec.features.imageVolumes where the runtime mounts images as volumes.")
 CommandFailed = Reason(
     "CommandFailed",
     where="the `<cache>-images-status` ConfigMap on the cluster (`status.json` firstFailure), written by the "

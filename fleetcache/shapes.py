@@ -32,6 +32,10 @@ OCI_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 OCI_REFERENCE = re.compile(
     rf"({OCI_HOST.pattern})/{OCI_REPOSITORY.pattern}(:{OCI_TAG.pattern}|@{OCI_DIGEST.pattern})")
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# An engine image as a pod names it (ModelCache spec.images[].image): the registry host may be
+# left out (docker.io), as the runtimes read it; the XRD's CEL also requires a tag or a digest.
+ENGINE_IMAGE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+"
+                          r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[a-f0-9]{64})?")
 S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # an S3 bucket name; ".." in it is refused separately
 
 
@@ -74,3 +78,11 @@ def oci_reference_parts(value: Any) -> tuple[str, str, str | None, str | None] |
         return host, rest, None, digest
     repository, _, tag = rest.rpartition(":")
     return host, repository, tag, None
+
+
+def image_by_digest(image: str, digest: str) -> str:
+    """The image's repository pinned by digest, as every node pulls it: its tag (after the
+    last "/", so a registry port stays) and any digest it named replaced by `digest`."""
+    name = image.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}@{digest}"

@@ -80,7 +80,8 @@ from fleetcache.functions.k8s.hydration_objects import (
     volume_manifest,
     volume_uid,
 )
-from fleetcache.functions.node_tier import warmers
+from fleetcache.functions.node_tier import image_keepers, warmers
+from fleetcache.functions.node_tier.image_keeper_manifests import PinnedImage
 from fleetcache.functions.node_tier.warmer_inputs import Hydration, VolumeTier
 from fleetcache.functions.views.fleet_cluster import ACCESS_MODES, FleetClusterView, fleet_cluster_requirement
 from fleetcache.functions.views.hydration import (
@@ -126,6 +127,7 @@ class HydrationSpec:
     tier: str = "Volume"  # spec.tier: Node also warms the pool nodes (functions/node_tier/)
     node_pool: str = "default"  # spec.nodePool: which of its FleetCluster's pools
     mirror: dict | None = None  # spec.mirror {s3 | oci, onMissing, role}
+    images: tuple[PinnedImage, ...] = ()  # spec.images: kept on the pool's nodes (node_tier/image_keepers.py)
 
     @property
     def secret(self) -> job_mounts.SecretRef | None:
@@ -181,6 +183,7 @@ def read_spec(request: protocol.Request) -> HydrationSpec:
         removal={k: v.isoformat() for k, v in removal.items()} if removal else None,
         tier=spec["tier"],
         node_pool=spec["nodePool"],
+        images=image_keepers.pinned_images(spec.get("images")),
     )
 
 
@@ -541,6 +544,7 @@ def compose(request: protocol.Request) -> protocol.Outcome:
         request.required.get(REPLICAS_KEY))
     if artifact is not None:
         report_image(request, spec, artifact, outcome)
+        keep_images(request, spec, cluster, outcome)
         return outcome
     if image_delivery.served_by_image(request.composite):  # its Ready warmed nothing: start afresh
         request = replace(request, composite={**request.composite, "status": {}})
@@ -578,7 +582,25 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     if spec.tier == warmers.NODE_TIER:
         outcome.status["nodeTier"] = node_tier_status(request, spec, names, cluster, phase,
                                                       gate, outcome)
+    keep_images(request, spec, cluster, outcome)
     return outcome
+
+
+def on_nodes(request: protocol.Request, spec: HydrationSpec) -> Hydration:
+    """What the node tier and the image keepers need of this hydration."""
+    return Hydration(request.namespace, request.name, spec.cache, spec.cluster,
+                     "" if spec.existing_volume else spec.repo, spec.commit,
+                     spec.manifest_digest, labels_for(spec.cache, spec.cluster), spec.node_pool)
+
+
+def keep_images(request: protocol.Request, spec: HydrationSpec, cluster: ClusterLookup,
+                outcome: protocol.Outcome) -> None:
+    """spec.images on the pool's nodes, whatever the tier and the volume's phase."""
+    fetched = request.required.get(FLEET_CLUSTER_KEY)
+    status = image_keepers.run(request, on_nodes(request, spec), fetched[0] if fetched else None,
+                               cluster.view, (cluster.reason, cluster.message), spec.images, outcome)
+    if status is not None:
+        outcome.status["images"] = status
 
 
 def node_tier_status(request: protocol.Request, spec: HydrationSpec, names: Names,
@@ -595,9 +617,5 @@ def node_tier_status(request: protocol.Request, spec: HydrationSpec, names: Name
         phase.phase, cluster.reason or phase.reason, composing=not held,
         problem=reasons.with_remedy(cluster.message, cluster.reason) if cluster.reason else "",
         shared="ReadWriteOnce" not in modes or "ReadWriteMany" in modes)
-    hydration = Hydration(
-        request.namespace, request.name, spec.cache, spec.cluster,
-        "" if spec.existing_volume else spec.repo, spec.commit,
-        spec.manifest_digest, labels_for(spec.cache, spec.cluster), spec.node_pool)
-    return warmers.run(request, hydration, fetched[0] if fetched else None, cluster.view, names.volume, volume,
-                         request.required.get(REPLICAS_KEY), outcome)
+    return warmers.run(request, on_nodes(request, spec), fetched[0] if fetched else None, cluster.view,
+                       names.volume, volume, request.required.get(REPLICAS_KEY), outcome)

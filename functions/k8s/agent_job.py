@@ -59,6 +59,17 @@ RESTRICTED_CONTAINER_SECURITY = {
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 AGENT_UID = 65532
+API_TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the client looks for it
+
+
+def api_token_volume() -> dict:
+    """The API token as a projected volume named `token`, mounted only into the containers
+    that call the API: the pod automounts none, so no other container ever sees it."""
+    return {"name": "token", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+            "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ KEEP_KEY = "keep.json"
 KEEP_MOUNT = "/etc/fleetcache/keep"
 KEEP_FILE = f"{KEEP_MOUNT}/{KEEP_KEY}"
 HOST_ROOT = "/host"  # spec.nodeCache.path inside both containers
-TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the client looks
 SLOT_PREFIX = "node-warm-slot-"
 SLOT_LABEL = f"{naming.GROUP}/node-warm-slot"
 SLOT_SECONDS = 60  # the contract's lease duration
@@ -246,15 +245,10 @@ def agent_manifest(node_cache: NodeCache, image: str, labels: dict) -> dict:
             {"runAsNonRoot": True, "runAsUser": agent_job.AGENT_UID, "runAsGroup": agent_job.AGENT_UID,
              "capabilities": {"drop": ["ALL"]}},
             [{"name": "host", "mountPath": HOST_ROOT, "readOnly": True}, keep,
-             {"name": "token", "mountPath": TOKEN_MOUNT, "readOnly": True}],
+             {"name": "token", "mountPath": agent_job.API_TOKEN_MOUNT, "readOnly": True}],
             ({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1",
                                                               "fieldPath": "spec.nodeName"}}},)))
-        volumes.append({"name": "token", "projected": {"sources": [
-            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
-            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt",
-                                                                  "path": "ca.crt"}]}},
-            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
-                "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}})
+        volumes.append(agent_job.api_token_volume())
     pod: dict = {
         "serviceAccountName": NAME,
         "automountServiceAccountToken": False,
