@@ -38,7 +38,7 @@ from typing import Any
 
 from fleetcache import messages, reasons
 from fleetcache.functions import naming, protocol, quantities, read
-from fleetcache.functions.decisions import mirror, obey_grant, retention, rollout, sources, waves
+from fleetcache.functions.decisions import image_pins, mirror, obey_grant, retention, rollout, sources, waves
 from fleetcache.functions.decisions.cache_rollup import fleet_conditions, fleet_status, headline
 from fleetcache.functions.decisions.resolution import (
     Resolution,
@@ -83,6 +83,7 @@ TOKEN_SECRET_KEY = "token-secret"
 MIRROR_SECRET_PREFIX = "mirror-secret-"  # + the Secret's name: each mirror's credentials
 CREDENTIALS_MISSING = reasons.CredentialsSecretMissing
 HYDRATION_PREFIX = "hydration-"
+IMAGE_RESOLVE_STEP = "image-resolve"  # the keys and remote names of the resolve-images step
 REPLICAS_KEY = cache_replicas.REPLICAS_KEY
 # Why a Rollback cannot run for a source whose hydrations read the cache's current manifest.
 PINNED_MANIFEST = ("the source's hydrations read the ModelCache's current manifest (an S3 prefix, an OCI "
@@ -111,6 +112,7 @@ class CacheSpec:
     source_digest: str
     retention: retention.Retention
     rollout: RolloutSpec
+    images: tuple[dict, ...] = ()  # spec.images: kept on the pool nodes (design/engine-images.md)
 
 
 def read_spec(spec: Any) -> CacheSpec:
@@ -140,6 +142,7 @@ def read_spec(spec: Any) -> CacheSpec:
         source_digest=origin.digest,
         retention=retention.Retention.of(spec),
         rollout=rollout_of(spec),
+        images=tuple(spec.get("images") or ()),
     )
 
 
@@ -245,6 +248,46 @@ def compose_resolve_step(request: protocol.Request, spec: CacheSpec, cluster: Fl
                             job_mounts.with_mounts(job, mounts), resolved)
 
 
+def resolve_images(request: protocol.Request, spec: CacheSpec, targets: list[Target],
+                   outcome: protocol.Outcome) -> image_pins.Pins:
+    """Pin every image of spec.images to one digest for the fleet: the latched ones stand;
+    the others are asked of their registries by one resolve-images Job on the first Ready
+    target, composed only while some image has no digest (then Crossplane deletes it)."""
+    pins = image_pins.pins_of(list(spec.images), request.status.get("images"), None)
+    resolver = next((t.cluster for t in targets if t.ready), None)
+    if not pins.unresolved or resolver is None:
+        return pins
+    names = ResolveNames(request.name, pins.step_digest, resolver.name, step=IMAGE_RESOLVE_STEP,
+                         account="image-resolver")
+    record = resolve_job.record_of(request.observed, names)
+    fresh = image_pins.pins_of(list(spec.images), request.status.get("images"), record)
+    if not fresh.unresolved:
+        return fresh
+    labels = resolve_job.labels_for(request.name)
+    resolve_job.compose_record(outcome, names, request.namespace, resolver.provider_config, labels)
+    args = ["resolve-images", *(a for image in pins.unresolved for a in ("--image", image)),
+            "--progress-configmap", f"{request.namespace}/{names.remote}"]
+    job = resolve_job.job_manifest(names, request.namespace, resolver.agent_image, args, labels,
+                                   agent_job.JobPolicy.of(spec.job))
+    resolve_job.compose_job(outcome, names, request.namespace, resolver.provider_config, job, False)
+    state = agent_job.JobState.of(objects.remote_manifest(resolve_job.observed_job(request.observed, names)))
+    if record.get("phase") == "Failed" or state.failed:
+        _, message = agent_job.failure_reason(state, record)
+        outcome.warnings.append(f"resolving spec.images on {resolver.name} failed: {message}")
+    return fresh
+
+
+def report_images(request: protocol.Request, spec: CacheSpec, pins: image_pins.Pins,
+                  targets: list[Target], outcome: protocol.Outcome) -> None:
+    """status.images and the IMAGES column, summed over the target hydrations."""
+    if not spec.images:
+        return
+    rows, summary = image_pins.fleet_images(list(spec.images), pins,
+                                            [request.observed.get(hydration_key(t.name)) for t in targets])
+    outcome.status["images"] = rows
+    outcome.status["imagesSummary"] = summary
+
+
 # --- 4. admission: obey the grant (functions/decisions/obey_grant.py) ----------------------
 
 
@@ -265,8 +308,10 @@ def hydration_key(cluster: str) -> str:
 
 
 def hydration(request: protocol.Request, spec: CacheSpec, resolved: dict, cluster: str,
-              fleet: mirror.Mirror | None = None, keep: tuple[str, ...] = ()) -> dict:
-    """keep: the commits its volume must keep besides its own (spec.keepCommits)."""
+              fleet: mirror.Mirror | None = None, keep: tuple[str, ...] = (),
+              images: tuple[dict, ...] = ()) -> dict:
+    """keep: the commits its volume must keep besides its own (spec.keepCommits); images:
+    spec.images with their pinned digests (functions/decisions/image_pins.py)."""
     serving = serving_commit_of(request.observed.get(hydration_key(cluster)),
                                 resolved.get("repo") or spec.repo)
     storage = {"size": spec.storage.get("size")
@@ -290,6 +335,7 @@ def hydration(request: protocol.Request, spec: CacheSpec, resolved: dict, cluste
         "retention": spec.retention.for_hydration(),
         **({"mirror": mirrored} if mirrored else {}),
         **({"keepCommits": list(keep)} if keep else {}),
+        **({"images": [dict(i) for i in images]} if images else {}),
     })
 
 
@@ -381,7 +427,8 @@ def previous_content(decision: waves.Decision, resolved: dict) -> dict | None:
 def compose_hydrations(request: protocol.Request, spec: CacheSpec, resolved: dict,
                        targets: list[Target], outcome: protocol.Outcome, decision: waves.Decision,
                        fleet: mirror.Mirror | None = None,
-                       missing_secrets: dict[str, str] | None = None) -> list[ClusterReport]:
+                       missing_secrets: dict[str, str] | None = None,
+                       images: tuple[dict, ...] = ()) -> list[ClusterReport]:
     """One hydration per target the waves let start, in the rollout's order
     (functions/decisions/rollout.py): at most maxConcurrent not Ready, taken in name order; a
     cluster that waits (for its wave, for a slot, for its mirror, for its mirror's
@@ -392,13 +439,13 @@ def compose_hydrations(request: protocol.Request, spec: CacheSpec, resolved: dic
                         resolved, spec.max_concurrent, fleet, missing_secrets,
                         frozenset(t.name for t in targets) - decision.may_start)
     for cluster, ready in plan.composed.items():
-        outcome.compose(hydration_key(cluster), hydration(request, spec, resolved, cluster, fleet, keep),
-                        ready=ready)
+        outcome.compose(hydration_key(cluster), hydration(request, spec, resolved, cluster, fleet, keep,
+                                                          images), ready=ready)
     previous = previous_content(decision, resolved)
     for cluster in sorted(decision.roll_back):
         if previous is None:
             break
-        desired = hydration(request, spec, previous, cluster, None, keep)
+        desired = hydration(request, spec, previous, cluster, None, keep, images)
         size = read.get_path(request.observed.get(hydration_key(cluster)), "spec.storage.size")
         if isinstance(size, str) and size and not spec.storage.get("size"):
             desired["spec"]["storage"]["size"] = size
@@ -527,8 +574,10 @@ def compose(request: protocol.Request) -> protocol.Outcome:
         admitted = obey_grant.grant_not_found(request.namespace, spec.grant)
         objects.carry_over(request, outcome, request.observed)
         resolution = latched_resolution(request, spec, admitted)
+        pins = image_pins.pins_of(list(spec.images), request.status.get("images"), None)
     else:
         resolution = resolve(request, spec, targets, outcome)
+        pins = resolve_images(request, spec, targets, outcome)
         admitted = obey_grant.admission_of(request, spec.grant, grant, resolution.resolved, targets,
                                            request.required[FLEET_CLUSTERS_KEY],
                                            any(k.startswith(HYDRATION_PREFIX) for k in request.observed))
@@ -542,7 +591,8 @@ def compose(request: protocol.Request) -> protocol.Outcome:
         if artifact and "artifact" not in resolution.resolved:  # latched once: it stays with the commit
             resolution.resolved["artifact"] = artifact
         reports = compose_hydrations(request, spec, resolution.resolved, targets, outcome, decision,
-                                     fleet, missing_secrets)
+                                     fleet, missing_secrets,
+                                     tuple(image_pins.hydration_images(list(spec.images), pins)))
     else:
         # Resolving under the grant's admission: the targets keep their hydrations, and
         # retention decides on the others. Not admitted: every hydration stays as it is.
@@ -565,5 +615,6 @@ def compose(request: protocol.Request) -> protocol.Outcome:
     node_rollup.apply(spec.storage.get("tier", "Volume"),
                       {t.name: request.observed.get(hydration_key(t.name)) for t in targets},
                       outcome)
+    report_images(request, spec, pins, targets, outcome)
     outcome.status["reason"] = headline(reports, outcome)
     return outcome

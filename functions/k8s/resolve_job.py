@@ -34,6 +34,8 @@ class ResolveNames:
     source_digest: str
     cluster: str  # the FleetCluster the step runs on
     template: str = ""  # agent_job.template_digest of the Job
+    step: str = "resolve"  # the step's keys and remote names start with it ("image-resolve": spec.images)
+    account: str = "resolver"  # its ServiceAccount, Role and RoleBinding
 
     @property
     def where(self) -> str:
@@ -43,7 +45,7 @@ class ResolveNames:
     def key(self, what: str) -> str:
         """`what` names the remote object on its cluster: its kind, and for the record and
         the Job the source (and template) their remote names carry."""
-        return f"{RESOLVE_PREFIX}{what}-{self.where}"
+        return f"{self.step}-{what}-{self.where}"
 
     @property
     def record_what(self) -> str:
@@ -63,19 +65,19 @@ class ResolveNames:
     @property
     def remote(self) -> str:
         """The record ConfigMap's name; it changes with the source."""
-        return naming.child_name(self.cache, "resolve", self.source_digest[:10])
+        return naming.child_name(self.cache, self.step, self.source_digest[:10])
 
     @property
     def job(self) -> str:
         """The Job's name: the source's, and its template's."""
-        return naming.child_name(self.cache, "resolve", self.source_digest[:10], self.template)
+        return naming.child_name(self.cache, self.step, self.source_digest[:10], self.template)
 
     @property
     def service_account(self) -> str:
-        return naming.child_name(self.cache, "resolver")
+        return naming.child_name(self.cache, self.account)
 
     def object_name(self, what: str) -> str:
-        return naming.child_name(self.cache, "resolve", what, self.where)
+        return naming.child_name(self.cache, self.step, what, self.where)
 
 
 def labels_for(cache: str) -> dict[str, str]:
@@ -87,7 +89,7 @@ def observed_job(observed: dict[str, dict], names: ResolveNames) -> dict | None:
     """The Object of this source's resolve Job on this cluster as observed, whatever its
     template (another source's, or another cluster's, is no longer composed, and tells
     nothing about this one)."""
-    prefix, suffix = f"{RESOLVE_PREFIX}{names.job_prefix}", f"-{names.where}"
+    prefix, suffix = f"{names.step}-{names.job_prefix}", f"-{names.where}"
     return next((observed[k] for k in sorted(observed)
                  if k.startswith(prefix) and k.endswith(suffix)), None)
 

@@ -17,8 +17,9 @@ DEFAULT_POOL = "default"  # FleetCluster spec.nodeCache; what a grant without sp
 
 def node_pool(cache: Mapping) -> str:
     """The node pool a ModelCache fills: its spec.storage.nodePool (default `default`) when
-    its tier is Node, else "" (a Volume-tier cache fills no node)."""
-    if read.get_path(cache, "spec.storage.tier") != "Node":
+    its tier is Node or it keeps engine images (spec.images) on the pool's nodes, else ""
+    (a Volume-tier cache without images fills no node)."""
+    if read.get_path(cache, "spec.storage.tier") != "Node" and not read.get_path(cache, "spec.images"):
         return ""
     pool = read.get_path(cache, "spec.storage.nodePool")
     return pool if isinstance(pool, str) and pool else DEFAULT_POOL
