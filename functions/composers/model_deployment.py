@@ -42,6 +42,7 @@ from fleetcache import messages, reasons, shapes
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_deployment as api
 from fleetcache.functions import naming, protocol, read
+from fleetcache.functions.decisions import engine_image
 from fleetcache.functions.decisions.delivery import Policy, decide
 from fleetcache.functions.decisions.node_delivery import NodePolicy
 from fleetcache.functions.decisions.replica_placement import place
@@ -168,7 +169,8 @@ def read_model(spec: DeploymentSpec, request: protocol.Request, outcome: protoco
                  text_at(resolved, "commit"), spec.cache_name, True, targets,
                  digest if shapes.is_sha256(digest) else "", node_tiers,
                  files, volumes, from_hub, held, mountable_artifact(cache),
-                 image_clusters(request.required.get(FLEET_CLUSTERS_KEY) or []))
+                 image_clusters(request.required.get(FLEET_CLUSTERS_KEY) or []),
+                 engine_image.by_cluster(spec.engine.image, spec.cache_name, hydrated))
 
 
 def image_clusters(fleet: list[Any]) -> frozenset[str]:
@@ -261,6 +263,8 @@ def model_replica(request: protocol.Request, engine_digest: str, model: Model,
         replica_spec["nodeCache"] = dict(placement.node)
     if placement.delivery == "Image":
         replica_spec["image"] = dict(placement.image)
+    if cluster in model.engine_images and placement.delivery not in ("Wait", "Fail"):
+        replica_spec["engineImage"] = dict(model.engine_images[cluster])
     if placement.delivery_reason:
         replica_spec["deliveryReason"] = placement.delivery_reason
     if placement.delivery in ("Wait", "Fail"):

@@ -33,14 +33,14 @@ need to run under Pod Security `restricted` is written down in design/engines.md
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetcache import messages, reasons
 from fleetcache.apis import specs
 from fleetcache.apis.models import model_replica as api
 from fleetcache.functions import naming, protocol, quantities, read
-from fleetcache.functions.decisions import image_delivery
+from fleetcache.functions.decisions import engine_image, image_delivery
 from fleetcache.functions.k8s import objects
 from fleetcache.functions.k8s.engine import (
     AVAILABLE_QUERY,
@@ -52,6 +52,7 @@ from fleetcache.functions.k8s.engine import (
     service_manifest,
 )
 from fleetcache.functions.node_tier import delivery as node_delivery
+from fleetcache.functions.node_tier.image_keeper_manifests import keeper_selector
 from fleetcache.functions.node_tier.warmer_names import VOLUME_MOUNT
 from fleetcache.functions.views.fleet_cluster import FleetClusterView, fleet_cluster_requirement
 from fleetcache.functions.views.model_replica import (
@@ -101,6 +102,7 @@ class ReplicaSpec:
     node: node_delivery.NodeMount | None = None
     delivery_reason: str = ""
     image: ImageMount | None = None
+    engine_image: Mapping[str, Any] | None = None  # spec.engineImage: the cache keeps the engine's image
 
     @property
     def model(self) -> str:
@@ -164,6 +166,7 @@ def read_spec(request: protocol.Request) -> ReplicaSpec:
         node=node_delivery.NodeMount.of(spec["nodeCache"]) if delivery == "Node" else None,
         delivery_reason=spec.get("deliveryReason", ""),
         image=ImageMount.of(spec["image"]) if delivery == "Image" else None,
+        engine_image=spec.get("engineImage"),
     )
 
 
@@ -242,6 +245,9 @@ def engine_pod(spec: ReplicaSpec, node_pod: NodePod | None = None) -> Pod:
     if spec.node and node_pod:
         select = node_delivery.select_container(spec.node, spec.repo, node_pod.agent_image)
         placed = node_delivery.affinity(spec.node, node_pod.placement.placement)
+        if spec.engine_image:  # the node policy also prefers the nodes that keep the image
+            placed = {**(placed or {}), **engine_image.keeper_affinity(
+                keeper_selector(spec.engine_image["modelCacheName"]))}
         return Pod(spec.delivery, environment(spec), volumes, mounts, [select], placed)
     return Pod(spec.delivery, environment(spec), volumes, mounts)
 
@@ -262,6 +268,8 @@ def compose_engine(spec: ReplicaSpec, engine: Engine, cluster: FleetClusterView,
 
     remote("namespace", objects.namespace_manifest(spec.namespace),
            management_policies=objects.CREATE_ONLY)
+    if spec.engine_image:  # the digest every pool node pulled, not the tag
+        engine = replace(engine, image=spec.engine_image["reference"])
     remote(ENGINE_KEY, deployment_manifest(name, spec.namespace, spec.labels, engine,
                                            engine_pod(spec, node_pod)),
            readiness_query=AVAILABLE_QUERY)
@@ -502,6 +510,7 @@ def compose(request: protocol.Request) -> protocol.Outcome:
         current = running_phase(request, spec, outcome)
     current = report_serving(request, spec, outcome, current)
     outcome.status.update({"phase": current.phase, "reason": current.reason,
-                           "message": current.message})
+                           "message": current.message,
+                           "engineImage": "Warm" if spec.engine_image and spec.engine_image["warm"] else "Cold"})
     outcome.composite_ready = current.phase == "Ready"
     return outcome

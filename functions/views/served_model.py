@@ -175,6 +175,9 @@ class Model:
     # volumes (spec.features.imageVolumes): there, replicas of that commit mount the artifact.
     artifact: Artifact | None = None
     image_clusters: frozenset[str] = frozenset()
+    # cluster -> a replica's spec.engineImage where the cache keeps the engine's image
+    # (functions/decisions/engine_image.py).
+    engine_images: Mapping[str, dict] = field(default_factory=dict)
 
     def content_on(self, cluster: str) -> Content:
         """The content replicas on the cluster serve once it is Ready there: the content its
