@@ -12,8 +12,11 @@ import pytest
 
 from fleetcache import reasons
 from fleetcache.functions import protocol
-from fleetcache.functions.composers.model_cache_hydration import compose
+from fleetcache.functions.composers.model_cache_hydration import compose, on_nodes, read_spec
+from fleetcache.functions.k8s import objects
+from fleetcache.functions.k8s.hydration_objects import NAMESPACE_KEY
 from fleetcache.functions.node_tier import image_keepers
+from fleetcache.functions.views.fleet_cluster import FleetClusterView
 from tests.support.builders import CLUSTER, fleet_cluster, hydration_request, hydration_xr, observe
 from tests.support.k8s import assert_valid_k8s, restricted_violations
 
@@ -207,3 +210,19 @@ def test_images_are_kept_while_the_fleet_cluster_is_not_ready():
     again = compose(hydration_request(hydration_xr(images=[dict(VLLM)]), observed=observe(outcome),
                                       cluster="not-ready", replicas=[]))
     assert image_keepers.KEEPER_KEY in again.desired
+
+
+def test_where_the_hydration_composes_no_volume_the_keeper_makes_its_namespace():
+    """An image-delivery hydration composes nothing of its own on the cluster: without the
+    namespace the API server would refuse every keeper object in it."""
+    cluster = pool_cluster(image_volumes=True)
+    request = hydration_request(hydration_xr(images=[VLLM]), cluster=cluster, replicas=[])
+    outcome = protocol.Outcome()
+    image_keepers.run(request, on_nodes(request, read_spec(request)), cluster, FleetClusterView.of(cluster),
+                      ("", ""), image_keepers.pinned_images([VLLM]), outcome)
+    assert manifest(outcome, NAMESPACE_KEY)["kind"] == "Namespace"
+    assert outcome.desired[NAMESPACE_KEY][0]["spec"]["managementPolicies"] == list(objects.CREATE_ONLY)
+
+
+def test_where_the_hydration_composes_its_volume_the_namespace_stays_the_hydrations():
+    assert run().desired[NAMESPACE_KEY] == run(images=()).desired[NAMESPACE_KEY]

@@ -27,6 +27,7 @@ from typing import Any
 from fleetcache import messages, reasons, shapes
 from fleetcache.functions import protocol, read
 from fleetcache.functions.k8s import objects
+from fleetcache.functions.k8s.hydration_objects import NAMESPACE_KEY
 from fleetcache.functions.node_tier.image_keeper_manifests import (
     ImageNames,
     PinnedImage,
@@ -104,6 +105,8 @@ def compose_objects(request: protocol.Request, h: Hydration, names: ImageNames, 
                                                    cluster.provider_config, labels=h.labels,
                                                    **kwargs), ready)
 
+    if NAMESPACE_KEY not in outcome.desired:  # no volume here (image delivery): the namespace is ours to make
+        remote(NAMESPACE_KEY, objects.namespace_manifest(h.namespace), management_policies=objects.CREATE_ONLY)
     settled = read.get_path(request.status, "images.reason") == reasons.ImagesWarm
     remote(STATUS_KEY, status_manifest(h, names), management_policies=objects.OBSERVE_CREATE_DELETE,
            readiness_query=objects.awaited_query(not settled), watch=True)
