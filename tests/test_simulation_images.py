@@ -14,6 +14,7 @@ import time
 import pytest
 
 from fleetcache.devtools.simulation import Clock, Cluster
+from fleetcache.devtools.simulation.jobs import plain_http_to_loopback
 from fleetcache.functions import read
 from tests.support.registry import LoopbackRegistry
 
@@ -211,3 +212,21 @@ def test_node_status_lists_the_pulled_images_largest_first(tmp_path, registry):
     assert [(i["names"][1], i["sizeBytes"]) for i in images] == [
         (f"{registry.host}/engines/kept:v1", 6 * GiB), (f"{registry.host}/engines/gone:v1", GiB // 2)]
     assert images[0]["names"][0].startswith(f"{registry.host}/engines/kept@sha256:")
+
+
+def test_an_image_volume_the_registry_lacks_is_a_failed_pull_event_on_its_pod(tmp_path, registry):
+    fleet = Fleet(tmp_path)
+    missing = f"{registry.host}/engines/vllm@sha256:" + "0" * 64
+    fleet.cluster.apply(daemonset("mounts", [], volumes=(
+        {"name": "image-0", "image": {"reference": missing, "pullPolicy": "IfNotPresent"}},)))
+    fleet.round()
+    events = [e for (kind, _, _), e in fleet.cluster.objects.items() if kind == "Event"]
+    assert [(e["type"], e["reason"]) for e in events] == [("Warning", "Failed")]
+    assert events[0]["message"].startswith(f'Failed to pull image "{missing}": failed to pull image "{missing}": 404')
+
+
+def test_a_resolve_images_job_of_loopback_images_speaks_plain_http():
+    loopback = ["resolve-images", "--image", "127.0.0.1:5000/engines/vllm:v1"]
+    elsewhere = [*loopback, "--image", "docker.io/vllm/vllm-openai:v1"]
+    assert plain_http_to_loopback(loopback) == [*loopback, "--plain-http"]
+    assert plain_http_to_loopback(elsewhere) == elsewhere

@@ -23,6 +23,7 @@ from pathlib import Path
 from fleetcache.agent.progress import configmap_data
 from fleetcache.devtools.simulation.api import Key, Objects
 from fleetcache.devtools.simulation.clock import Clock
+from fleetcache.devtools.simulation.node_images import pullable
 from fleetcache.devtools.simulation.storage import Volumes, translate
 
 POD_START_SECONDS = 5.0
@@ -139,6 +140,7 @@ class JobController:
         mounts = self.mount_volumes(key[1], pod_spec, container, pod_dir)
         args = [translate(arg, mounts) for arg in container.get("args", [])]
         args, progress_file, configmap = self.progress_to_file(args, key[1], pod_dir)
+        args = plain_http_to_loopback(args)
         if self.endpoint_override and "--endpoint" in args:
             args[args.index("--endpoint") + 1] = self.endpoint_override
         termination_log = pod_dir / "termination-log"
@@ -227,6 +229,16 @@ class JobController:
     def running_pods(self) -> int:
         return sum(1 for run in self.jobs.values()
                    if run.pod is not None and run.pod.process.poll() is None)
+
+
+def plain_http_to_loopback(args: list[str]) -> list[str]:
+    """resolve-images asks its images' registries over HTTPS; the simulation's registries are
+    on loopback and speak plain HTTP, as the nodes' runtimes reach them (node_images.py), so a
+    Job whose every image is on loopback gets `--plain-http`."""
+    if args[:1] != ["resolve-images"] or "--plain-http" in args:
+        return args
+    images = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--image"]
+    return [*args, "--plain-http"] if images and all(map(pullable, images)) else args
 
 
 def fail_job_rule(job_spec: dict, code: int) -> int | None:

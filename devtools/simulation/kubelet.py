@@ -32,7 +32,8 @@ from fleetcache.functions import read
 
 # The agent's periods, compressed as the demo's rounds compress a reconcile interval.
 AGENT_PERIODS = {"FLEETCACHE_NODE_AGENT_INTERVAL": "1", "FLEETCACHE_NODE_STATUS_INTERVAL": "1",
-                 "FLEETCACHE_NODE_RECHECK_SECONDS": "5", "FLEETCACHE_NODE_SLOT_POLL_SECONDS": "0.5"}
+                 "FLEETCACHE_NODE_RECHECK_SECONDS": "5", "FLEETCACHE_NODE_SLOT_POLL_SECONDS": "0.5",
+                 "FLEETCACHE_IMAGE_STATUS_INTERVAL": "1"}
 PROBE_PERIOD = 1.0  # seconds between readiness probes of one container (periodSeconds: 30)
 AGENT_COMMAND = ["fleetcache-agent"]
 # The kubelet's image pull backoff (kubelet.go: flowcontrol.NewBackOff(backOffPeriod 10 s,
@@ -335,7 +336,9 @@ class Kubelet:
             reference = volume["image"]["reference"]
             try:
                 directory = self.images.mount(reference)
-            except PullError as err:
+            except PullError as err:  # the image manager's event, as for a container's image
+                self.event(pod, "Warning", "Failed", f'Failed to pull image "{reference}": '
+                           f'{str(err).removeprefix("ErrImagePull: ")}')
                 raise Unmountable(str(err)) from err
             image_id, size = self.images.described(reference)
             pod.volume_images.add(node.images.add_volume_image(reference, image_id, size,
