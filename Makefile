@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/fleetcache demo
 
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow and not package"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not package"
 
 # One style (ruff) over everything, and the types (mypy) over the package as it is imported:
 # mypy cannot follow the package-dir remap (`agent/` is fleetcache.agent), so the folders are
@@ -42,7 +42,7 @@ PROPERTY_TESTS := $(shell grep -rl --include='test_*.py' '^from hypothesis impor
 test-random: $(STAMP)
 	@seed="$(SEED)"; test -n "$$seed" || seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); \
 	echo "make test-random: hypothesis seed $$seed"; \
-	FLEETCACHE_HYPOTHESIS_PROFILE=random $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "hypothesis and not slow" \
+	FLEETCACHE_HYPOTHESIS_PROFILE=random $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "hypothesis and not slow" \
 		--hypothesis-seed=$$seed $(PROPERTY_TESTS) \
 		|| { echo "make test-random failed with hypothesis seed $$seed: rerun with make test-random SEED=$$seed"; \
 		     exit 1; }

@@ -16,8 +16,6 @@ from fleetcache.devtools.simulation import ControlPlane, Provider, key_of
 from fleetcache.functions import read
 from tests.support.played_demo import played_demo
 
-pytestmark = pytest.mark.xdist_group("demo")  # one worker plays the demo once (tests/support/played_demo.py)
-
 ROOT = Path(__file__).resolve().parents[1]
 ARGOCD_CM = ROOT / "examples" / "argocd" / "argocd-cm.yaml"
 KINDS = ("FleetCluster", "ModelCacheGrant", "ModelCache", "ModelCacheHydration", "ModelDeployment",

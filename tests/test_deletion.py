@@ -30,8 +30,6 @@ from fleetcache.functions import naming, read
 from fleetcache.functions.k8s import objects
 from tests.support.plane import control_plane
 
-pytestmark = pytest.mark.xdist_group("test_deletion")  # one worker plays its fleet, once
-
 NAMESPACE = "ml"
 ROUNDS = 12  # every deletion here completes in fewer; a deadlock never does
 DEPLOYMENT = ("ModelDeployment", NAMESPACE, "chat")

@@ -15,8 +15,6 @@ from fleetcache.devtools import demo
 from fleetcache.devtools import render as rendering
 from fleetcache.devtools.simulation import Clock, function_server
 
-pytestmark = pytest.mark.xdist_group("test_demo_watch")  # one worker plays its fleet, once
-
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSITIONS = {d["spec"]["compositeTypeRef"]["kind"]: d
                 for d in load_documents(ROOT / "compositions")

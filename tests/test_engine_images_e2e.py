@@ -36,8 +36,6 @@ from tests.support.oci_fleet import REPOSITORY, fleet_cluster, model_files, oci_
 from tests.support.plane import control_plane
 from tests.support.registry import LoopbackRegistry
 
-pytestmark = pytest.mark.xdist_group("test_engine_images_e2e")  # one worker plays its fleet, once
-
 CMD, VOL = "keep-cmd", "keep-vol"  # without and with image volumes
 CLUSTERS = (CMD, VOL)
 GiB, MiB = 1 << 30, 1 << 20

@@ -38,8 +38,6 @@ from tests.support.oci_fleet import (
 )
 from tests.support.registry import LoopbackRegistry
 
-pytestmark = pytest.mark.xdist_group("test_image_volume_e2e")  # one worker plays its fleet, once
-
 IMAGE_CLUSTERS = ("gpu-a", "gpu-b")
 VOLUME_CLUSTER = "gpu-c"
 CLUSTERS = (*IMAGE_CLUSTERS, VOLUME_CLUSTER)

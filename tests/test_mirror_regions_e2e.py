@@ -22,8 +22,6 @@ from fleetcache.functions import naming
 from tests.support import xrd
 from tests.support.mirror_fleet import DEADLINE, add_repo, mirror_fleet
 
-pytestmark = pytest.mark.xdist_group("test_mirror_regions_e2e")  # one worker plays its fleet, once
-
 REGIONS = {"gpu-a": "eu-west-1", "gpu-b": "us-east-1", "gpu-c": "eu-west-1",
            "gpu-d": "us-east-1"}
 CLUSTERS = tuple(sorted(REGIONS))

@@ -20,8 +20,6 @@ from fleetcache.devtools.testhub.server import TestHub
 from fleetcache.functions import naming, read
 from tests.support.plane import PlayedFleet, control_plane
 
-pytestmark = pytest.mark.xdist_group("test_model_update")  # one worker plays its fleet, once
-
 NAMESPACE = "ml"
 REPO = "fleetcache-test/update"
 CLUSTERS = ("gpu-a", "gpu-b")

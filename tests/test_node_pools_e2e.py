@@ -32,8 +32,6 @@ from fleetcache.functions.node_tier.node_agent import KEEP_KEY
 from fleetcache.functions.node_tier.warmer_names import SYSTEM_NAMESPACE
 from tests.support.plane import control_plane
 
-pytestmark = pytest.mark.xdist_group("test_node_pools_e2e")  # one worker plays its fleet, once
-
 CLUSTER = "gpu-pools"
 REPO = "fleetcache-e2e/pool-chat"
 DEADLINE = 90.0

@@ -31,8 +31,6 @@ from fleetcache.functions import naming, read
 from tests.support.k8s import restricted_violations
 from tests.support.plane import control_plane
 
-pytestmark = pytest.mark.xdist_group("test_node_tier_e2e")  # one worker plays its fleet, once
-
 EAST, WEST = act.CLUSTERS
 OPTED_IN = ("gpu-1", "gpu-2")
 NOT_IN_POOL = ("gpu-3", "control-plane")  # gpu-3 has not opted in; control-plane is excluded

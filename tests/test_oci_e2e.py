@@ -40,8 +40,6 @@ from tests.support.oci_fleet import (
 )
 from tests.support.registry import LoopbackRegistry
 
-pytestmark = pytest.mark.xdist_group("test_oci_e2e")  # one worker plays its fleet, once
-
 CLUSTERS = ("gpu-a", "gpu-b", "gpu-c")
 FIRST = CLUSTERS[:2]  # the first cache's placement before gpu-c joins it
 USER, PASSWORD = "puller", "pull-secret-password"

@@ -29,8 +29,6 @@ from tests.support import oci_fleet
 from tests.support.oci_fleet import REPOSITORY, docker_config_secret, files_under, model_files, simulated_fleet
 from tests.support.registry import LoopbackRegistry
 
-pytestmark = pytest.mark.xdist_group("test_oci_mirror_e2e")  # one worker plays its fleet, once
-
 CLUSTERS = ("gpu-a", "gpu-b", "gpu-c")
 DIRECT, MIRRORED = "tiny-direct", "tiny-mirrored"
 FLEET_REPOSITORY = "fleet-models"

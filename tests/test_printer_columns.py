@@ -34,8 +34,6 @@ from tests.support.fleet import (
 )
 from tests.support.played_demo import played_demo
 
-pytestmark = pytest.mark.xdist_group("demo")  # one worker plays the demo once (tests/support/played_demo.py)
-
 ROOT = Path(__file__).resolve().parents[1]
 FILTER = re.compile(r"^\[\?\(@\.([A-Za-z0-9_]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
 FIELD = re.compile(r"^\.([A-Za-z0-9_]+)")

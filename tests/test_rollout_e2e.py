@@ -37,8 +37,6 @@ from fleetcache.devtools.testhub.server import Fault, TestHub
 from fleetcache.functions import naming, read
 from tests.support.plane import PlayedFleet, control_plane
 
-pytestmark = pytest.mark.xdist_group("test_rollout_e2e")  # one worker plays its fleet, once
-
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "ml"
 REPO = "fleetcache-test/rollout"

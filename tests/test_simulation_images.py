@@ -18,8 +18,6 @@ from fleetcache.devtools.simulation.jobs import plain_http_to_loopback
 from fleetcache.functions import read
 from tests.support.registry import LoopbackRegistry
 
-pytestmark = pytest.mark.xdist_group("sim-images")
-
 NS = "ml"
 GiB = 1 << 30
 COMMIT = "c" * 40

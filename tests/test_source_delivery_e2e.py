@@ -27,8 +27,6 @@ from fleetcache.volume import flat_commit_path
 from tests.support.k8s import restricted_violations
 from tests.support.plane import control_plane
 
-pytestmark = pytest.mark.xdist_group("test_source_delivery_e2e")  # one worker plays its fleet, once
-
 CLUSTERS = ("gpu-a", "gpu-b")
 MODEL_BYTES = 1 << 20
 DEADLINE = 120.0

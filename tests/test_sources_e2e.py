@@ -22,8 +22,6 @@ from fleetcache.functions import naming
 from tests.support import xrd
 from tests.support.mirror_fleet import DEADLINE, MODEL_BYTES, add_repo, mirror_fleet
 
-pytestmark = pytest.mark.xdist_group("test_sources_e2e")  # one worker plays its fleet, once
-
 CLUSTERS = ("gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e")
 
 
