@@ -14,8 +14,6 @@ from fleetcache.devtools.demo import day_two, node_tier, oci, rollouts, tenants
 from tests.support import xrd
 from tests.support.played_demo import played_demo
 
-pytestmark = pytest.mark.xdist_group("demo")  # one worker plays the demo once (tests/support/played_demo.py)
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -225,9 +223,29 @@ def test_node_tier_replicas_run_on_warm_nodes_reading_the_node_copy(demo_output)
     table = act[act.index("NODE WARM"):].split("\n\n")[0].splitlines()[1:]
     assert len(table) == len(node_tier.CLUSTERS)
     for line in table:
-        cluster, _, node, warm, select, reason, reads = line.split()
+        cluster, _, node, warm, select, reason, reads, _ = line.split()
         assert (select, reason) == ("node", "(NodeCopyReady)") and warm != "no"
         assert reads.startswith(f"{node}:{node_tier.CACHE_PATH}/")
+
+
+def test_no_node_tier_replica_pulls_its_engine_image(demo_output):
+    act = node_tier_act(demo_output)
+    table = act[act.index("NODE WARM"):].split("\n\n")[0].splitlines()[1:]
+    assert [line.split()[-1] for line in table] == ["no"] * len(node_tier.CLUSTERS)
+
+
+def test_the_engine_image_is_kept_on_every_opted_in_node_and_the_joining_one(demo_output):
+    act = node_tier_act(demo_output)
+    converged = tier_tables(act[:act.index("$ kubectl get nodes")])[-1]
+    assert {c: row[-1] for c, row in converged.items()} == {c: "2/2" for c in node_tier.CLUSTERS}
+    after = tier_tables(act[act.index(f"node {node_tier.LEAVING} is removed"):act.index("ModelDeployment edge-chat")])
+    assert after[-1][node_tier.CHURN_CLUSTER][-1] == "2/2"
+
+
+def test_the_engine_image_figure_states_the_size_bandwidth_and_both_waits(demo_output):
+    act = node_tier_act(demo_output)
+    assert f"{node_tier.JOINING}'s keeper pulled it when the node joined: Successfully pulled image" in act
+    assert "41 s at 200.0MiB/s without it warmed, 0 s with it" in act
 
 
 def listing(act: str, command: str) -> list[list[str]]:
@@ -240,12 +258,14 @@ def test_kubectl_get_shows_the_node_tier_in_its_columns(demo_output):
     act = node_tier_act(demo_output)
     ns, clusters = node_tier.NAMESPACE, node_tier.CLUSTERS
     cache = listing(act, f"modelcache -n {ns} {node_tier.CACHE}")
-    assert cache[0][-1] == "NODES" and cache[1][-1] == f"{2 * len(clusters)}/{2 * len(clusters)}"
+    nodes = cache[0].index("NODES")
+    assert cache[1][nodes] == f"{2 * len(clusters)}/{2 * len(clusters)}"
+    assert cache[0][-1] == "IMAGES" and cache[1][-3:] == ["1", "image", f"{2 * len(clusters)}/{2 * len(clusters)}"]
     fleet = listing(act, f"fleetcluster {' '.join(clusters)}")
     assert [row[0] for row in fleet[1:]] == list(clusters)
     assert all(len(row) > 1 and row[1] != "<none>" for row in fleet[1:])
     replicas = listing(act, f"modelreplica -n {ns}")
-    assert [row[2:] for row in replicas[1:]] == [["Node", "Ready"]] * len(clusters)
+    assert [row[2:] for row in replicas[1:]] == [["Node", "Ready", "Warm"]] * len(clusters)
 
 
 def test_each_node_tier_cluster_shows_the_bytes_it_read_from_the_hub(demo_output):
@@ -256,8 +276,9 @@ def test_each_node_tier_cluster_shows_the_bytes_it_read_from_the_hub(demo_output
 
 def test_every_manifest_of_the_node_tier_act_is_valid_against_its_xrd():
     for resource in [*map(node_tier.fleet_cluster, node_tier.CLUSTERS),
-                     node_tier.grant(), node_tier.model_cache("http://127.0.0.1:1"),
-                     node_tier.model_deployment()]:
+                     node_tier.grant(),
+                     node_tier.model_cache("http://127.0.0.1:1", "127.0.0.1:5000/engines/vllm-openai:v0.11.0"),
+                     node_tier.model_deployment("127.0.0.1:5000/engines/vllm-openai:v0.11.0")]:
         xrd.assert_valid(resource)
 
 

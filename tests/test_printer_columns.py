@@ -73,6 +73,9 @@ NODE_TIER = (".status.nodeTier.summary", ".status.nodeCache.summary")
 # A rollout's summary exists only on caches with spec.rollout.waves (design/rollouts.md);
 # kubectl prints <none> on the others.
 ROLLOUT = (".status.rollout.summary",)
+# Image counts exist only on caches with spec.images and their hydrations (DESIGN §8);
+# kubectl prints <none> on the others.
+IMAGES = (".status.imagesSummary", ".status.images.summary")
 
 
 def on_node_tier(obj: dict) -> bool:
@@ -83,6 +86,10 @@ def on_node_tier(obj: dict) -> bool:
 
 def in_waves(obj: dict) -> bool:
     return bool(obj.get("spec", {}).get("rollout", {}).get("waves"))
+
+
+def keeps_images(obj: dict) -> bool:
+    return bool(obj.get("spec", {}).get("images"))
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +128,8 @@ def test_every_printer_column_shows_a_value_over_the_demos_final_state(final_sta
                 continue
             if column["jsonPath"] in ROLLOUT and not in_waves(obj):
                 continue
+            if column["jsonPath"] in IMAGES and not keeps_images(obj):
+                continue
             value = jsonpath(obj, column["jsonPath"])
             assert value not in (None, ""), \
                 f"{kind} {obj['metadata']['name']}: column {column['name']} is empty"
@@ -151,6 +160,27 @@ def test_the_node_tier_columns_show_the_node_tier_acts_objects(final_state):
     replicas = [o for (k, n, _), o in final_state.items() if k == "ModelReplica" and n == ns]
     assert [jsonpath(r, column("ModelReplica", "DELIVERY")) for r in replicas] == \
         ["Node"] * len(clusters)
+
+
+def test_the_image_columns_show_the_node_tier_acts_engine_image(final_state):
+    """IMAGES and ENGINE-IMAGE at the end of the node tier act: the engine image kept on every
+    opted-in node of every cluster, and every replica there on a node that holds it."""
+    ns, clusters = node_tier.NAMESPACE, node_tier.CLUSTERS
+    cache = final_state["ModelCache", ns, node_tier.CACHE]
+    assert jsonpath(cache, column("ModelCache", "IMAGES")) == f"1 image {2 * len(clusters)}/{2 * len(clusters)}"
+    hydrations = [o for (k, n, _), o in final_state.items()
+                  if k == "ModelCacheHydration" and n == ns]
+    assert sorted(jsonpath(h, column("ModelCacheHydration", "IMAGES")) for h in hydrations) == \
+        ["2/2"] * len(clusters)
+    replicas = [o for (k, n, _), o in final_state.items() if k == "ModelReplica" and n == ns]
+    assert [jsonpath(r, column("ModelReplica", "ENGINE-IMAGE")) for r in replicas] == \
+        ["Warm"] * len(clusters)
+
+
+def test_caches_without_images_show_no_image_columns(final_state):
+    objects = [o for (k, _, _), o in final_state.items()
+               if k in ("ModelCache", "ModelCacheHydration") and not keeps_images(o)]
+    assert objects and all(jsonpath(o, path) is None for o in objects for path in IMAGES)
 
 
 def test_caches_off_the_node_tier_show_no_node_columns(final_state):

@@ -419,7 +419,9 @@ def run(repo_root: Path, *, fast: bool = False, out: Echo = print,
             "and a fleet mirror read the Hub once for five clusters; a corrupt commit halted "
             "at its canary and another rolled the canary back; "
             "every opted-in GPU node was warmed from its cluster's volume (one Hub download per "
-            "cluster), a joining node without the Hub, and replicas read the node copy; an OCI "
+            "cluster), a joining node without the Hub, and replicas read the node copy; the engine "
+            "image, pinned to one digest, was kept on every opted-in node, the joining one too, and "
+            "no replica pod pulled it; an OCI "
             "artifact was published once to the fleet's registry, two clusters mounted it as an "
             "image volume and one its volume, the origin serving the model once")
         return 0

@@ -18,7 +18,12 @@ one reads from the origin show.
    that node's copy); the ModelDeployment reports every replica ready;
 4. `kubectl get` of the ModelCache (NODES), the FleetClusters (NODE-CACHE) and the replicas
    (DELIVERY Node);
-5. the Hub bytes each cluster read: one model's worth, however many nodes it warmed.
+5. the Hub bytes each cluster read: one model's worth, however many nodes it warmed;
+6. the engine image (spec.images, design/engine-images.md): an 8 GiB image pushed to a
+   loopback registry is resolved once to a digest and kept on every opted-in node (pulled by
+   running its command behind a warm slot); the joining node gets it too before any replica
+   lands there; each replica runs that digest, its pod pulls nothing (the image is on the
+   node) and says ENGINE-IMAGE Warm; the wait a fresh node would have had is printed.
 
 `play` returns what differs from that ending; [] when the fleet converged as it should.
 """
@@ -34,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetcache.devtools.demo.stage import Stage
+from fleetcache.devtools.package.modelpack import Pusher
+from fleetcache.devtools.package.registry import loopback_registry
 from fleetcache.devtools.simulation import CONTROL_PLANE_ROLE, Cluster, NodePod, kubectl_table
 from fleetcache.devtools.testhub.content import make_model
 from fleetcache.devtools.testhub.server import TestHub
@@ -57,6 +64,10 @@ NODES = (("gpu-1", {**POOL, **OPT_IN}, False), ("gpu-2", {**POOL, **OPT_IN}, Fal
          ("gpu-3", dict(POOL), False), ("control-plane", dict(OPT_IN), True))
 JOINING, LEAVING = "gpu-3", "gpu-2"  # gpu-3 opts in; gpu-2 is removed while gpu-3 warms
 ORIGIN_SLACK = 1.05  # a cluster's Hub bytes: at most this many models (metadata on top)
+ENGINE_REPOSITORY, ENGINE_TAG = "engines/vllm-openai", "v0.11.0"
+ENGINE_BYTES = 8 << 30  # what the simulated engine image stands for (vLLM images are 8-20 GB)
+PULL_BANDWIDTH = 2 << 30  # bytes a second a simulated node pulls at: compressed, as the rounds are
+REAL_BANDWIDTH = 200 << 20  # what the note's figure assumes of a real node's registry pull
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ class Fleet:
     clusters: dict[str, Cluster]
     hubs: dict[str, TestHub]
     model_bytes: int
+    engine_image: str  # <registry>/engines/vllm-openai:v0.11.0, kept by the cache
 
 
 # --- what the platform team and the tenant apply --------------------------------------------
@@ -89,17 +101,18 @@ def grant() -> dict:
                      "quota": {"bytes": "2Gi"}}}
 
 
-def model_cache(endpoint: str) -> dict:
+def model_cache(endpoint: str, engine_image: str) -> dict:
     return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": CACHE, "namespace": NAMESPACE},
             "spec": {"grantRef": {"name": GRANT},
                      "source": {"huggingFace": {"repo": REPO, "endpoint": endpoint}},
                      "storage": {"tier": "Node"},
+                     "images": [{"image": engine_image, "command": ["vllm", "serve", "--help=all"]}],
                      "placement": {"clusterSelector": {
                          "matchLabels": {"fleetcache.dev/tier": TIER}}}}}
 
 
-def model_deployment() -> dict:
+def model_deployment(engine_image: str) -> dict:
     return {"apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
             "metadata": {"name": CACHE, "namespace": NAMESPACE},
             "spec": {"modelCacheRef": {"name": CACHE}, "replicas": len(CLUSTERS),
@@ -107,8 +120,7 @@ def model_deployment() -> dict:
                      "placement": {"clusterSelector": {
                          "matchLabels": {"fleetcache.dev/tier": TIER}}},
                      "delivery": {"node": {"policy": "Prefer"}},
-                     "engine": {"image": "vllm/vllm-openai:v0.11.0",
-                                "args": ["--model=$(FLEETCACHE_MODEL)"]}}}
+                     "engine": {"image": engine_image, "args": ["--model=$(FLEETCACHE_MODEL)"]}}}
 
 
 # --- what kubectl would print ---------------------------------------------------------------
@@ -124,15 +136,20 @@ def node_tier(stage: Stage, cluster: str) -> dict:
 
 def tier_rows(stage: Stage) -> list[list[str]]:
     rows = [["CLUSTER", "VOLUME", "NODE TIER", "DESIRED", "READY", "DOWNLOADING", "FAILED",
-             "REASON"]]
+             "REASON", "IMAGES"]]
     for cluster in CLUSTERS:
         status = get_path(hydration(stage, cluster), "status", {}) or {}
         tier = status.get("nodeTier") or {}
         rows.append([cluster, status.get("phase", "-"), tier.get("phase", "-"),
                      *(str(tier.get(k, 0)) for k in ("desiredNodes", "readyNodes",
                                                      "downloadingNodes", "failedNodes")),
-                     tier.get("reason", "")])
+                     tier.get("reason", ""), get_path(status, "images.summary", "") or "-"])
     return rows
+
+
+def images_warm(stage: Stage, cluster: str, nodes: int) -> bool:
+    images = get_path(hydration(stage, cluster), "status.images", {}) or {}
+    return images.get("reason") == "ImagesWarm" and images.get("desired") == nodes == images.get("ready")
 
 
 def node_rows(fleet: Fleet, cluster: str, label_key: str) -> list[list[str]]:
@@ -157,10 +174,12 @@ def selected(pod: NodePod) -> dict:
 
 
 def replica_pods(clusters: dict[str, Cluster]) -> list[tuple[str, NodePod]]:
-    """(cluster, pod) of every Deployment pod of the act's replicas."""
+    """(cluster, pod) of every engine pod of the act's replicas (not the cache's images
+    reporter, also a Deployment)."""
     return [(name, pod) for name in CLUSTERS for (kind, ns, _), pods in
             sorted(clusters[name].pods.items())
-            if kind == "Deployment" and ns == NAMESPACE for pod in pods]
+            if kind == "Deployment" and ns == NAMESPACE for pod in pods
+            if pod.labels.get(naming.LABEL_COMPONENT) == "engine"]
 
 
 # --- the story ------------------------------------------------------------------------------
@@ -200,8 +219,9 @@ def converge(stage: Stage, fleet: Fleet, show: Printer) -> list[str]:
     stage.out(f"\nnode tier: ModelCache {NAMESPACE}/{CACHE} on storage tier Node, placed on "
               f"{' and '.join(CLUSTERS)}; each cluster has {len(NODES)} nodes: "
               f"{opted} GPU nodes opted in, 1 GPU node not opted in, 1 control-plane node")
-    problem = stage.until(show.then(lambda: all(all_warm(stage, c, opted) for c in CLUSTERS)),
-                          "every opted-in node to hold the commit")
+    problem = stage.until(show.then(lambda: all(all_warm(stage, c, opted) and images_warm(stage, c, opted)
+                                                for c in CLUSTERS)),
+                          "every opted-in node to hold the commit and the engine image")
     if problem:
         return [problem]
     show()
@@ -227,8 +247,9 @@ def churn(stage: Stage, fleet: Fleet, show: Printer) -> list[str]:
     cluster.remove_node(LEAVING)
     stage.out(f"{CHURN_CLUSTER}: node {LEAVING} is removed (kubectl delete node {LEAVING}) "
               f"while {JOINING} warms")
-    problem = stage.until(show.then(lambda: all_warm(stage, CHURN_CLUSTER, 2)),
-                          f"{JOINING} to be warm and {LEAVING} to stop counting")
+    problem = stage.until(show.then(lambda: all_warm(stage, CHURN_CLUSTER, 2)
+                                    and images_warm(stage, CHURN_CLUSTER, 2)),
+                          f"{JOINING} to hold the commit and the engine image and {LEAVING} to stop counting")
     if problem:
         return [problem]
     show()
@@ -243,7 +264,7 @@ def churn(stage: Stage, fleet: Fleet, show: Printer) -> list[str]:
 
 def serve(stage: Stage, fleet: Fleet) -> list[str]:
     """Replicas with delivery node Prefer land on warm nodes and read the node copy."""
-    stage.control.apply(model_deployment())
+    stage.control.apply(model_deployment(fleet.engine_image))
     stage.out(f"\nModelDeployment {CACHE}: {len(CLUSTERS)} replicas, delivery.node.policy Prefer")
 
     def placed() -> bool:
@@ -252,6 +273,7 @@ def serve(stage: Stage, fleet: Fleet) -> list[str]:
         return len(pods) == len(CLUSTERS) and all(
             pod.ready and selected(pod).get("delivery") == "node" for _, pod in pods) and all(
             r["spec"]["delivery"] == "Node" and get_path(r, "status.phase") == "Ready"
+            and get_path(r, "status.engineImage") == "Warm"
             for r in stage.control.of_kind("ModelReplica")
             if r["metadata"]["namespace"] == NAMESPACE) and \
             get_path(deployment, "status.summary") == f"{len(CLUSTERS)}/{len(CLUSTERS)}"
@@ -259,9 +281,10 @@ def serve(stage: Stage, fleet: Fleet) -> list[str]:
     problem = stage.until(placed, "the replicas to run on warm nodes from the node copy")
     if problem:
         return [problem]
-    rows = [["CLUSTER", "POD", "NODE", "NODE WARM", "SELECT", "FLEETCACHE_MODEL READS"]]
+    rows = [["CLUSTER", "POD", "NODE", "NODE WARM", "SELECT", "FLEETCACHE_MODEL READS", "ENGINE PULLED"]]
     problems = []
     for name, pod in replica_pods(fleet.clusters):
+        pulled = engine_pulls(fleet.clusters[name], pod)
         cluster = fleet.clusters[name]
         label = node_tier(stage, name).get("labelKey", "")
         node = cluster.nodes[pod.node]
@@ -270,7 +293,11 @@ def serve(stage: Stage, fleet: Fleet) -> list[str]:
         rows.append([name, pod.name, pod.node, node.labels.get(label, "no")[:10],
                      f"{selected(pod).get('delivery')} ({selected(pod).get('reason')})",
                      f"{pod.node}:/{os.path.relpath(reads, node.disk)}".replace(
-                         model.name, model.name[:10])])
+                         model.name, model.name[:10]), "yes" if pulled else "no"])
+        if pulled:
+            problems.append(f"{name}: the replica's pod on {pod.node} pulled its engine image ({pulled[0]})")
+        if "@sha256:" not in pod.containers[0].spec.get("image", ""):
+            problems.append(f"{name}: the engine runs {pod.containers[0].spec.get('image')}, not the pinned digest")
         if not reads.startswith(str(node.host(CACHE_PATH))) or \
                 not (model / "config.json").is_file():
             problems.append(f"{name}: the replica's FLEETCACHE_MODEL resolves to {reads}, "
@@ -280,6 +307,30 @@ def serve(stage: Stage, fleet: Fleet) -> list[str]:
     return problems
 
 
+def engine_pulls(cluster: Cluster, pod: NodePod) -> list[str]:
+    """The kubelet's Pulling events about the pod (none when its image was on the node)."""
+    return [obj.get("message", "") for (kind, namespace, _), obj in sorted(cluster.objects.items())
+            if kind == "Event" and namespace == NAMESPACE and obj.get("reason") == "Pulling"
+            and get_path(obj, "involvedObject.name") == pod.name]
+
+
+def fresh_node_wait(stage: Stage, fleet: Fleet) -> list[str]:
+    """What the joining node spent pulling the engine image before any replica was placed
+    there, and so what a replica on a fresh node waits with and without it warmed."""
+    cluster = fleet.clusters[CHURN_CLUSTER]
+    pulled = [obj.get("message", "") for (kind, _, _), obj in sorted(cluster.objects.items())
+              if kind == "Event" and obj.get("reason") == "Pulled"
+              and get_path(obj, "source.host") == JOINING and "Successfully pulled" in obj.get("message", "")
+              and ENGINE_REPOSITORY in obj.get("message", "")]
+    stage.out(f"\nengine image: {quantities.human_bytes(ENGINE_BYTES)} (simulated), pulled by each node "
+              f"at {quantities.human_bytes(PULL_BANDWIDTH)}/s here (compressed). {JOINING}'s keeper "
+              f"pulled it when the node joined: {pulled[0] if pulled else 'no pull seen'}")
+    stage.out(f"  a replica on a fresh node waits for the engine image: "
+              f"{ENGINE_BYTES / REAL_BANDWIDTH:.0f} s at {quantities.human_bytes(REAL_BANDWIDTH)}/s without it warmed, "
+              "0 s with it (the keeper pulled it before the node took a replica)")
+    return [] if pulled else [f"{CHURN_CLUSTER}: no Pulled event of the engine image on {JOINING}"]
+
+
 def columns(stage: Stage) -> list[str]:
     """What `kubectl get` shows of the node tier: the ModelCache's NODES, each
     FleetCluster's NODE-CACHE, and the replicas' DELIVERY."""
@@ -287,15 +338,16 @@ def columns(stage: Stage) -> list[str]:
     cache = control.xrs.get(("ModelCache", NAMESPACE, CACHE), {}).get("status", {})
     tables = {
         f"modelcache -n {NAMESPACE} {CACHE}": [
-            ["NAME", "CLUSTERS", "SIZE", "NODES"],
+            ["NAME", "CLUSTERS", "SIZE", "NODES", "IMAGES"],
             [CACHE, cache.get("summary", ""), cache.get("sizeHuman", ""),
-             get_path(cache, "nodeTier.summary", "<none>")]],
+             get_path(cache, "nodeTier.summary", "<none>"), cache.get("imagesSummary", "<none>")]],
         f"fleetcluster {' '.join(CLUSTERS)}": [["NAME", "NODE-CACHE"]] + [
             [name, get_path(control.xrs.get(("FleetCluster", "", name), {}),
                                 "status.nodeCache.summary", "<none>")] for name in CLUSTERS],
-        f"modelreplica -n {NAMESPACE}": [["NAME", "CLUSTER", "DELIVERY", "PHASE"]] + [
+        f"modelreplica -n {NAMESPACE}": [["NAME", "CLUSTER", "DELIVERY", "PHASE", "ENGINE-IMAGE"]] + [
             [r["metadata"]["name"], r["spec"]["clusterName"], r["spec"]["delivery"],
-             get_path(r, "status.phase", "")] for r in control.of_kind("ModelReplica")
+             get_path(r, "status.phase", ""), get_path(r, "status.engineImage", "")]
+            for r in control.of_kind("ModelReplica")
             if r["metadata"]["namespace"] == NAMESPACE]}
     for command, rows in tables.items():
         stage.out(f"\n$ kubectl get {command}")
@@ -320,21 +372,24 @@ def origin_bytes(stage: Stage, fleet: Fleet) -> list[str]:
     return problems
 
 
-def add_clusters(stage: Stage, hubs: dict[str, TestHub], root: Path) -> Fleet:
+def add_clusters(stage: Stage, hubs: dict[str, TestHub], registry: str, root: Path) -> Fleet:
     model = make_model(max(stage.model_bytes // 6, 2 * 2**20), shards=2, seed=11)
     for hub in hubs.values():
         hub.add_repo(REPO, dict(model))
+    Pusher(registry).push_sim_image(ENGINE_REPOSITORY, ENGINE_TAG, size=ENGINE_BYTES,
+                                    executables=("vllm", "python3"), entrypoint=("vllm", "serve"))
+    engine_image = f"{registry}/{ENGINE_REPOSITORY}:{ENGINE_TAG}"
     for name in CLUSTERS:
         cluster = Cluster(name, root / name, hubs[name].endpoint)
         for node, labels, control_plane in NODES:
             cluster.add_node(node, labels, control_plane=control_plane,
-                             filesystems=(CACHE_PATH,))
+                             filesystems=(CACHE_PATH,), pull_bandwidth=str(PULL_BANDWIDTH))
         stage.clusters[name] = cluster
         stage.control.apply(fleet_cluster(name))
     stage.control.apply(grant())
-    stage.control.apply(model_cache(hubs[CLUSTERS[0]].endpoint))
+    stage.control.apply(model_cache(hubs[CLUSTERS[0]].endpoint, engine_image))
     return Fleet({n: stage.clusters[n] for n in CLUSTERS}, hubs,
-                 sum(c.size for c in model.values()))
+                 sum(c.size for c in model.values()), engine_image)
 
 
 def play(demo: Stage, root: Path) -> list[str]:
@@ -345,6 +400,10 @@ def play(demo: Stage, root: Path) -> list[str]:
                                 healthy=CLUSTERS, rounds=0)
     with contextlib.ExitStack() as stack:
         hubs = {name: stack.enter_context(TestHub()) for name in CLUSTERS}
+        try:
+            registry = stack.enter_context(loopback_registry())
+        except RuntimeError as err:  # docker-registry missing and not installable, or not starting
+            return [f"the node tier act's registry: {err}"]
 
         def stop_clusters() -> None:
             for name in CLUSTERS:
@@ -352,11 +411,11 @@ def play(demo: Stage, root: Path) -> list[str]:
                     stage.clusters[name].stop()
 
         stack.callback(stop_clusters)
-        fleet = add_clusters(stage, hubs, root)
+        fleet = add_clusters(stage, hubs, registry, root)
         show = Printer(stage)
         for step in (lambda: converge(stage, fleet, show), lambda: churn(stage, fleet, show),
                      lambda: serve(stage, fleet), lambda: columns(stage),
-                     lambda: origin_bytes(stage, fleet)):
+                     lambda: origin_bytes(stage, fleet), lambda: fresh_node_wait(stage, fleet)):
             problems = step()
             if problems:
                 return problems
