@@ -101,18 +101,21 @@ def grant() -> dict:
                      "quota": {"bytes": "2Gi"}}}
 
 
-def model_cache(endpoint: str, engine_image: str) -> dict:
+def model_cache(endpoint: str, engine_image: str = "") -> dict:
+    """The act's ModelCache; with `engine_image`, kept on the pool too (the node tier's
+    end-to-end test plays it without one, having no registry)."""
+    images = [{"image": engine_image, "command": ["vllm", "serve", "--help=all"]}] if engine_image else []
     return {"apiVersion": naming.API_VERSION, "kind": "ModelCache",
             "metadata": {"name": CACHE, "namespace": NAMESPACE},
             "spec": {"grantRef": {"name": GRANT},
                      "source": {"huggingFace": {"repo": REPO, "endpoint": endpoint}},
                      "storage": {"tier": "Node"},
-                     "images": [{"image": engine_image, "command": ["vllm", "serve", "--help=all"]}],
+                     **({"images": images} if images else {}),
                      "placement": {"clusterSelector": {
                          "matchLabels": {"fleetcache.dev/tier": TIER}}}}}
 
 
-def model_deployment(engine_image: str) -> dict:
+def model_deployment(engine_image: str = f"vllm/vllm-openai:{ENGINE_TAG}") -> dict:
     return {"apiVersion": naming.API_VERSION, "kind": "ModelDeployment",
             "metadata": {"name": CACHE, "namespace": NAMESPACE},
             "spec": {"modelCacheRef": {"name": CACHE}, "replicas": len(CLUSTERS),
