@@ -12,30 +12,20 @@ Registries are reached over plain HTTP: the tests' registries are on loopback.""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import shutil
 import tarfile
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path, PurePosixPath
 
 from fleetcache import shapes
+from fleetcache.devtools.simulation.registry_pulls import MANIFEST_TYPES, PullError, checked_blob, digest_of, get
 
-MANIFEST_TYPES = ", ".join((
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json"))
 IMAGE_CONFIGS = ("", "application/vnd.oci.image.config.v1+json",
                  "application/vnd.docker.container.image.v1+json")
 NAME_ANNOTATIONS = ("org.opencontainers.image.title", "org.cncf.model.filepath")
-TIMEOUT = 30.0
-
-
-class PullError(Exception):
-    """A reference the runtime could not pull: the pod's container waits in ErrImagePull."""
 
 
 def is_artifact(manifest: dict) -> bool:
@@ -65,7 +55,7 @@ class ImageStore:
         IfNotPresent: a reference by digest names one content); PullError when it cannot be."""
         parts = shapes.oci_reference_parts(reference)
         if parts is None:
-            raise PullError(f'ErrImagePull: failed to pull image "{reference}": invalid reference format')
+            raise PullError(f'failed to pull image "{reference}": invalid reference format')
         host, repository, tag, digest = parts
         # Kept by reference: the kubelet asks whether the reference itself is present, so the
         # same digest in another registry is pulled from that registry.
@@ -73,9 +63,9 @@ class ImageStore:
         if target.is_dir():
             return target
         base = f"http://{host}/v2/{repository}"
-        body = self.get(reference, f"{base}/manifests/{digest or tag}", {"Accept": MANIFEST_TYPES})
-        if digest and "sha256:" + hashlib.sha256(body).hexdigest() != digest:
-            raise PullError(f'ErrImagePull: failed to pull image "{reference}": manifest digest mismatch')
+        body = get(reference, f"{base}/manifests/{digest or tag}", {"Accept": MANIFEST_TYPES})
+        if digest and digest_of(body) != digest:
+            raise PullError(f'failed to pull image "{reference}": manifest digest mismatch')
         manifest = json.loads(body)
         self.root.mkdir(parents=True, exist_ok=True)
         self.manifest_file(target).write_bytes(body)
@@ -83,10 +73,7 @@ class ImageStore:
         try:
             artifact = is_artifact(manifest)
             for layer in manifest.get("layers") or []:
-                blob = self.get(reference, f"{base}/blobs/{layer['digest']}", {})
-                if "sha256:" + hashlib.sha256(blob).hexdigest() != layer["digest"]:
-                    raise PullError(f'ErrImagePull: failed to pull image "{reference}": '
-                                    f"layer {layer['digest']} does not match its digest")
+                blob = checked_blob(reference, base, layer["digest"])
                 if artifact:
                     path = artifact_path(layer)
                     if path is not None:
@@ -116,15 +103,3 @@ class ImageStore:
         manifest = json.loads(self.manifest_file(self.target(reference)).read_bytes())
         blobs = [manifest.get("config") or {}, *(manifest.get("layers") or [])]
         return blobs[0].get("digest", ""), sum(int(b.get("size", 0)) for b in blobs)
-
-    @staticmethod
-    def get(reference: str, url: str, headers: dict[str, str]) -> bytes:
-        """One anonymous GET, as a runtime without credentials for the registry makes it."""
-        try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=TIMEOUT) as answer:
-                return answer.read()
-        except urllib.error.HTTPError as err:
-            detail = f"{err.code} {err.reason}"
-        except (OSError, ValueError) as err:
-            detail = str(err)
-        raise PullError(f'ErrImagePull: failed to pull image "{reference}": {detail} (GET {url})')

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from fleetcache.devtools.simulation.api import Objects
 from fleetcache.devtools.simulation.clock import Clock
-from fleetcache.devtools.simulation.images import ImageStore, PullError
+from fleetcache.devtools.simulation.images import ImageStore
 from fleetcache.devtools.simulation.node_images import GC_PERIOD_SECONDS, GcResult, Image, names_of, pullable
-from fleetcache.devtools.simulation.node_images import PullError as ImagePullError
 from fleetcache.devtools.simulation.nodes import Node
 from fleetcache.devtools.simulation.pods import Container, NodePod, Program, Unmountable
+from fleetcache.devtools.simulation.registry_pulls import PullError
 from fleetcache.devtools.simulation.scheduling import selector_matches
 from fleetcache.devtools.simulation.standins import StandIns
 from fleetcache.devtools.simulation.storage import Volumes, translate
@@ -198,7 +198,7 @@ class Kubelet:
                            f"including waiting). Image size: {image.size} bytes.")
             else:
                 self.event(pod, "Normal", "Pulled", f'Container image "{reference}" already present on machine')
-        except ImagePullError as err:
+        except PullError as err:
             container.pulling = ""
             container.pull_failures += 1
             container.pull_not_before = now + min(
@@ -337,9 +337,8 @@ class Kubelet:
             try:
                 directory = self.images.mount(reference)
             except PullError as err:  # the image manager's event, as for a container's image
-                self.event(pod, "Warning", "Failed", f'Failed to pull image "{reference}": '
-                           f'{str(err).removeprefix("ErrImagePull: ")}')
-                raise Unmountable(str(err)) from err
+                self.event(pod, "Warning", "Failed", f'Failed to pull image "{reference}": {err}')
+                raise Unmountable(f"ErrImagePull: {err}") from err
             image_id, size = self.images.described(reference)
             pod.volume_images.add(node.images.add_volume_image(reference, image_id, size,
                                                                self.seconds()).id)

@@ -13,21 +13,15 @@ already has and runs what it is asked to."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
 from fleetcache import shapes
+from fleetcache.devtools.simulation.registry_pulls import MANIFEST_TYPES, PullError, checked_blob, digest_of, get
 
 SIZE_LABEL = "dev.fleetcache.sim.size"  # bytes the image stands for (its layers are tiny)
 EXECUTABLES_LABEL = "dev.fleetcache.sim.executables"  # comma-separated names on its $PATH
-MANIFEST_TYPES = ", ".join((
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json"))
 LOOPBACK_HOSTS = ("127.", "localhost", "[::1]")
-TIMEOUT = 30.0
 # The kubelet's image GC policy at its defaults (KubeletConfiguration imageGCHighThresholdPercent,
 # imageGCLowThresholdPercent, imageMinimumGCAge) and period (kubelet.go ImageGCPeriod).
 HIGH_THRESHOLD_PERCENT = 85
@@ -36,10 +30,6 @@ MIN_AGE_SECONDS = 120.0
 GC_PERIOD_SECONDS = 300.0
 NODE_STATUS_MAX_IMAGES = 50  # --node-status-max-images
 MAX_NAMES_PER_IMAGE = 5  # nodestatus.MaxNamesPerImageInNodeStatus
-
-
-class PullError(Exception):
-    """What the runtime answers a pull it cannot do; the kubelet shows it as ErrImagePull."""
 
 
 class RemoveRefused(Exception):
@@ -194,15 +184,15 @@ def fetch(reference: str, now: float) -> Image:
     host, _, path = repository.partition("/")
     base = f"http://{host}/v2/{path}"
     body = get(reference, f"{base}/manifests/{digest or tag}", {"Accept": MANIFEST_TYPES})
-    manifest_digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    manifest_digest = digest_of(body)
     if digest and manifest_digest != digest:
         raise PullError(f'failed to pull image "{reference}": manifest digest mismatch')
     try:
         manifest = json.loads(body)
         blobs = [manifest["config"], *(manifest.get("layers") or [])]
-        config = json.loads(checked_blob(reference, base, blobs[0])).get("config") or {}
+        config = json.loads(checked_blob(reference, base, blobs[0]["digest"])).get("config") or {}
         for layer in blobs[1:]:
-            checked_blob(reference, base, layer)
+            checked_blob(reference, base, layer["digest"])
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise PullError(f'failed to pull image "{reference}": not an image manifest ({err})') from err
     labels = config.get("Labels") or {}
@@ -212,21 +202,3 @@ def fetch(reference: str, now: float) -> Image:
                  [f"{repository}:{tag}"] if tag else [], size, executables,
                  list(config.get("Entrypoint") or []), list(config.get("Cmd") or []), now)
 
-
-def checked_blob(reference: str, base: str, descriptor: dict) -> bytes:
-    data = get(reference, f"{base}/blobs/{descriptor['digest']}", {})
-    if "sha256:" + hashlib.sha256(data).hexdigest() != descriptor["digest"]:
-        raise PullError(f'failed to pull image "{reference}": blob {descriptor["digest"]} '
-                        f"does not match its digest")
-    return data
-
-
-def get(reference: str, url: str, headers: dict[str, str]) -> bytes:
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=TIMEOUT) as answer:
-            return answer.read()
-    except urllib.error.HTTPError as err:
-        detail = f"{err.code} {err.reason}"
-    except (OSError, ValueError) as err:
-        detail = str(err)
-    raise PullError(f'failed to pull image "{reference}": {detail} (GET {url})')

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fleetcache.devtools.simulation.api import Key, Objects
-from fleetcache.devtools.simulation.images import PullError
 from fleetcache.devtools.simulation.kubelet import Kubelet
 from fleetcache.devtools.simulation.nodes import Node
 from fleetcache.devtools.simulation.pods import NodePod
+from fleetcache.devtools.simulation.registry_pulls import PullError
 from fleetcache.devtools.simulation.scheduling import pod_fits, schedule, tolerates
 from fleetcache.devtools.simulation.storage import Volumes, translate
 from fleetcache.functions import read
@@ -104,7 +104,7 @@ class Workloads:
                 why = "" if (model_dir / "config.json").is_file() else \
                     f"the engine cannot find {env.get('FLEETCACHE_MODEL')}"
             except PullError as err:
-                why = str(err)
+                why = f"ErrImagePull: {err}"
             if why:
                 return {"replicas": replicas, "unavailableReplicas": replicas, "conditions": [
                     {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
