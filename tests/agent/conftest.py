@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleetcache.devtools.testhub import TestHub, make_model
+from tests.support.registry import PASSWORD, USER, LoopbackRegistry
 
 AGENT = str(Path(sys.executable).parent / "fleetcache-agent")
 REPO = "acme/tiny"
@@ -28,6 +29,20 @@ class Run:
     @property
     def json(self) -> dict:
         return json.loads(self.stdout)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    """docker-registry on loopback, anonymous."""
+    with LoopbackRegistry() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def private_registry():
+    """docker-registry on loopback that answers only USER with PASSWORD."""
+    with LoopbackRegistry(users={USER: PASSWORD}) as running:
+        yield running
 
 
 @pytest.fixture

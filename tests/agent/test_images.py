@@ -38,9 +38,8 @@ from fleetcache.agent.image_summary import summarize
 from fleetcache.agent.slots import LeaseSlots
 from tests.agent.conftest import AGENT, run_agent
 from tests.agent.test_slots import NS, FakeCoordination
-from tests.support.registry import FakeRegistry, LoopbackRegistry, descriptor, sha256
+from tests.support.registry import PASSWORD, USER, FakeRegistry, LoopbackRegistry, descriptor, sha256
 
-USER, PASSWORD = "puller", "pull-Pa55word"
 ENV = {"FLEETCACHE_READ_TIMEOUT": "5"}
 VLLM = "registry.example.com/vllm/vllm-openai@sha256:" + "a" * 64
 TOOLS = "registry.example.com/tools/probe@sha256:" + "b" * 64
@@ -382,18 +381,6 @@ def test_image_keep_writes_done_and_exits_zero_when_stopped(tmp_path):
 
 
 # -- resolve-images against docker-registry on loopback ----------------------------------------
-
-@pytest.fixture(scope="module")
-def registry():
-    with LoopbackRegistry() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def private_registry():
-    with LoopbackRegistry(users={USER: PASSWORD}) as running:
-        yield running
-
 
 def push_engine(registry: LoopbackRegistry, repository: str, tag: str, seed: bytes = b"vllm") -> str:
     layer = seed * 100

@@ -35,8 +35,9 @@ from fleetcache.manifest import SHA256, Entry, manifest_digest
 from tests.agent.conftest import AGENT, run_agent
 from tests.support.registry import (
     EMPTY_CONFIG,
+    PASSWORD,
+    USER,
     FakeRegistry,
-    LoopbackRegistry,
     descriptor,
     modelpack_config,
     modelpack_layers,
@@ -45,7 +46,6 @@ from tests.support.registry import (
 )
 
 REPOSITORY = "models/tiny"
-USER, PASSWORD = "puller", "pull-Pa55word"
 ENV = {"FLEETCACHE_READ_TIMEOUT": "5"}
 TAR_TYPE = "application/vnd.cncf.model.weight.v1.tar"
 IMAGE_TAR = "application/vnd.oci.image.layer.v1.tar"
@@ -215,18 +215,6 @@ def test_a_docker_config_with_a_malformed_auth_is_refused_naming_the_flag(tmp_pa
 
 
 # -- against docker-registry on loopback ------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def registry():
-    with LoopbackRegistry() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def private_registry():
-    with LoopbackRegistry(users={USER: PASSWORD}) as running:
-        yield running
-
 
 def oci(ref: str, *extra: str, config: Path | None = None) -> list[str]:
     return ["--oci-reference", ref, "--plain-http", *(["--registry-config", str(config)] if config else []), *extra]

@@ -47,6 +47,7 @@ from fleetcache.devtools.package.modelpack import (  # noqa: F401 - the tests' v
 from fleetcache.devtools.package.registry import blob_bytes_served, loopback_registry, requests_logged
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+USER, PASSWORD = "puller", "pull-Pa55word"  # the one account of a private LoopbackRegistry in the tests
 
 
 def bcrypt_hash(password: str) -> str:
