@@ -395,3 +395,24 @@ def test_a_preferred_node_affinity_wins_among_the_nodes_that_fit(tmp_path):
     nodes = [p.node for p in cluster.pods[("Deployment", "ns", "engine")]]
     cluster.stop()
     assert nodes == ["gpu-2"]
+
+
+def test_a_cordoned_node_takes_no_new_pod_but_keeps_its_daemon_pods(tmp_path):
+    cluster = nodes_cluster(tmp_path)
+    for name in ("gpu-1", "gpu-2"):
+        cluster.cordon_node(name)
+    cluster.apply({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d", "namespace": "ns"},
+                   "spec": {"template": engine_pod(affinity={"nodeAffinity": {
+                       "requiredDuringSchedulingIgnoredDuringExecution": pool_affinity()}})}})
+    cluster.apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "engine", "namespace": "ns"},
+                   "spec": {"replicas": 1, "template": engine_pod(affinity={"nodeAffinity": {
+                       "preferredDuringSchedulingIgnoredDuringExecution": [
+                           {"weight": 100, "preference": {"matchExpressions": [
+                               {"key": act.OPT_IN_KEY, "operator": "Exists"}]}}]}})}})
+    cluster.tick(time.monotonic())
+    engine = [p.node for p in cluster.pods[("Deployment", "ns", "engine")]]
+    daemons = sorted(p.node for p in cluster.pods[("DaemonSet", "ns", "d")])
+    node = cluster.objects[("Node", "", "gpu-1")]
+    cluster.stop()
+    assert engine == ["gpu-3"] and daemons == ["gpu-1", "gpu-2"]
+    assert node["spec"]["unschedulable"] is True

@@ -150,6 +150,13 @@ class Cluster:
         node.relabel(labels)
         self.objects[("Node", "", name)] = node.manifest()
 
+    def cordon_node(self, name: str) -> None:
+        """`kubectl cordon NAME`: spec.unschedulable, which the scheduler's NodeUnschedulable
+        filter reads (new pods that do not tolerate node.kubernetes.io/unschedulable go
+        elsewhere; DaemonSet pods do, and running pods stay)."""
+        self.nodes[name].unschedulable = True
+        self.objects[("Node", "", name)] = self.nodes[name].manifest()
+
     def image_gc(self, name: str) -> GcResult:
         """The node's image GC now (it also runs by itself every 5 minutes of the clock)."""
         result = self.kubelet.image_gc(self.nodes[name], self.workloads.all_pods())

@@ -32,6 +32,7 @@ class Node:
         quantities.quantity_bytes(PULL_BANDWIDTH, "pull_bandwidth"),
         quantities.quantity_bytes(IMAGEFS_CAPACITY, "imagefs")))
     ready: bool = True
+    unschedulable: bool = False  # spec.unschedulable: `kubectl cordon`
 
     @classmethod
     def join(cls, name: str, disk: Path, labels: Mapping[str, str] | None = None, *,
@@ -71,7 +72,8 @@ class Node:
     def manifest(self) -> dict:
         return {"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": self.name, "labels": dict(self.labels)},
-                "spec": {"taints": [dict(t) for t in self.taints]},
+                "spec": {"taints": [dict(t) for t in self.taints],
+                         **({"unschedulable": True} if self.unschedulable else {})},
                 "status": {"capacity": {"ephemeral-storage": str(self.capacity_bytes)},
                            "images": self.images.status_images(),
                            "conditions": [{"type": "Ready",

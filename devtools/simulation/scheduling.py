@@ -1,4 +1,5 @@
-"""Where a pod may run: the scheduler's filters (NodeAffinity, TaintToleration, VolumeBinding)
+"""Where a pod may run: the scheduler's filters (NodeUnschedulable, NodeAffinity,
+TaintToleration, VolumeBinding)
 and its NodeAffinity score, as the Deployment and DaemonSet controllers and the kubelet here
 read them (design/simulation.md, "Nodes")."""
 
@@ -16,6 +17,8 @@ from fleetcache.functions import read
 DAEMON_TOLERATED = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable",
                     "node.kubernetes.io/disk-pressure", "node.kubernetes.io/memory-pressure",
                     "node.kubernetes.io/pid-pressure", "node.kubernetes.io/unschedulable")
+# What a pod tolerates to land on a cordoned node (v1.TaintNodeUnschedulable).
+UNSCHEDULABLE = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
 def expression_matches(expression: Mapping, labels: Mapping[str, str]) -> bool:
@@ -106,6 +109,9 @@ def schedule(pod: NodePod, nodes: Mapping[str, Node], objects: Objects) -> tuple
     fits = []
     for name, node in sorted(nodes.items()):
         reason = "" if node.ready else "node(s) were not ready"
+        reason = reason or ("" if not node.unschedulable or
+                            tolerated(UNSCHEDULABLE, pod.spec.get("tolerations") or [])
+                            else "node(s) were unschedulable")
         reason = reason or ("" if tolerates(pod.spec, node) else "node(s) had untolerated taint")
         reason = reason or ("" if pod_fits(pod.spec, node) else
                             "node(s) didn't match Pod's node affinity/selector")
