@@ -244,8 +244,17 @@ def test_the_engine_image_is_kept_on_every_opted_in_node_and_the_joining_one(dem
 
 def test_the_engine_image_figure_states_the_size_bandwidth_and_both_waits(demo_output):
     act = node_tier_act(demo_output)
-    assert f"{node_tier.JOINING}'s keeper pulled it when the node joined: Successfully pulled image" in act
+    assert f"{node_tier.JOINING}'s keeper, when the node joined: Successfully pulled image" in act
     assert "41 s at 200.0MiB/s without it warmed, 0 s with it" in act
+
+
+def test_the_replica_on_the_joining_node_finds_the_engine_image_already_there(demo_output):
+    act = node_tier_act(demo_output)
+    table = act[act.index("NODE WARM"):].split("\n\n")[0].splitlines()[1:]
+    churned = next(row for row in map(str.split, table) if row[0] == node_tier.CHURN_CLUSTER)
+    assert churned[2] == node_tier.JOINING and churned[-1] == "no"
+    line = next(line for line in act.splitlines() if f"the replica's pod on {node_tier.JOINING}:" in line)
+    assert line.endswith("already present on machine")
 
 
 def listing(act: str, command: str) -> list[list[str]]:

@@ -14,14 +14,15 @@ one reads from the origin show.
    volume while its Hub counter stands still; mid-way, another node is removed, and the
    counts drop at once;
 3. a ModelDeployment with delivery node Prefer: its replica on each cluster lands on a warm
-   node, and the pod's `select` init container says `node` (FLEETCACHE_MODEL resolves into
-   that node's copy); the ModelDeployment reports every replica ready;
+   node (on the first cluster the node that joined: the other warm node is cordoned first),
+   and the pod's `select` init container says `node` (FLEETCACHE_MODEL resolves into that
+   node's copy); the ModelDeployment reports every replica ready;
 4. `kubectl get` of the ModelCache (NODES), the FleetClusters (NODE-CACHE) and the replicas
    (DELIVERY Node);
 5. the Hub bytes each cluster read: one model's worth, however many nodes it warmed;
 6. the engine image (spec.images, design/engine-images.md): an 8 GiB image pushed to a
    loopback registry is resolved once to a digest and kept on every opted-in node (pulled by
-   running its command behind a warm slot); the joining node gets it too before any replica
+   running its command behind a warm slot); the joining node gets it too before its replica
    lands there; each replica runs that digest, its pod pulls nothing (the image is on the
    node) and says ENGINE-IMAGE Warm; the wait a fresh node would have had is printed.
 
@@ -63,6 +64,7 @@ CACHE_PATH = "/mnt/nvme0"  # spec.nodeCache.path: a disk of its own on every GPU
 NODES = (("gpu-1", {**POOL, **OPT_IN}, False), ("gpu-2", {**POOL, **OPT_IN}, False),
          ("gpu-3", dict(POOL), False), ("control-plane", dict(OPT_IN), True))
 JOINING, LEAVING = "gpu-3", "gpu-2"  # gpu-3 opts in; gpu-2 is removed while gpu-3 warms
+STAYING = "gpu-1"  # cordoned before the replicas come, so one lands on the joining node
 ORIGIN_SLACK = 1.05  # a cluster's Hub bytes: at most this many models (metadata on top)
 ENGINE_REPOSITORY, ENGINE_TAG = "engines/vllm-openai", "v0.11.0"
 ENGINE_BYTES = 8 << 30  # what the simulated engine image stands for (vLLM images are 8-20 GB)
@@ -266,9 +268,12 @@ def churn(stage: Stage, fleet: Fleet, show: Printer) -> list[str]:
 
 
 def serve(stage: Stage, fleet: Fleet) -> list[str]:
-    """Replicas with delivery node Prefer land on warm nodes and read the node copy."""
+    """Replicas with delivery node Prefer land on warm nodes and read the node copy; on the
+    churned cluster that is the node that joined, the other warm one being cordoned."""
+    fleet.clusters[CHURN_CLUSTER].cordon_node(STAYING)
+    stage.out(f"\n{CHURN_CLUSTER}: kubectl cordon {STAYING}, so its replica goes to {JOINING}, the node that joined")
     stage.control.apply(model_deployment(fleet.engine_image))
-    stage.out(f"\nModelDeployment {CACHE}: {len(CLUSTERS)} replicas, delivery.node.policy Prefer")
+    stage.out(f"ModelDeployment {CACHE}: {len(CLUSTERS)} replicas, delivery.node.policy Prefer")
 
     def placed() -> bool:
         pods = replica_pods(fleet.clusters)
@@ -318,20 +323,30 @@ def engine_pulls(cluster: Cluster, pod: NodePod) -> list[str]:
 
 
 def fresh_node_wait(stage: Stage, fleet: Fleet) -> list[str]:
-    """What the joining node spent pulling the engine image before any replica was placed
-    there, and so what a replica on a fresh node waits with and without it warmed."""
+    """What the joining node's keeper pulled before the replica came, what the replica's pod
+    found there, and so what a replica on a fresh node waits with and without it warmed."""
     cluster = fleet.clusters[CHURN_CLUSTER]
-    pulled = [obj.get("message", "") for (kind, _, _), obj in sorted(cluster.objects.items())
-              if kind == "Event" and obj.get("reason") == "Pulled"
-              and get_path(obj, "source.host") == JOINING and "Successfully pulled" in obj.get("message", "")
-              and ENGINE_REPOSITORY in obj.get("message", "")]
+    events = [obj for (kind, _, _), obj in sorted(cluster.objects.items()) if kind == "Event"]
+    kept = [e.get("message", "") for e in events if e.get("reason") == "Pulled"
+            and get_path(e, "source.host") == JOINING and ENGINE_REPOSITORY in e.get("message", "")
+            and e.get("message", "").startswith("Successfully pulled")]
+    replica = next((pod.name for name, pod in replica_pods(fleet.clusters)
+                    if name == CHURN_CLUSTER and pod.node == JOINING), "")
+    found = [e.get("message", "") for e in events if e.get("reason") == "Pulled"
+             and get_path(e, "involvedObject.name") == replica]
     stage.out(f"\nengine image: {quantities.human_bytes(ENGINE_BYTES)} (simulated), pulled by each node "
-              f"at {quantities.human_bytes(PULL_BANDWIDTH)}/s here (compressed). {JOINING}'s keeper "
-              f"pulled it when the node joined: {pulled[0] if pulled else 'no pull seen'}")
+              f"at {quantities.human_bytes(PULL_BANDWIDTH)}/s here (compressed).\n"
+              f"  {JOINING}'s keeper, when the node joined: {kept[0] if kept else 'no pull seen'}\n"
+              f"  the replica's pod on {JOINING}: {found[0] if found else 'no pull event'}")
     stage.out(f"  a replica on a fresh node waits for the engine image: "
               f"{ENGINE_BYTES / REAL_BANDWIDTH:.0f} s at {quantities.human_bytes(REAL_BANDWIDTH)}/s without it warmed, "
-              "0 s with it (the keeper pulled it before the node took a replica)")
-    return [] if pulled else [f"{CHURN_CLUSTER}: no Pulled event of the engine image on {JOINING}"]
+              "0 s with it")
+    if not kept:
+        return [f"{CHURN_CLUSTER}: no Pulled event of the engine image on {JOINING}"]
+    if not replica or not found or not found[0].endswith("already present on machine"):
+        return [f"{CHURN_CLUSTER}: the replica on {JOINING} did not find the engine image there "
+                f"({found[0] if found else 'no replica or no event'})"]
+    return []
 
 
 def columns(stage: Stage) -> list[str]:
