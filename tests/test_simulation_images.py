@@ -3,10 +3,12 @@ images"): containers' images pulled per node from a real registry (docker-regist
 in size / bandwidth of the simulation's clock, a failed pull waiting in ErrImagePull then
 ImagePullBackOff with the image manager's Events, a command the image cannot run ending in
 StartError, a native sidecar gating the next init container on its startup probe, image GC
-keeping what a present pod's containers (and image volumes) use, and node.status.images."""
+keeping what a present pod's containers (and image volumes) use, node.status.images, and pulls
+from a private registry (htpasswd) with the pod's imagePullSecrets."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import time
@@ -16,7 +18,7 @@ import pytest
 from fleetcache.devtools.simulation import Clock, Cluster
 from fleetcache.devtools.simulation.jobs import plain_http_to_loopback
 from fleetcache.functions import read
-from tests.support.registry import LoopbackRegistry
+from tests.support.registry import PASSWORD, USER, LoopbackRegistry
 
 NS = "ml"
 GiB = 1 << 30
@@ -31,6 +33,14 @@ def registry():
 
 
 @pytest.fixture(scope="module")
+def private() -> str:
+    """A private registry (htpasswd: USER, PASSWORD) holding a 1 GiB image; its host."""
+    with LoopbackRegistry(users={USER: PASSWORD}) as started:
+        started.push_sim_image("engines/private", "v1", size=GiB, executables=["vllm"])
+        yield started.host
+
+
+@pytest.fixture(scope="module")
 def engine(registry) -> str:
     """A 10 GiB image that can run vllm and python3, by tag."""
     registry.push_sim_image("engines/vllm", "v1", size=10 * GiB, executables=["vllm", "python3"])
@@ -38,11 +48,20 @@ def engine(registry) -> str:
 
 
 def daemonset(name: str, init: list[dict], volumes: tuple[dict, ...] = (),
-              containers: tuple[dict, ...] = (PAUSE,)) -> dict:
+              containers: tuple[dict, ...] = (PAUSE,), pull_secrets: tuple[str, ...] = ()) -> dict:
     return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": NS},
             "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"initContainers": init, "containers": list(containers), "volumes": list(volumes)}}}}
+                "spec": {"initContainers": init, "containers": list(containers), "volumes": list(volumes),
+                         "imagePullSecrets": [{"name": secret} for secret in pull_secrets]}}}}
+
+
+def pull_secret(name: str, host: str, password: str = PASSWORD) -> dict:
+    """A kubernetes.io/dockerconfigjson Secret with USER's credentials for `host`."""
+    auth = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    config = json.dumps({"auths": {host: {"auth": auth}}}).encode()
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": NS},
+            "type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": base64.b64encode(config).decode()}}
 
 
 def puller(image: str, command: tuple[str, ...] = ("vllm", "--version"), name: str = "pull-0") -> dict:
@@ -228,3 +247,50 @@ def test_a_resolve_images_job_of_loopback_images_speaks_plain_http():
     elsewhere = [*loopback, "--image", "docker.io/vllm/vllm-openai:v1"]
     assert plain_http_to_loopback(loopback) == [*loopback, "--plain-http"]
     assert plain_http_to_loopback(elsewhere) == elsewhere
+
+
+def test_a_private_image_is_pulled_with_the_dockerconfigjson_secret_the_pod_names(tmp_path, private):
+    fleet = Fleet(tmp_path, pull_bandwidth="100Gi")
+    fleet.cluster.apply(pull_secret("regcred", private))
+    fleet.cluster.apply(daemonset("keep", [puller(f"{private}/engines/private:v1")], pull_secrets=("regcred",)))
+    fleet.until(lambda: terminated(fleet.init_status("keep", "pull-0")) != {})
+    assert terminated(fleet.init_status("keep", "pull-0"))["exitCode"] == 0
+    assert fleet.events("Failed") == []
+
+
+@pytest.mark.parametrize("password", [None, "wrong"], ids=["no-secret", "wrong-password"])
+def test_a_private_image_without_working_credentials_waits_in_err_image_pull_with_401(tmp_path, private, password):
+    fleet = Fleet(tmp_path)
+    if password:
+        fleet.cluster.apply(pull_secret("regcred", private, password))
+    image = f"{private}/engines/private:v1"
+    fleet.cluster.apply(daemonset("keep", [puller(image)], pull_secrets=("regcred",) if password else ()))
+    fleet.round()
+    waiting = read.get_path(fleet.init_status("keep", "pull-0"), "state.waiting")
+    assert waiting["reason"] == "ErrImagePull"
+    assert waiting["message"].startswith(f'failed to pull image "{image}": 401 Unauthorized')
+
+
+def test_a_pull_secret_that_does_not_exist_is_a_warning_event_and_the_pull_goes_on_anonymous(tmp_path, private):
+    fleet = Fleet(tmp_path)
+    image = f"{private}/engines/private:v1"
+    fleet.cluster.apply(daemonset("keep", [puller(image)], pull_secrets=("missing",)))
+    fleet.round()
+    assert [(e["type"], e["message"]) for e in fleet.events("FailedToRetrieveImagePullSecret")] == [
+        ("Warning", "Unable to retrieve some image pull secrets (missing); attempting to pull the image may not "
+                    "succeed.")]
+    waiting = read.get_path(fleet.init_status("keep", "pull-0"), "state.waiting")
+    assert waiting["reason"] == "ErrImagePull"
+    assert waiting["message"].startswith(f'failed to pull image "{image}": 401 Unauthorized')
+
+
+def test_an_image_volume_from_a_private_registry_mounts_with_the_pods_pull_secret(tmp_path, private):
+    fleet = Fleet(tmp_path)
+    reference = f"{private}/engines/private:v1"
+    fleet.cluster.apply(pull_secret("regcred", private))
+    fleet.cluster.apply(daemonset(
+        "mounts", [], ({"name": "model", "image": {"reference": reference, "pullPolicy": "IfNotPresent"}},),
+        ({**PAUSE, "volumeMounts": [{"name": "model", "mountPath": "/m"}]},), pull_secrets=("regcred",)))
+    fleet.round()
+    assert fleet.pod("mounts")["status"]["phase"] == "Running"
+    assert reference in image_names(fleet)

@@ -1,7 +1,8 @@
 """The container runtime's image volumes on a simulated cluster (`volumes[].image`, KEP-4639):
 the reference pulled from the registry it names with the distribution API (a GET of the
-manifest, then of each blob, each checked against its digest), kept by manifest digest, and
-mounted read-only (design/simulation.md, "Image volumes").
+manifest, then of each blob, each checked against its digest; with the credentials the kubelet
+found in the pod's pull secrets), kept by reference, and mounted read-only
+(design/simulation.md, "Image volumes").
 
 What is mounted is what CRI-O mounts (server/container_create_linux.go `mountArtifact`,
 internal/ociartifact/store.go): an OCI *artifact* (a manifest whose config is not an image
@@ -18,10 +19,18 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from fleetcache import shapes
-from fleetcache.devtools.simulation.registry_pulls import MANIFEST_TYPES, PullError, checked_blob, digest_of, get
+from fleetcache.devtools.simulation.registry_pulls import (
+    ANONYMOUS,
+    MANIFEST_TYPES,
+    PullError,
+    checked_blob,
+    digest_of,
+    get,
+)
 
 IMAGE_CONFIGS = ("", "application/vnd.oci.image.config.v1+json",
                  "application/vnd.docker.container.image.v1+json")
@@ -50,9 +59,10 @@ class ImageStore:
     def __init__(self, root: Path):
         self.root = root
 
-    def mount(self, reference: str) -> Path:
-        """The directory the reference is mounted from, pulled if not present (pullPolicy
-        IfNotPresent: a reference by digest names one content); PullError when it cannot be."""
+    def mount(self, reference: str, auth: Mapping[str, str] = ANONYMOUS) -> Path:
+        """The directory the reference is mounted from, pulled with `auth` (the pull's
+        credentials as headers) if not present (pullPolicy IfNotPresent: a reference by digest
+        names one content; present, no credentials are asked for); PullError when it cannot be."""
         parts = shapes.oci_reference_parts(reference)
         if parts is None:
             raise PullError(f'failed to pull image "{reference}": invalid reference format')
@@ -63,7 +73,7 @@ class ImageStore:
         if target.is_dir():
             return target
         base = f"http://{host}/v2/{repository}"
-        body = get(reference, f"{base}/manifests/{digest or tag}", {"Accept": MANIFEST_TYPES})
+        body = get(reference, f"{base}/manifests/{digest or tag}", {"Accept": MANIFEST_TYPES, **auth})
         if digest and digest_of(body) != digest:
             raise PullError(f'failed to pull image "{reference}": manifest digest mismatch')
         manifest = json.loads(body)
@@ -73,7 +83,7 @@ class ImageStore:
         try:
             artifact = is_artifact(manifest)
             for layer in manifest.get("layers") or []:
-                blob = checked_blob(reference, base, layer["digest"])
+                blob = checked_blob(reference, base, layer["digest"], auth)
                 if artifact:
                     path = artifact_path(layer)
                     if path is not None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import json
 import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from fleetcache.devtools.simulation.api import Objects
 from fleetcache.devtools.simulation.clock import Clock
@@ -24,7 +26,7 @@ from fleetcache.devtools.simulation.images import ImageStore
 from fleetcache.devtools.simulation.node_images import GC_PERIOD_SECONDS, GcResult, Image, names_of, pullable
 from fleetcache.devtools.simulation.nodes import Node
 from fleetcache.devtools.simulation.pods import Container, NodePod, Program, Unmountable
-from fleetcache.devtools.simulation.registry_pulls import PullError
+from fleetcache.devtools.simulation.registry_pulls import ANONYMOUS, PullError, basic_auth
 from fleetcache.devtools.simulation.scheduling import selector_matches
 from fleetcache.devtools.simulation.standins import StandIns
 from fleetcache.devtools.simulation.storage import Volumes, translate
@@ -40,6 +42,10 @@ AGENT_COMMAND = ["fleetcache-agent"]
 # MaxImageBackOff 300 s)), on the simulation's clock.
 PULL_BACKOFF_SECONDS = 10.0
 PULL_BACKOFF_MAX_SECONDS = 300.0
+# The pull secrets MakeDockerKeyring reads (pkg/credentialprovider/secrets/secrets.go): type -> data key.
+DOCKER_CONFIG_KEYS = {"kubernetes.io/dockerconfigjson": ".dockerconfigjson", "kubernetes.io/dockercfg": ".dockercfg"}
+
+Pulled = TypeVar("Pulled")
 
 
 def expand(value: str, env: Mapping[str, str]) -> str:
@@ -76,6 +82,69 @@ def default_pull_policy(reference: str) -> str:
     """The API server's default imagePullPolicy: Always for `:latest` or no tag, else
     IfNotPresent (pkg/apis/core/v1/defaults.go SetDefaults_Container)."""
     return "Always" if names_of(reference)[1] == "latest" else "IfNotPresent"
+
+
+def registry_key(location: str) -> str:
+    """A keyring's key for a docker config entry, as BasicDockerKeyring.Add makes it: the
+    location without its scheme, a trailing /v1/ or /v2/, or a trailing slash."""
+    key = location.split("://", 1)[-1]
+    for suffix in ("/v2/", "/v1/"):
+        key = key.removesuffix(suffix)
+    return key.rstrip("/")
+
+
+def docker_config_entry(entry: Mapping) -> dict[str, str]:
+    """An entry's credentials as headers: its `auth` (base64 user:password, padded or not)
+    wins over its username and password (pkg/credentialprovider/config.go
+    DockerConfigEntry.UnmarshalJSON, decodeDockerConfigFieldAuth)."""
+    field = entry.get("auth") or ""
+    if not field:
+        return basic_auth(entry.get("username", ""), entry.get("password", ""))
+    user, colon, password = base64.b64decode(field + "=" * (-len(field) % 4)).decode().partition(":")
+    if not colon:
+        raise ValueError("unable to parse auth field, must be formatted as base64(username:password)")
+    return basic_auth(user, password)
+
+
+def pull_credentials(secrets: Iterable[Mapping], reference: str) -> list[dict[str, str]]:
+    """What the pod's keyring (MakeDockerKeyring, then Lookup) holds for `reference`: the
+    credentials of every entry of its dockerconfigjson (`{"auths": {KEY: entry}}`) and
+    dockercfg (the bare map) Secrets whose key is the image's registry host, or a path prefix
+    of its repository, most specific key first (the keyring's reverse-sorted index). Data that
+    does not parse fails the pull, as MakeDockerKeyring's error fails PullImage."""
+    repository = names_of(reference)[0]
+    found: list[tuple[str, dict[str, str]]] = []
+    for secret in secrets:
+        key = DOCKER_CONFIG_KEYS.get(secret.get("type", ""), "")
+        data = (secret.get("data") or {}).get(key)
+        if not data:
+            continue
+        try:
+            config = json.loads(base64.b64decode(data))
+            auths = (config.get("auths") or {}) if key == ".dockerconfigjson" else config
+            found += [(registry_key(location), docker_config_entry(entry)) for location, entry in auths.items()]
+        except (ValueError, TypeError, AttributeError) as err:
+            name = read.get_path(secret, "metadata.name", "")
+            raise PullError(f'failed to pull image "{reference}": secret "{name}": {key}: {err}') from err
+    matching = [(k, auth) for k, auth in found if repository == k or repository.startswith(f"{k}/")]
+    return [auth for _, auth in sorted(matching, key=lambda match: match[0], reverse=True)]
+
+
+def pull_image(reference: str, secrets: Iterable[Mapping], pull: Callable[[Mapping[str, str]], Pulled]) -> Pulled:
+    """PullImage (pkg/kubelet/kuberuntime/kuberuntime_image.go): anonymous when the keyring
+    holds nothing for the image's registry, else `pull` with each credential in turn until one
+    works; none does: the errors, as utilerrors.NewAggregate words them (one: its message)."""
+    tries = pull_credentials(secrets, reference)
+    if not tries:
+        return pull(ANONYMOUS)
+    errors: list[str] = []
+    for auth in tries:
+        try:
+            return pull(auth)
+        except PullError as err:
+            errors.append(str(err))
+    distinct = list(dict.fromkeys(errors))
+    raise PullError(distinct[0] if len(distinct) == 1 else f"[{', '.join(distinct)}]")
 
 
 def agent_argv(command: list[str]) -> list[str] | None:
@@ -185,10 +254,12 @@ class Kubelet:
                     self.wait(pod, container, "ImagePullBackOff", f'Back-off pulling image "{reference}"',
                               "Normal", "BackOff")
                     return False
-                if container.pulling != reference:
+                starting = container.pulling != reference
+                secrets = self.pull_secrets(pod, report=starting)
+                if starting:
                     container.pulling = reference
                     self.event(pod, "Normal", "Pulling", f'Pulling image "{reference}"')
-                pull = node.images.pull(reference, now)
+                pull = pull_image(reference, secrets, lambda auth: node.images.pull(reference, now, auth))
                 if now < pull.done_at:
                     container.waiting = ("PodInitializing" if container in pod.init else "ContainerCreating", "")
                     return False
@@ -210,6 +281,19 @@ class Kubelet:
         container.image_id = image.id
         container.program = self.program(container, image)
         return True
+
+    def pull_secrets(self, pod: NodePod, *, report: bool) -> list[dict]:
+        """getPullSecretsForPod (pkg/kubelet/kubelet_pods.go): the Secrets the pod's
+        imagePullSecrets name in its namespace. One missing is left out, the pull going on
+        without it; `report`: named in a Warning FailedToRetrieveImagePullSecret event."""
+        names = [ref.get("name", "") for ref in pod.spec.get("imagePullSecrets") or [] if ref.get("name")]
+        found = {name: self.objects.get(("Secret", pod.namespace, name)) for name in names}
+        missing = [name for name, secret in found.items() if secret is None]
+        if report and missing:
+            self.event(pod, "Warning", "FailedToRetrieveImagePullSecret",
+                       f"Unable to retrieve some image pull secrets ({', '.join(missing)}); "
+                       "attempting to pull the image may not succeed.")
+        return [secret for secret in found.values() if secret is not None]
 
     def program(self, container: Container, image: Image | None) -> Program:
         """What the runtime would run: the spec's command, else the image's entrypoint; the
@@ -334,8 +418,9 @@ class Kubelet:
             return host_path(node, volume["hostPath"], name)
         if "image" in volume:
             reference = volume["image"]["reference"]
-            try:
-                directory = self.images.mount(reference)
+            try:  # KEP-4639: pulled with the pod's pull secrets, as its containers' images
+                directory = pull_image(reference, self.pull_secrets(pod, report=True),
+                                       lambda auth: self.images.mount(reference, auth))
             except PullError as err:  # the image manager's event, as for a container's image
                 self.event(pod, "Warning", "Failed", f'Failed to pull image "{reference}": {err}')
                 raise Unmountable(f"ErrImagePull: {err}") from err

@@ -1,8 +1,9 @@
 """Each node's container images, as its container runtime and the kubelet's image manager keep
 them (design/simulation.md, "Engine images"): an image pulled from the registry its reference
-names (manifest, config and layers, each checked against its digest) and kept with its size,
-names and times; pulls one at a time per node (the kubelet's serializeImagePulls) at the node's
-bandwidth on the simulation's clock; garbage collected as image_gc_manager.go does; listed as
+names, with the credentials the kubelet found in the pod's pull secrets (manifest, config and
+layers, each checked against its digest), and kept with its size, names and times; pulls one at
+a time per node (the kubelet's serializeImagePulls) at the node's bandwidth on the simulation's
+clock; garbage collected as image_gc_manager.go does; listed as
 `node.status.images` as nodestatus/setters.go does.
 
 What an image can run and how big it stands for being are its config labels (`SIZE_LABEL`,
@@ -14,10 +15,18 @@ already has and runs what it is asked to."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fleetcache import shapes
-from fleetcache.devtools.simulation.registry_pulls import MANIFEST_TYPES, PullError, checked_blob, digest_of, get
+from fleetcache.devtools.simulation.registry_pulls import (
+    ANONYMOUS,
+    MANIFEST_TYPES,
+    PullError,
+    checked_blob,
+    digest_of,
+    get,
+)
 
 SIZE_LABEL = "dev.fleetcache.sim.size"  # bytes the image stands for (its layers are tiny)
 EXECUTABLES_LABEL = "dev.fleetcache.sim.executables"  # comma-separated names on its $PATH
@@ -107,13 +116,14 @@ class NodeImages:
     def used_bytes(self) -> int:
         return sum(image.size for image in self.images.values())
 
-    def pull(self, reference: str, now: float) -> Pull:
-        """The pull of `reference`, started if none is under way: the registry is read now
-        (PullError when it cannot be), the bytes take size / bandwidth after the pulls queued
-        before it."""
+    def pull(self, reference: str, now: float, auth: Mapping[str, str] = ANONYMOUS) -> Pull:
+        """The pull of `reference`, started if none is under way: the registry is read now with
+        `auth` (the pull's credentials as headers; PullError when it cannot be read), the bytes
+        take size / bandwidth after the pulls queued before it. A pull under way is joined,
+        whatever `auth`: the credentials go to the fetch that starts it."""
         if reference in self.pulls:
             return self.pulls[reference]
-        image = fetch(reference, now)
+        image = fetch(reference, now, auth)
         started = max(now, self.busy_until)
         self.busy_until = started + image.size / self.bandwidth
         self.pulls[reference] = Pull(reference, now, self.busy_until, image)
@@ -177,22 +187,23 @@ class NodeImages:
                 for i in ordered]
 
 
-def fetch(reference: str, now: float) -> Image:
-    """The image `reference` names, read from its registry (anonymous, plain HTTP): the manifest
-    (checked against the digest asked for), the config, every layer (each checked)."""
+def fetch(reference: str, now: float, auth: Mapping[str, str]) -> Image:
+    """The image `reference` names, read from its registry (plain HTTP, each request with `auth`:
+    none, anonymous): the manifest (checked against the digest asked for), the config, every
+    layer (each checked)."""
     repository, tag, digest = names_of(reference)
     host, _, path = repository.partition("/")
     base = f"http://{host}/v2/{path}"
-    body = get(reference, f"{base}/manifests/{digest or tag}", {"Accept": MANIFEST_TYPES})
+    body = get(reference, f"{base}/manifests/{digest or tag}", {"Accept": MANIFEST_TYPES, **auth})
     manifest_digest = digest_of(body)
     if digest and manifest_digest != digest:
         raise PullError(f'failed to pull image "{reference}": manifest digest mismatch')
     try:
         manifest = json.loads(body)
         blobs = [manifest["config"], *(manifest.get("layers") or [])]
-        config = json.loads(checked_blob(reference, base, blobs[0]["digest"])).get("config") or {}
+        config = json.loads(checked_blob(reference, base, blobs[0]["digest"], auth)).get("config") or {}
         for layer in blobs[1:]:
-            checked_blob(reference, base, layer["digest"])
+            checked_blob(reference, base, layer["digest"], auth)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise PullError(f'failed to pull image "{reference}": not an image manifest ({err})') from err
     labels = config.get("Labels") or {}
