@@ -41,12 +41,14 @@ log = logging.getLogger("fleetcache.agent")
 @click.command("resolve-images")
 @click.option("--image", "images", multiple=True,
               help="an image by tag or digest (HOST/REPOSITORY:TAG or ...@sha256:HEX), repeatable")
-@click.option("--registry-config", help="a Docker config JSON with the registries' credentials")
+@click.option("--registry-config", "registry_configs", multiple=True,
+              help="a Docker config JSON with registries' credentials, repeatable: for each image the first "
+                   "that has credentials for its registry is used")
 @click.option("--plain-http", is_flag=True, help="talk to the registries over http (a registry on loopback)")
 @click.option("--progress-file")
 @click.option("--progress-configmap", help="NAMESPACE/NAME")
 @click.option("--termination-log", default=DEFAULT_TERMINATION_LOG, show_default=True)
-def resolve_images(images, registry_config, plain_http, progress_file, progress_configmap, termination_log) -> None:
+def resolve_images(images, registry_configs, plain_http, progress_file, progress_configmap, termination_log) -> None:
     """Pin each IMAGE to the digest its registry serves now; print {images: [{image, digest}]}."""
     context["termination"] = Path(termination_log)
     progress = open_progress(RESOLVE_IMAGES_FIELDS, progress_file, progress_configmap)
@@ -54,7 +56,7 @@ def resolve_images(images, registry_config, plain_http, progress_file, progress_
         raise bad("--image", "missing: give each image by tag or digest (HOST/REPOSITORY:TAG), repeatable")
     policy = dataclasses.replace(RetryPolicy.from_env(), report=progress.note)
     # Every reference is read before the first request, so a malformed one fails at once.
-    clients = [image_client(image, registry_config, plain_http, policy, read_timeout_from_env(), hide)
+    clients = [image_client(image, registry_configs, plain_http, policy, read_timeout_from_env(), hide)
                for image in images]
     progress.phase("Resolving")
     record = {"images": [pin(image, client).as_record() for image, client in zip(images, clients, strict=True)]}

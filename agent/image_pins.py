@@ -19,6 +19,7 @@ names `spec.images[].image`.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fleetcache import reasons
@@ -83,13 +84,13 @@ def image_reference(image: str) -> OciReference:
     return ref
 
 
-def image_credentials(config: str | None, ref: OciReference) -> Credentials | None:
-    """The registry's credentials from the Docker config, docker.io's under any of its names (the docker
-    CLI's key `https://index.docker.io/v1/` reads as index.docker.io)."""
-    if config is None:
-        return None
+def image_credentials(configs: Sequence[str], ref: OciReference) -> Credentials | None:
+    """The registry's credentials from the first Docker config that has any for its host (one per
+    pull secret the images name), docker.io's under any of its names (the docker CLI's key
+    `https://index.docker.io/v1/` reads as index.docker.io)."""
     hosts = DOCKER_HUB_ALIASES if ref.registry == DOCKER_HUB_API else (ref.registry,)
-    return next((found for host in hosts if (found := read_registry_config(config, host))), None)
+    return next((found for config in configs for host in hosts
+                 if (found := read_registry_config(config, host))), None)
 
 
 def _digest_of(client: RegistryClient, name: str, what: str) -> str:
@@ -123,12 +124,12 @@ def pin(image: str, client: RegistryClient) -> ImagePin:
         raise AgentError(err.reason, f"{what}: {err.what}", REMEDIES[err.reason]) from None
 
 
-def image_client(image: str, config: str | None, plain_http: bool, policy: RetryPolicy, timeout: float,
+def image_client(image: str, configs: Sequence[str], plain_http: bool, policy: RetryPolicy, timeout: float,
                  on_secret) -> RegistryClient:
     """A client for the image's repository; its credentials, and every token it receives, go to
     `on_secret` to be kept out of every line."""
     ref = image_reference(image)
-    client = RegistryClient(ref, image_credentials(config, ref), plain_http, policy, pool_size=1, timeout=timeout,
+    client = RegistryClient(ref, image_credentials(configs, ref), plain_http, policy, pool_size=1, timeout=timeout,
                             on_secret=on_secret)
     on_secret(client.secrets)
     return client

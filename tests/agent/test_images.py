@@ -456,6 +456,19 @@ def test_a_private_registry_is_resolved_with_the_docker_configs_basic_credential
     assert result.json["images"][0]["digest"] == digest and PASSWORD not in result.stderr
 
 
+def test_each_image_is_resolved_with_the_first_registry_config_holding_its_host(private_registry, registry, tmp_path):
+    private = push_engine(private_registry, "vllm/vllm-openai", "two-configs")
+    public = push_engine(registry, "sglang/sglang", "two-configs", seed=b"sglang")
+    (tmp_path / "other").mkdir()
+    elsewhere = docker_config(tmp_path / "other", "registry.example.com", password="not-this-one")
+    config = docker_config(tmp_path, private_registry.host)
+    result = resolve_images(f"{private_registry.host}/vllm/vllm-openai:two-configs",
+                            f"{registry.host}/sglang/sglang:two-configs",
+                            extra=("--registry-config", str(elsewhere), "--registry-config", str(config)))
+    assert result.code == 0, result.stderr
+    assert [i["digest"] for i in result.json["images"]] == [private, public]
+
+
 def test_a_private_registry_without_credentials_is_auth_failed(private_registry):
     push_engine(private_registry, "vllm/vllm-openai", "anon")
     result = resolve_images(f"{private_registry.host}/vllm/vllm-openai:anon")
@@ -498,7 +511,7 @@ class SilentRegistry:
 
 
 def silent_client(stub: SilentRegistry):
-    client = image_client("registry.example.com/vllm/vllm-openai:v1", None, False, RetryPolicy(attempts=1), 5,
+    client = image_client("registry.example.com/vllm/vllm-openai:v1", (), False, RetryPolicy(attempts=1), 5,
                           lambda secrets: None)
     client.request = stub.request  # type: ignore[method-assign]
     return client
@@ -537,5 +550,5 @@ def test_docker_hub_images_are_asked_of_its_api_host():
 def test_docker_hub_credentials_are_found_under_the_docker_clis_key(tmp_path):
     config = tmp_path / "dockerconfig.json"
     config.write_text(json.dumps({"auths": {"https://index.docker.io/v1/": {"username": USER, "password": PASSWORD}}}))
-    credentials = image_credentials(str(config), image_reference("vllm/vllm-openai:v0.11.0"))
+    credentials = image_credentials([str(config)], image_reference("vllm/vllm-openai:v0.11.0"))
     assert credentials is not None and (credentials.username, credentials.password) == (USER, PASSWORD)
