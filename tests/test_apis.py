@@ -383,7 +383,7 @@ def test_model_cache_spec_has_the_designed_fields():
     spec = spec_props("ModelCache")
     assert set(spec) == {"grantRef", "source", "placement", "storage", "rollout", "minReady", "job",
                          "agent", "retention", "distribution", "images"}
-    assert keys_of(spec["images"]["items"]) == {"image", "pullPolicy", "command", "args"}
+    assert keys_of(spec["images"]["items"]) == {"image", "pullPolicy", "command", "args", "pullSecretRef"}
     assert keys_of(spec["source"]) == {"huggingFace", "s3", "oci", "volume", "allowPatterns",
                                        "ignorePatterns"}
     assert keys_of(spec["source"]["properties"]["s3"]) == \

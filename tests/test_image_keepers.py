@@ -226,3 +226,51 @@ def test_where_the_hydration_composes_no_volume_the_keeper_makes_its_namespace()
 
 def test_where_the_hydration_composes_its_volume_the_namespace_stays_the_hydrations():
     assert run().desired[NAMESPACE_KEY] == run(images=()).desired[NAMESPACE_KEY]
+
+
+# --- private images: the pull secrets the images name ----------------------------------------
+
+PRIVATE = {**VLLM, "pullSecretRef": {"name": "regcred"}}
+PRIVATE_SIDECAR = {**SIDECAR, "pullSecretRef": {"name": "regcred"}}
+OTHER_REGISTRY = {"image": "registry.example.com/tools/probe:v2", "digest": DIGEST_B, "command": ["probe"],
+                  "pullSecretRef": {"name": "example-pull", "key": "config.json"}}
+
+
+@pytest.mark.parametrize("image_volumes", [False, True])
+def test_the_keeper_pulls_private_images_with_a_copy_of_their_pull_secret(image_volumes):
+    outcome = run(images=(PRIVATE,), cluster=pool_cluster(image_volumes=image_volumes))
+    copy_of = manifest(outcome, f"{image_keepers.PULL_SECRET_PREFIX}0")
+    assert keeper_pod(outcome)["imagePullSecrets"] == [{"name": copy_of["metadata"]["name"]}]
+    assert (copy_of["type"], copy_of["metadata"]["namespace"]) == \
+        ("kubernetes.io/dockerconfigjson", keeper_pod_namespace(outcome))
+    assert_valid_k8s(copy_of)
+
+
+def test_the_pull_secrets_copy_is_patched_in_by_the_provider_and_carries_no_credential():
+    obj = run(images=(OTHER_REGISTRY,)).desired[f"{image_keepers.PULL_SECRET_PREFIX}0"][0]
+    assert [(r["patchesFrom"]["name"], r["patchesFrom"]["fieldPath"], r["toFieldPath"])
+            for r in obj["spec"]["references"]] == [("example-pull", "data[config.json]", "data[.dockerconfigjson]")]
+    assert "data" not in obj["spec"]["forProvider"]["manifest"]
+
+
+def test_images_naming_one_pull_secret_share_one_copy_and_others_get_their_own():
+    outcome = run(images=(PRIVATE, PRIVATE_SIDECAR, OTHER_REGISTRY))
+    copies = sorted(k for k in outcome.desired if k.startswith(image_keepers.PULL_SECRET_PREFIX))
+    assert copies == [f"{image_keepers.PULL_SECRET_PREFIX}0", f"{image_keepers.PULL_SECRET_PREFIX}1"]
+    assert len(keeper_pod(outcome)["imagePullSecrets"]) == 2
+
+
+def test_public_images_name_no_pull_secret():
+    outcome = run(images=(VLLM, SIDECAR))
+    assert "imagePullSecrets" not in keeper_pod(outcome)
+    assert not any(k.startswith(image_keepers.PULL_SECRET_PREFIX) for k in outcome.desired)
+
+
+def test_a_pull_secrets_copy_goes_when_no_image_names_it():
+    outcome = run(images=(PRIVATE,))
+    again = run(images=(VLLM,), observed=observe(outcome))
+    assert not any(k.startswith(image_keepers.PULL_SECRET_PREFIX) for k in again.desired)
+
+
+def keeper_pod_namespace(outcome: protocol.Outcome) -> str:
+    return manifest(outcome, image_keepers.KEEPER_KEY)["metadata"]["namespace"]

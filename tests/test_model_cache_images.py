@@ -133,3 +133,49 @@ def test_a_volume_cache_with_images_fills_its_pool_so_the_grant_checks_it():
     assert grant_view.node_pool(xr) == "gpu-large"
     assert grant_view.node_pool(model_cache_xr(storage={"nodePool": "gpu-large"})) == ""
 
+
+
+# --- private images: spec.images[].pullSecretRef -------------------------------------------
+
+PRIVATE = {**VLLM, "pullSecretRef": {"name": "regcred"}}
+
+
+def resolve_pod(outcome: protocol.Outcome) -> dict:
+    job = outcome.desired[composed_key(outcome, "image-resolve-job")][0]["spec"]["forProvider"]["manifest"]
+    return job["spec"]["template"]["spec"]
+
+
+def test_a_private_image_is_resolved_with_a_copy_of_its_pull_secret_mounted():
+    outcome = compose(cache(PRIVATE))
+    copy_of = outcome.desired[composed_key(outcome, "image-resolve-pull-0")][0]
+    manifest = copy_of["spec"]["forProvider"]["manifest"]
+    assert [(r["patchesFrom"]["name"], r["patchesFrom"]["fieldPath"]) for r in copy_of["spec"]["references"]] == \
+        [("regcred", "data[.dockerconfigjson]")]
+    assert "data" not in manifest
+    pod = resolve_pod(outcome)
+    mounted = {v["secret"]["secretName"]: v["name"] for v in pod["volumes"] if "secret" in v}
+    assert manifest["metadata"]["name"] in mounted
+    args = pod["containers"][0]["args"]
+    path = args[args.index("--registry-config") + 1]
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == mounted[manifest["metadata"]["name"]])
+    assert path.startswith(mount["mountPath"] + "/")
+
+
+def test_a_pull_secret_added_after_a_failed_resolve_is_a_new_job():
+    """A Job's pod is immutable: the secret's mount needs a Job of its own."""
+    assert composed_key(compose(cache(VLLM)), "image-resolve-job") != \
+        composed_key(compose(cache(PRIVATE)), "image-resolve-job")
+
+
+def test_the_hydrations_get_the_pull_secret_with_the_pinned_image():
+    first = compose(cache(PRIVATE))
+    outcome = compose(cache(PRIVATE), resolved_record(first, [{"image": TAGGED, "digest": DIGEST_A}]))
+    assert all(h["spec"]["images"][0]["pullSecretRef"] == {"name": "regcred", "key": ".dockerconfigjson"}
+               for h in hydrations(outcome).values())
+
+
+def test_the_pull_secret_never_changes_a_pinned_digest_and_its_copy_goes_with_the_resolve_step():
+    pinned = {"images": [{"image": TAGGED, "digest": DIGEST_A}]}
+    outcome = compose(cache(PRIVATE, status=pinned))
+    assert all(h["spec"]["images"][0]["digest"] == DIGEST_A for h in hydrations(outcome).values())
+    assert not any(k.startswith("image-resolve-") for k in outcome.desired)

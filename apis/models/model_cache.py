@@ -348,6 +348,13 @@ class Image(BaseModel):
         Literal['IfNotPresent', 'Always', 'Never'] | None,
         Field(alias='pullPolicy', description="The kubelet's imagePullPolicy for the pinned digest on each node."),
     ] = 'IfNotPresent'
+    pull_secret_ref: Annotated[
+        PullSecretRef | None,
+        Field(
+            alias='pullSecretRef',
+            description="Optional Secret in this namespace with the registry's credentials in Docker config JSON (a kubernetes.io/dockerconfigjson Secret, as kubectl create secret docker-registry makes): the resolve-images Job asks the registry for the digest with it, and each target cluster gets a copy the keeper pods pull with (imagePullSecrets). It never appears in any status. Unset: anonymous, or the nodes' own credentials.",
+        ),
+    ] = None
     command: Annotated[
         list[CommandItem] | None,
         Field(

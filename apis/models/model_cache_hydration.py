@@ -216,6 +216,13 @@ class Image(BaseModel):
         Literal['IfNotPresent', 'Always', 'Never'] | None,
         Field(alias='pullPolicy', description="The kubelet's imagePullPolicy."),
     ] = 'IfNotPresent'
+    pull_secret_ref: Annotated[
+        PullSecretRef | None,
+        Field(
+            alias='pullSecretRef',
+            description="Optional Secret in this namespace with the registry's credentials in Docker config JSON (a kubernetes.io/dockerconfigjson Secret, as kubectl create secret docker-registry makes): the resolve-images Job asks the registry for the digest with it, and each target cluster gets a copy the keeper pods pull with (imagePullSecrets). It never appears in any status. Unset: anonymous, or the nodes' own credentials.",
+        ),
+    ] = None
     command: Annotated[
         list[CommandItem] | None,
         Field(description='The safe command run once per node where the cluster has no image volumes.', max_length=32),

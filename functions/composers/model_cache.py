@@ -257,7 +257,8 @@ def resolve_images(request: protocol.Request, spec: CacheSpec, targets: list[Tar
     resolver = next((t.cluster for t in targets if t.ready), None)
     if not pins.unresolved or resolver is None:
         return pins
-    names = ResolveNames(request.name, pins.step_digest, resolver.name, step=IMAGE_RESOLVE_STEP,
+    secrets = image_pins.pull_secrets(list(spec.images), pins.unresolved)
+    names = ResolveNames(request.name, pins.step_digest(secrets), resolver.name, step=IMAGE_RESOLVE_STEP,
                          account="image-resolver")
     record = resolve_job.record_of(request.observed, names)
     fresh = image_pins.pins_of(list(spec.images), request.status.get("images"), record)
@@ -267,9 +268,19 @@ def resolve_images(request: protocol.Request, spec: CacheSpec, targets: list[Tar
     resolve_job.compose_record(outcome, names, request.namespace, resolver.provider_config, labels)
     args = ["resolve-images", *(a for image in pins.unresolved for a in ("--image", image)),
             "--progress-configmap", f"{request.namespace}/{names.remote}"]
+    mounts = []
+    for index, (secret_name, key) in enumerate(secrets):
+        secret = job_mounts.SecretRef(secret_name, ((key, sources.REGISTRY_CONFIG_FILE),),
+                                      f"{sources.REGISTRY_MOUNT_PATH}/{index}", "spec.images[].pullSecretRef")
+        copy = naming.child_name(request.name, f"image-resolver-pull-{index}")
+        outcome.compose(names.key(f"pull-{index}"), job_mounts.secret_object(
+            names.object_name(f"pull-{index}"), copy, request.namespace, resolver.provider_config, secret, labels))
+        mounts.append(job_mounts.secret_mount(f"pull-{index}", copy, secret))
+        args += ["--registry-config", f"{secret.mount_path}/{sources.REGISTRY_CONFIG_FILE}"]
     job = resolve_job.job_manifest(names, request.namespace, resolver.agent_image, args, labels,
                                    agent_job.JobPolicy.of(spec.job))
-    resolve_job.compose_job(outcome, names, request.namespace, resolver.provider_config, job, False)
+    resolve_job.compose_job(outcome, names, request.namespace, resolver.provider_config,
+                            job_mounts.with_mounts(job, mounts), False)
     state = agent_job.JobState.of(objects.remote_manifest(resolve_job.observed_job(request.observed, names)))
     if record.get("phase") == "Failed" or state.failed:
         _, message = agent_job.failure_reason(state, record)

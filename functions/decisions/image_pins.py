@@ -16,6 +16,7 @@ from typing import Any
 
 from fleetcache import shapes
 from fleetcache.functions import naming, read
+from fleetcache.functions.k8s.job_mounts import DOCKER_CONFIG_KEY
 
 SUMMARY_RESOLVING = "resolving"
 
@@ -25,10 +26,11 @@ class Pins:
     digests: dict[str, str]  # image -> digest, for every image of spec.images that has one
     unresolved: tuple[str, ...]  # images of spec.images by tag with no digest yet, in spec order
 
-    @property
-    def step_digest(self) -> str:
-        """Names the resolve Job of exactly these images: another set is another Job."""
-        return naming.short_digest("\n".join(self.unresolved), length=40)
+    def step_digest(self, secrets: list[tuple[str, str]]) -> str:
+        """Names the resolve Job of exactly these images and pull secrets: another set is
+        another Job (a Job's pod is immutable, so a pull secret added after an AuthFailed
+        resolve needs a new one)."""
+        return naming.short_digest("\n".join([*self.unresolved, *(f"{n}/{k}" for n, k in secrets)]), length=40)
 
 
 def own_digest(image: str) -> str | None:
@@ -73,8 +75,16 @@ def hydration_images(spec_images: list[dict], pins: Pins) -> list[dict]:
     return [{"image": e["image"], "digest": pins.digests[e["image"]],
              "pullPolicy": e.get("pullPolicy", "IfNotPresent"),
              **({"command": list(e["command"])} if e.get("command") else {}),
-             **({"args": list(e["args"])} if e.get("args") else {})}
+             **({"args": list(e["args"])} if e.get("args") else {}),
+             **({"pullSecretRef": dict(e["pullSecretRef"])} if e.get("pullSecretRef") else {})}
             for e in spec_images if e["image"] in pins.digests]
+
+
+def pull_secrets(spec_images: list[dict], images: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, key) of each Secret the given images name in spec.images[].pullSecretRef, once
+    each, in spec order: what a Job or a pod that pulls them mounts or names."""
+    return list(dict.fromkeys((e["pullSecretRef"]["name"], e["pullSecretRef"].get("key", DOCKER_CONFIG_KEY))
+                              for e in spec_images if e["image"] in images and e.get("pullSecretRef")))
 
 
 def fleet_images(spec_images: list[dict], pins: Pins, hydrations: list[Any]) -> tuple[list[dict], str]:

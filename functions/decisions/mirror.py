@@ -58,7 +58,7 @@ def artifact_name(repo: str) -> str:
 
 def push_secret(ref: Mapping, field: str) -> job_mounts.SecretRef:
     """The OCI mirror's push Secret: its Docker config JSON mounted as the agent's config.json."""
-    return job_mounts.SecretRef(ref["name"], ((ref.get("key", sources.DOCKER_CONFIG_KEY),
+    return job_mounts.SecretRef(ref["name"], ((ref.get("key", job_mounts.DOCKER_CONFIG_KEY),
                                                sources.REGISTRY_CONFIG_FILE),),
                                 sources.MIRROR_CREDENTIALS_MOUNT_PATH, field)
 

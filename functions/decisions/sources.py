@@ -16,7 +16,7 @@ from typing import Any
 
 from fleetcache.functions import naming, protocol, read
 from fleetcache.functions.k8s import agent_job
-from fleetcache.functions.k8s.job_mounts import MANIFEST_FILE, SOURCE_MOUNT_PATH, SecretRef
+from fleetcache.functions.k8s.job_mounts import DOCKER_CONFIG_KEY, MANIFEST_FILE, SOURCE_MOUNT_PATH, SecretRef
 from fleetcache.functions.views.model_cache import MANIFEST_LIMIT, read_manifest
 from fleetcache.manifest import SHA256, Entry, manifest_digest
 from fleetcache.volume import oci_repo
@@ -26,7 +26,6 @@ KINDS = (HUGGING_FACE, S3, OCI, VOLUME)
 CREDENTIALS_MOUNT_PATH = "/var/run/secrets/fleetcache/s3"
 REGISTRY_MOUNT_PATH = "/var/run/secrets/fleetcache/registry"
 REGISTRY_CONFIG_FILE = "config.json"  # the Docker config JSON, as the agent's --registry-config reads it
-DOCKER_CONFIG_KEY = ".dockerconfigjson"  # a kubernetes.io/dockerconfigjson Secret's key
 MIRROR_CREDENTIALS_MOUNT_PATH = "/var/run/secrets/fleetcache/mirror"
 DEFAULT_MANIFEST_FILE = ".fleetcache/manifest.json"
 ACCESS_KEY_ID, SECRET_ACCESS_KEY = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"

@@ -15,6 +15,8 @@ from fleetcache.functions.k8s import agent_job, objects
 MANIFEST_MOUNT_PATH = "/etc/fleetcache/manifest"
 MANIFEST_FILE = f"{MANIFEST_MOUNT_PATH}/manifest.json"
 SOURCE_MOUNT_PATH = "/var/run/fleetcache/source"  # an existing volume, read-only
+DOCKER_CONFIG_KEY = ".dockerconfigjson"  # a kubernetes.io/dockerconfigjson Secret's key
+DOCKER_CONFIG_TYPE = "kubernetes.io/dockerconfigjson"  # the type the kubelet reads imagePullSecrets of
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class SecretRef:
     keys: tuple[tuple[str, str], ...]
     mount_path: str
     field: str  # the spec field that names it, for messages
+    type: str = "Opaque"  # of the copy: DOCKER_CONFIG_TYPE for a pod's imagePullSecrets
 
 
 def secret_object(name: str, remote_name: str, namespace: str, provider_config: str,
@@ -35,7 +38,7 @@ def secret_object(name: str, remote_name: str, namespace: str, provider_config: 
     if ref.keys == ((ref.keys[0][0], agent_job.TOKEN_SECRET_KEY),):
         return objects.token_secret_object(name, remote_name, namespace, provider_config,
                                        {"name": ref.name, "key": ref.keys[0][0]}, labels)
-    manifest = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    manifest = {"apiVersion": "v1", "kind": "Secret", "type": ref.type,
                 "metadata": {"name": remote_name, "namespace": namespace, "labels": dict(labels)}}
     references = [{"patchesFrom": {"apiVersion": "v1", "kind": "Secret", "name": ref.name,
                                    "namespace": namespace,

@@ -38,6 +38,7 @@ class PinnedImage:
     pull_policy: str = "IfNotPresent"
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+    pull_secret: tuple[str, str] | None = None  # (name, key) of spec.images[].pullSecretRef
 
     @property
     def reference(self) -> str:
@@ -73,6 +74,16 @@ class ImageNames:
 
     def object(self, key: str) -> str:
         return naming.child_name(self.hydration.name, key)
+
+    def pull_secret(self, index: int) -> str:
+        """The copy of the index-th pull secret the images name (pull_secrets), on the cluster."""
+        return f"{self.hydration.cache}-images-pull-{index}"
+
+
+def pull_secrets(images: tuple[PinnedImage, ...]) -> list[tuple[str, str]]:
+    """(name, key) of each pull secret the images name, once each, in order: the keeper pods'
+    imagePullSecrets, each a copy the hydration composes."""
+    return list(dict.fromkeys(p.pull_secret for p in images if p.pull_secret))
 
 
 def status_manifest(h: Hydration, names: ImageNames) -> dict:
@@ -179,6 +190,8 @@ def keeper_manifest(h: Hydration, names: ImageNames, node_cache: NodeCache, agen
     }
     if init:
         pod["initContainers"] = init
+    if secrets := pull_secrets(images):
+        pod["imagePullSecrets"] = [{"name": names.pull_secret(i)} for i in range(len(secrets))]
     if node_cache.tolerations:
         pod["tolerations"] = [dict(t) for t in node_cache.tolerations]
     return {"apiVersion": "apps/v1", "kind": "DaemonSet",

@@ -21,18 +21,20 @@ kubelet's image GC may take them once no present pod uses them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from fleetcache import messages, reasons, shapes
 from fleetcache.functions import protocol, read
-from fleetcache.functions.k8s import objects
+from fleetcache.functions.k8s import job_mounts, objects
 from fleetcache.functions.k8s.hydration_objects import NAMESPACE_KEY
 from fleetcache.functions.node_tier.image_keeper_manifests import (
     ImageNames,
     PinnedImage,
     access_manifests,
     keeper_manifest,
+    pull_secrets,
     reporter_manifest,
     status_manifest,
 )
@@ -44,6 +46,7 @@ REPORTER_KEY = "images-reporter"
 STATUS_KEY = "images-status"
 ACCESS_KEYS = ("images-keeper-account", "images-reporter-account", "images-reporter-role",
                "images-reporter-binding", "images-slots-binding")
+PULL_SECRET_PREFIX = "images-pull-secret-"  # + the index: a copy of each pull secret the images name
 KEYS = (KEEPER_KEY, REPORTER_KEY, STATUS_KEY, *ACCESS_KEYS)
 SUMMARY_KEY = "status.json"  # the reporter's data key in the status ConfigMap
 MESSAGE_MAX = 120
@@ -52,7 +55,9 @@ MESSAGE_MAX = 120
 def pinned_images(spec_images: Any) -> tuple[PinnedImage, ...]:
     """The hydration's spec.images, as its model read them."""
     return tuple(PinnedImage(i["image"], i["digest"], i.get("pullPolicy", "IfNotPresent"),
-                             tuple(i.get("command") or ()), tuple(i.get("args") or ()))
+                             tuple(i.get("command") or ()), tuple(i.get("args") or ()),
+                             (i["pullSecretRef"]["name"], i["pullSecretRef"].get("key", job_mounts.DOCKER_CONFIG_KEY))
+                             if i.get("pullSecretRef") else None)
                  for i in spec_images or ())
 
 
@@ -112,6 +117,12 @@ def compose_objects(request: protocol.Request, h: Hydration, names: ImageNames, 
            readiness_query=objects.awaited_query(not settled), watch=True)
     for key, manifest in zip(ACCESS_KEYS, access_manifests(h, names, cluster.image_volumes), strict=False):
         remote(key, manifest)
+    for index, (name, theirs) in enumerate(pull_secrets(images)):  # each a kubernetes.io/dockerconfigjson copy
+        secret = job_mounts.SecretRef(name, ((theirs, job_mounts.DOCKER_CONFIG_KEY),), "",
+                                      "spec.images[].pullSecretRef", type=job_mounts.DOCKER_CONFIG_TYPE)
+        key = f"{PULL_SECRET_PREFIX}{index}"
+        outcome.compose(key, job_mounts.secret_object(names.object(key), names.pull_secret(index), h.namespace,
+                                                      cluster.provider_config, secret, h.labels))
     remote(REPORTER_KEY, reporter_manifest(h, names, cluster.agent_image),
            readiness_query=objects.ROLLED_OUT_QUERY, watch=True)
     remote(KEEPER_KEY, keeper_manifest(h, names, node_cache, cluster.agent_image, images,
@@ -191,12 +202,17 @@ def status_of(request: protocol.Request, images: tuple[PinnedImage, ...]) -> dic
 # --- the hook -----------------------------------------------------------------------------
 
 
+def own_keys(keys: Iterable[str]) -> list[str]:
+    """The keys of what this module composes, among `keys`."""
+    return [k for k in keys if k in KEYS or k.startswith(PULL_SECRET_PREFIX)]
+
+
 def run(request: protocol.Request, h: Hydration, fleet_cluster: dict | None,
         cluster: FleetClusterView | None, problem: tuple[str, str],
         images: tuple[PinnedImage, ...], outcome: protocol.Outcome) -> dict | None:
     """Decide, compose and return status.images; None without spec.images (nothing of them
     is composed, so Crossplane deletes what was)."""
-    for key in KEYS:
+    for key in own_keys(outcome.desired):
         outcome.desired.pop(key, None)
     if not images:
         return None
@@ -209,7 +225,7 @@ def run(request: protocol.Request, h: Hydration, fleet_cluster: dict | None,
             compose_objects(request, h, names, node_cache, cluster, images, outcome)
         return status_of(request, images)
     if stop.keep:
-        objects.carry_over(request, outcome, [k for k in KEYS if k in request.observed])
+        objects.carry_over(request, outcome, own_keys(request.observed))
         kept = status_of(request, images) if KEEPER_KEY in request.observed else {}
         return {**kept, "reason": stop.reason, "message": stop.message}
     return {"desired": 0, "ready": 0, "pulling": 0, "failed": 0, "summary": "",
