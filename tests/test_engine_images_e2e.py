@@ -18,10 +18,15 @@ fixture); each test reads one behaviour off what it recorded. `-s` prints the wa
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import copy
 import datetime
+import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -32,9 +37,9 @@ from fleetcache.devtools.demo.stage import Stage
 from fleetcache.devtools.simulation import Clock, Cluster
 from fleetcache.devtools.simulation.node_images import GcResult
 from fleetcache.functions import naming, read
-from tests.support.oci_fleet import REPOSITORY, fleet_cluster, model_files, oci_cache
+from tests.support.oci_fleet import REPOSITORY, docker_config_secret, fleet_cluster, model_files, oci_cache
 from tests.support.plane import control_plane
-from tests.support.registry import LoopbackRegistry
+from tests.support.registry import PASSWORD, USER, LoopbackRegistry
 
 CMD, VOL = "keep-cmd", "keep-vol"  # without and with image volumes
 CLUSTERS = (CMD, VOL)
@@ -287,18 +292,10 @@ def play(fleet: Fleet, story: Story) -> None:
     story.resolve_jobs = set(fleet.resolve_jobs)
 
 
-@pytest.fixture(scope="module")
-def story(tmp_path_factory) -> Story:
-    told = Story()
-    started = time.monotonic()
-    root = tmp_path_factory.mktemp("engine-images")
-    with LoopbackRegistry() as registry, rendering.function_process() as address, \
-            rendering.channel_to(address) as channel:
-        registry.push_modelpack(REPOSITORY, "v1", model_files(11))
-        told.registry_digest = registry.push_sim_image(
-            ENGINE_REPO, TAG, size=ENGINE_SIZE, executables=["vllm", "python3"], entrypoint=["vllm", "serve"])
-        registry.push_sim_image(SCRATCH_REPO, "v1", size=SCRATCH_SIZE, executables=["sh"])
-        registry.push_sim_image(BARE_REPO, "v1", size=BARE_SIZE, executables=["sh"])
+@contextlib.contextmanager
+def fleet_on(registry: LoopbackRegistry, root: Path) -> Iterator[Fleet]:
+    """keep-cmd and keep-vol with their nodes, granted, on a real function server."""
+    with rendering.function_process() as address, rendering.channel_to(address) as channel:
         clock = Clock(seconds_per_round=SECONDS_PER_ROUND)
         clusters = {name: Cluster(name, root / name, clock=clock) for name in CLUSTERS}
         for cluster in clusters.values():
@@ -312,10 +309,24 @@ def story(tmp_path_factory) -> Story:
             for name in CLUSTERS:
                 control.apply(fleet_cluster(name, **cluster_spec(name == VOL)))
             control.apply(act.grant(CLUSTERS))
-            play(Fleet(stage, registry), told)
+            yield Fleet(stage, registry)
         finally:
             for cluster in clusters.values():
                 cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory) -> Story:
+    told = Story()
+    started = time.monotonic()
+    with LoopbackRegistry() as registry:
+        registry.push_modelpack(REPOSITORY, "v1", model_files(11))
+        told.registry_digest = registry.push_sim_image(
+            ENGINE_REPO, TAG, size=ENGINE_SIZE, executables=["vllm", "python3"], entrypoint=["vllm", "serve"])
+        registry.push_sim_image(SCRATCH_REPO, "v1", size=SCRATCH_SIZE, executables=["sh"])
+        registry.push_sim_image(BARE_REPO, "v1", size=BARE_SIZE, executables=["sh"])
+        with fleet_on(registry, tmp_path_factory.mktemp("engine-images")) as fleet:
+            play(fleet, told)
     told.seconds = time.monotonic() - started
     print(f"\nengine image {ENGINE_SIZE // GiB} GiB, node pull bandwidth {BANDWIDTH}B/s "
           f"({SECONDS_PER_ROUND:g} s of the simulated clock a round):\n"
@@ -427,3 +438,82 @@ def test_an_image_without_a_command_is_kept_where_the_runtime_mounts_it(story):
 
 def test_the_story_stays_within_its_budget(story):
     assert story.seconds < 75
+
+
+# --- 9. a private registry: spec.images[].pullSecretRef ------------------------------------------
+
+PRIVATE = "private"  # the cache of the engine in a registry that wants credentials
+
+
+@dataclass
+class PrivateStory:
+    registry_digest: str = ""
+    cache_images: list = field(default_factory=list)
+    holding: dict = field(default_factory=dict)  # cluster -> nodes whose store has the digest
+    pull_secrets: dict = field(default_factory=dict)  # cluster -> the keeper's imagePullSecrets
+    copies: dict = field(default_factory=dict)  # cluster -> (type, keys) of the keeper's pull secret copy
+    resolve_mounts: list = field(default_factory=list)  # the resolve-images Job's --registry-config flags
+    composites: list = field(default_factory=list)  # every composite, spec and status, as JSON
+    secret_data: str = ""  # the user's Secret's .dockerconfigjson, as stored
+
+
+@pytest.fixture(scope="module")
+def private_story(tmp_path_factory) -> PrivateStory:
+    """The engine in a registry that answers only with credentials: the ModelCache names a
+    kubectl-made docker-registry Secret for its model and its image."""
+    told = PrivateStory()
+    with LoopbackRegistry(users={USER: PASSWORD}) as registry:
+        registry.push_modelpack(REPOSITORY, "v1", model_files(12))
+        told.registry_digest = registry.push_sim_image(
+            ENGINE_REPO, TAG, size=ENGINE_SIZE, executables=["vllm"], entrypoint=["vllm", "serve"])
+        with fleet_on(registry, tmp_path_factory.mktemp("private-images")) as fleet:
+            control = fleet.control
+            control.apply(docker_config_secret("regcred", registry.host, USER, PASSWORD))
+            control.apply(oci_cache(PRIVATE, registry, CLUSTERS, pullSecretRef={"name": "regcred"}, spec={
+                "images": [{"image": f"{registry.host}/{ENGINE_REPO}:{TAG}", "command": ["vllm", "--version"],
+                            "pullSecretRef": {"name": "regcred"}}]}))
+
+            def resolving_job() -> None:
+                for cluster in fleet.clusters.values():
+                    for (kind, _, name), obj in cluster.objects.items():
+                        if kind == "Job" and "image-resolve" in name and not told.resolve_mounts:
+                            args = obj["spec"]["template"]["spec"]["containers"][0]["args"]
+                            told.resolve_mounts = [a for i, a in enumerate(args) if args[i - 1] == "--registry-config"]
+
+            fleet.until(lambda: (resolving_job(), all(fleet.warm(PRIVATE, c, len(POOL)) for c in CLUSTERS))[1],
+                        "both pools to hold the private engine image")
+            fleet.round()
+            told.cache_images = copy.deepcopy(fleet.cache(PRIVATE)["images"])
+            reference = f"{registry.host}/{ENGINE_REPO}@{told.cache_images[0]['digest']}"
+            for name, cluster in fleet.clusters.items():
+                told.holding[name] = fleet.holders(name, reference)
+                pod = fleet.keeper(name, PRIVATE)["spec"]["template"]["spec"]
+                told.pull_secrets[name] = pod.get("imagePullSecrets", [])
+                copy_of = cluster.objects.get(("Secret", act.NAMESPACE, f"{PRIVATE}-images-pull-0"), {})
+                told.copies[name] = (copy_of.get("type"), sorted(copy_of.get("data") or {}))
+            told.composites = [json.dumps(obj, sort_keys=True) for obj in control.xrs.values()]
+            told.secret_data = control.others[("Secret", act.NAMESPACE, "regcred")]["data"][".dockerconfigjson"]
+    return told
+
+
+def test_a_private_image_resolves_with_its_pull_secret_to_the_registrys_digest(private_story):
+    assert [row["digest"] for row in private_story.cache_images] == [private_story.registry_digest]
+    assert len(private_story.resolve_mounts) == 1
+
+
+def test_every_opted_in_pool_node_of_both_shapes_pulls_the_private_image(private_story):
+    assert private_story.holding == {CMD: set(POOL), VOL: set(POOL)}
+
+
+def test_each_keeper_pulls_with_a_dockerconfigjson_copy_of_the_pull_secret(private_story):
+    for cluster in CLUSTERS:
+        assert private_story.pull_secrets[cluster] == [{"name": f"{PRIVATE}-images-pull-0"}]
+        assert private_story.copies[cluster] == ("kubernetes.io/dockerconfigjson", [".dockerconfigjson"])
+
+
+def test_the_registry_credentials_appear_in_no_composites_spec_or_status(private_story):
+    config = base64.b64decode(private_story.secret_data).decode()
+    auth = json.loads(config)["auths"]
+    secrets = [PASSWORD, private_story.secret_data, *(entry["auth"] for entry in auth.values())]
+    assert len(private_story.composites) > 3
+    assert not [c for c in private_story.composites for secret in secrets if secret in c]
