@@ -43,8 +43,9 @@ FIELD = "spec.images[].image"
 
 NOT_FOUND = (f"Check {FIELD}: its registry, repository and tag or digest must name an image the registry "
              "holds (a digest the registry garbage-collected is gone: give a tag or a digest it keeps).")
-UNAUTHORIZED = (f"The registry of {FIELD} wants credentials: the Docker config given to resolve-images "
-                "(--registry-config) must hold credentials for that host that may pull the repository.")
+UNAUTHORIZED = (f"The registry of {FIELD} wants credentials: name a Docker config Secret in "
+                "spec.images[].pullSecretRef (kubectl create secret docker-registry) whose credentials for that "
+                "host may pull the repository (resolve-images reads it as --registry-config).")
 UNREACHABLE = (f"The registry of {FIELD} could not be reached (resets, timeouts, 5xx) after retries; the Job "
                "retries on its own. Check the cluster's egress to that host.")
 SLOW_DOWN = f"The registry of {FIELD} asked the agent to slow down (429); the Job retries on its own."
