@@ -443,6 +443,7 @@ def test_the_story_stays_within_its_budget(story):
 # --- 9. a private registry: spec.images[].pullSecretRef ------------------------------------------
 
 PRIVATE = "private"  # the cache of the engine in a registry that wants credentials
+ANONYMOUS = "anonymous"  # the same engine named without its pull secret
 
 
 @dataclass
@@ -455,6 +456,7 @@ class PrivateStory:
     resolve_mounts: list = field(default_factory=list)  # the resolve-images Job's --registry-config flags
     composites: list = field(default_factory=list)  # every composite, spec and status, as JSON
     secret_data: str = ""  # the user's Secret's .dockerconfigjson, as stored
+    anonymous_summary: str = ""  # the IMAGES column of the cache that names no pull secret
 
 
 @pytest.fixture(scope="module")
@@ -491,6 +493,11 @@ def private_story(tmp_path_factory) -> PrivateStory:
                 told.pull_secrets[name] = pod.get("imagePullSecrets", [])
                 copy_of = cluster.objects.get(("Secret", act.NAMESPACE, f"{PRIVATE}-images-pull-0"), {})
                 told.copies[name] = (copy_of.get("type"), sorted(copy_of.get("data") or {}))
+            control.apply(oci_cache(ANONYMOUS, registry, CLUSTERS, pullSecretRef={"name": "regcred"}, spec={
+                "images": [{"image": f"{registry.host}/{ENGINE_REPO}:{TAG}", "command": ["vllm", "--version"]}]}))
+            fleet.until(lambda: fleet.cache(ANONYMOUS).get("imagesSummary", "").startswith("resolve failed"),
+                        "the image named without its pull secret to fail to resolve")
+            told.anonymous_summary = fleet.cache(ANONYMOUS)["imagesSummary"]
             told.composites = [json.dumps(obj, sort_keys=True) for obj in control.xrs.values()]
             told.secret_data = control.others[("Secret", act.NAMESPACE, "regcred")]["data"][".dockerconfigjson"]
     return told
@@ -499,6 +506,10 @@ def private_story(tmp_path_factory) -> PrivateStory:
 def test_a_private_image_resolves_with_its_pull_secret_to_the_registrys_digest(private_story):
     assert [row["digest"] for row in private_story.cache_images] == [private_story.registry_digest]
     assert len(private_story.resolve_mounts) == 1
+
+
+def test_a_private_image_named_without_its_pull_secret_shows_auth_failed_in_the_images_column(private_story):
+    assert private_story.anonymous_summary == "resolve failed (AuthFailed)"
 
 
 def test_every_opted_in_pool_node_of_both_shapes_pulls_the_private_image(private_story):

@@ -111,6 +111,13 @@ def test_a_failed_resolve_says_why_in_a_warning():
     assert any("resolving spec.images on gpu-east-1 failed" in w for w in outcome.warnings)
 
 
+def test_a_failed_resolve_shows_its_reason_in_the_images_column():
+    first = compose(cache(VLLM))
+    key = composed_key(first, "image-resolve-configmap")
+    observed = observe(first, data={key: {"phase": "Failed", "reason": "AuthFailed", "message": "401"}})
+    assert compose(cache(VLLM), observed).status["imagesSummary"] == "resolve failed (AuthFailed)"
+
+
 def test_the_images_column_sums_the_nodes_holding_every_image_over_the_hydrations():
     latched = {"images": [{"image": TAGGED, "digest": DIGEST_A}]}
     first = compose(cache(VLLM, status=latched))

@@ -1385,7 +1385,7 @@ class Status(BaseModel):
         str | None,
         Field(
             alias='imagesSummary',
-            description='The IMAGES column: pool nodes holding every image of spec.images out of the nodes that should, e.g. "2 images 9/10"; "resolving" until the digests are pinned.',
+            description='The IMAGES column: pool nodes holding every image of spec.images out of the nodes that should, e.g. "2 images 9/10"; "resolving" until the digests are pinned, "resolve failed (AuthFailed)" while the resolve Job failed (the cache\'s events say why).',
             max_length=64,
         ),
     ] = None

@@ -33,6 +33,7 @@ Lifecycle, top to bottom:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,8 +284,9 @@ def resolve_images(request: protocol.Request, spec: CacheSpec, targets: list[Tar
                             job_mounts.with_mounts(job, mounts), False)
     state = agent_job.JobState.of(objects.remote_manifest(resolve_job.observed_job(request.observed, names)))
     if record.get("phase") == "Failed" or state.failed:
-        _, message = agent_job.failure_reason(state, record)
+        reason, message = agent_job.failure_reason(state, record)
         outcome.warnings.append(f"resolving spec.images on {resolver.name} failed: {message}")
+        return dataclasses.replace(fresh, failure=reason)
     return fresh
 
 

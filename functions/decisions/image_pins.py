@@ -25,6 +25,7 @@ SUMMARY_RESOLVING = "resolving"
 class Pins:
     digests: dict[str, str]  # image -> digest, for every image of spec.images that has one
     unresolved: tuple[str, ...]  # images of spec.images by tag with no digest yet, in spec order
+    failure: str = ""  # the reason the resolve-images Job of the unresolved failed with, if it did
 
     def step_digest(self, secrets: list[tuple[str, str]]) -> str:
         """Names the resolve Job of exactly these images and pull secrets: another set is
@@ -89,7 +90,8 @@ def pull_secrets(spec_images: list[dict], images: tuple[str, ...]) -> list[tuple
 
 def fleet_images(spec_images: list[dict], pins: Pins, hydrations: list[Any]) -> tuple[list[dict], str]:
     """status.images and the IMAGES column: per image its digest and the pool nodes holding
-    it over the target hydrations; "resolving" until every image is pinned, else
+    it over the target hydrations; "resolving" until every image is pinned ("resolve failed
+    (<reason>)" while its Job failed), else
     "<n> images <ready>/<desired>" (nodes holding every image), and how many failed."""
     rows: list[dict] = []
     reports = [read.mapping_at(h, "status.images") for h in hydrations]
@@ -110,7 +112,7 @@ def fleet_images(spec_images: list[dict], pins: Pins, hydrations: list[Any]) -> 
             row["desiredNodes"] = desired
         rows.append(row)
     if pins.unresolved:
-        return rows, SUMMARY_RESOLVING
+        return rows, f"resolve failed ({pins.failure})" if pins.failure else SUMMARY_RESOLVING
     count = len(spec_images)
     return rows, f"{count} image{'s' if count != 1 else ''} {ready}/{desired}" + \
         (f" ({failed} failed)" if failed else "")
